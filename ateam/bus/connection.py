@@ -1,0 +1,97 @@
+"""Which Redis to talk to (SPEC §2 URL resolution) and how to open a client for it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+
+from ateam.constants import DEFAULT_NAMESPACE
+from ateam.errors import RedisUnavailable, UsageError
+
+_SCHEMES = ("redis", "rediss", "unix")
+
+
+@dataclass(frozen=True)
+class RedisTarget:
+    """A resolved Redis endpoint plus the credentials and TLS settings to reach it."""
+
+    url: str
+    """A redis-py URL (``redis://``, ``rediss://`` or ``unix://``)."""
+    source: str
+    """Where the URL came from: ``--redis``, ``ATEAM_REDIS_URL``, ``tools.yaml`` or ``embedded``."""
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ca_file: str | None = None
+    namespace: str = DEFAULT_NAMESPACE
+
+    def describe(self) -> str:
+        """The URL with any password masked, for banners and logs."""
+        parts = urlsplit(self.url)
+        if parts.password:
+            user = parts.username or ""
+            host = parts.netloc.rsplit("@", 1)[1]
+            parts = parts._replace(netloc=f"{user}:****@{host}")
+        return urlunsplit(parts)
+
+
+def validate_url(url: str) -> str:
+    scheme = urlsplit(url).scheme
+    if scheme not in _SCHEMES:
+        raise UsageError(
+            f"unsupported Redis URL scheme {scheme!r} in {url!r}; use redis://, rediss:// or unix://"
+        )
+    return url
+
+
+def resolve_target(
+    cli_url: str | None = None,
+    *,
+    transport: Any | None = None,
+    namespace: str | None = None,
+) -> RedisTarget | None:
+    """The first Redis URL that is set, or ``None`` meaning "use the embedded server".
+
+    Order (SPEC §2): ``--redis``, ``ATEAM_REDIS_URL``, ``tools.yaml`` ``transport.url``.
+    ``transport`` is the parsed ``tools.yaml`` transport section (duck-typed so this
+    module does not depend on the config package).
+    """
+    ns = namespace or (getattr(transport, "namespace", None) or DEFAULT_NAMESPACE)
+    extra: dict[str, Any] = {
+        "username": getattr(transport, "username", None),
+        "password": getattr(transport, "password", None),
+        "ca_file": getattr(transport, "ca_file", None),
+    }
+    if cli_url:
+        return RedisTarget(validate_url(cli_url), "--redis", namespace=ns, **extra)
+    env_url = os.environ.get("ATEAM_REDIS_URL")
+    if env_url:
+        return RedisTarget(validate_url(env_url), "ATEAM_REDIS_URL", namespace=ns, **extra)
+    conf_url = getattr(transport, "url", None)
+    if conf_url:
+        return RedisTarget(validate_url(conf_url), "tools.yaml", namespace=ns, **extra)
+    return None
+
+
+def make_client(target: RedisTarget, **overrides: Any) -> aioredis.Redis:
+    """An asyncio client for ``target``. Reconnection policy is ateam's own (§4.6)."""
+    kwargs: dict[str, Any] = {
+        "socket_connect_timeout": 3.0,
+        "socket_keepalive": True,
+        "retry_on_timeout": False,
+    }
+    if target.username:
+        kwargs["username"] = target.username
+    if target.password:
+        kwargs["password"] = target.password
+    if target.url.startswith("rediss://"):
+        if target.ca_file:
+            kwargs["ssl_ca_certs"] = target.ca_file
+    kwargs.update(overrides)
+    try:
+        return aioredis.Redis.from_url(target.url, **kwargs)
+    except ValueError as exc:
+        raise RedisUnavailable(f"invalid Redis URL {target.describe()}: {exc}") from exc

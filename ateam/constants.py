@@ -1,0 +1,60 @@
+"""Defaults, limits and timings in one place (SPEC §4, §5, appendix DL).
+
+Redis key names live in :mod:`ateam.bus.keys`; everything numeric lives here so a
+reader can see the whole protocol's tuning at a glance.
+"""
+
+from __future__ import annotations
+
+PROTOCOL_VERSION = 1
+"""The `v` field of every msgpack payload. New fields are optional; none is removed."""
+
+DEFAULT_NAMESPACE = "ateam:"
+
+# Registry and heartbeat (SPEC §4.1)
+HEARTBEAT_INTERVAL_S = 3.0
+HEARTBEAT_TTL_S = 10.0
+DISCONNECTED_SHOWN_S = 120.0
+GRACE_MARKER_S = 30.0
+
+# Single-instance lock (SPEC §4.2)
+LOCK_TTL_S = 10.0
+LOCK_REFRESH_S = 3.0
+LOCK_SAFETY_MARGIN_S = 2.0
+"""Stop work when the lock has not been refreshed for TTL minus this margin."""
+
+# Console ownership (SPEC §4.3)
+OWNER_TTL_S = 15.0
+OWNER_REFRESH_S = 5.0
+TAKEOVER_GRACE_S = 2.0
+
+# RPC (SPEC §4.4)
+RPC_DEFAULT_DEADLINE_S = 15.0
+RPC_IDEMPOTENCY_S = 60
+RPC_MAX_PAYLOAD = 256 * 1024
+RPC_MAX_CONCURRENCY = 64
+
+# Event stream (SPEC §4.5)
+EVENT_LOG_MAXLEN = 10_000
+COALESCE_WINDOW_S = 0.050
+COALESCE_MAX_BYTES = 8 * 1024
+COALESCE_NEWLINE_S = 0.040
+COALESCE_HARD_FRAMES_PER_S = 200
+EVENT_BUFFER_MAX = 100_000
+"""Events kept in memory while Redis is unreachable; oldest dropped first."""
+PUBLISH_BATCH_MAX = 512
+
+# Reconnection (SPEC §4.6)
+BACKOFF_INITIAL_S = 0.25
+BACKOFF_MAX_S = 5.0
+BACKOFF_JITTER = 0.25
+BACKOFF_WARN_AFTER = 5
+
+# Agent (SPEC §5)
+WORKER_RESTART_DELAY_S = 1.0
+WORKER_CRASH_WINDOW_S = 5.0
+QUEUE_COMPACT_EVERY = 100
+QUEUE_TAIL_SCAN = 1024 * 1024
+HISTORY_ROTATE_BYTES = 50 * 1024 * 1024
+HISTORY_KEEP = 5
+SUMMARY_KEEP = 200

@@ -1,0 +1,205 @@
+"""Every error ateam raises, and the stable codes clients branch on.
+
+The tree::
+
+    AteamError                      code: internal
+    ├── ConfigError                 config.invalid         (agent exit 12)
+    ├── BusError
+    │   ├── RedisUnavailable        redis.unavailable      (exit 2 / agent 13)
+    │   └── EmbeddedServerError     redis.unavailable
+    ├── DuplicateInstance           duplicate.instance     (agent exit 11)
+    ├── LockLost                    lock.lost
+    ├── StorageError                storage.corrupt
+    ├── UsageError                  bad_request            (exit 4)
+    └── RpcError                    (code of the remote error)
+        ├── OwnershipDenied         ownership.denied       (exit 3)
+        ├── AgentNotFound           agent.not_found
+        ├── PayloadTooLarge         payload.too_large
+        ├── RpcTimeout              timeout
+        ├── NoSuchMethod            no_such_method
+        └── BadRequest              bad_request
+
+Codes are part of the wire protocol: they never change once published. Messages are
+for people and may be reworded.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, ClassVar
+
+
+class Code(StrEnum):
+    """Stable error codes (SPEC §4.4)."""
+
+    REDIS_UNAVAILABLE = "redis.unavailable"
+    OWNERSHIP_DENIED = "ownership.denied"
+    AGENT_NOT_FOUND = "agent.not_found"
+    DUPLICATE_INSTANCE = "duplicate.instance"
+    CONFIG_INVALID = "config.invalid"
+    PROMPT_PROTECTED_VIOLATION = "prompt.protected_violation"
+    TOOL_DENIED = "tool.denied"
+    FS_DENIED = "fs.denied"
+    KB_INGEST_DENIED = "kb.ingest.denied"
+    PAYLOAD_TOO_LARGE = "payload.too_large"
+    TIMEOUT = "timeout"
+    NO_SUCH_METHOD = "no_such_method"
+    BAD_REQUEST = "bad_request"
+    INTERNAL = "internal"
+    LOCK_LOST = "lock.lost"
+    STORAGE_CORRUPT = "storage.corrupt"
+
+
+class AteamError(Exception):
+    """Root of every ateam error: a stable code, a message for people, and detail."""
+
+    code: ClassVar[str] = Code.INTERNAL
+    hint: ClassVar[str] = ""
+
+    def __init__(self, message: str, *, detail: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail: dict[str, Any] = detail or {}
+
+    def one_line(self) -> str:
+        """The single line shown to people: what failed, the code, what to do."""
+        hint = f" — {self.hint}" if self.hint else ""
+        return f"error [{self.code}]: {self.message}{hint}"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"code": str(self.code), "message": self.message, "detail": self.detail}
+
+
+class ConfigError(AteamError):
+    """A configuration file is missing, unreadable or fails its schema."""
+
+    code = Code.CONFIG_INVALID
+
+    def __init__(
+        self, message: str, *, file: str | None = None, field: str | None = None
+    ) -> None:
+        where = ": ".join(part for part in (file, field) if part)
+        super().__init__(
+            f"{where}: {message}" if where else message,
+            detail={"file": file, "field": field},
+        )
+        self.file = file
+        self.field = field
+
+
+class BusError(AteamError):
+    """Something about the Redis bus went wrong."""
+
+    code = Code.REDIS_UNAVAILABLE
+
+
+class RedisUnavailable(BusError):
+    hint = "check the Redis URL (--redis, ATEAM_REDIS_URL) or run `ateam server status`"
+
+
+class EmbeddedServerError(BusError):
+    hint = "see `ateam server status`; the server log is under ~/.ateam/redis/"
+
+
+class DuplicateInstance(AteamError):
+    code = Code.DUPLICATE_INSTANCE
+
+
+class LockLost(AteamError):
+    """This process no longer holds its single-instance lock and must stop."""
+
+    code = Code.LOCK_LOST
+
+
+class StorageError(AteamError):
+    """A durable file (queue, history) is unreadable beyond automatic repair."""
+
+    code = Code.STORAGE_CORRUPT
+
+
+class UsageError(AteamError):
+    """A command line or console command is malformed."""
+
+    code = Code.BAD_REQUEST
+    hint = "see /help or `ateam --help`"
+
+
+class RpcError(AteamError):
+    """An error returned by (or on the way to) an agent's RPC endpoint."""
+
+    def __init__(
+        self, message: str, *, code: str | None = None, detail: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message, detail=detail)
+        if code is not None:
+            self.code = code  # type: ignore[misc]  # instance refines the class default
+
+
+class OwnershipDenied(RpcError):
+    code = Code.OWNERSHIP_DENIED
+    hint = "another console owns this agent; use /tail to watch or /attach --takeover"
+
+
+class AgentNotFound(RpcError):
+    code = Code.AGENT_NOT_FOUND
+    hint = "see `ateam ps` for the agents on this bus"
+
+
+class PayloadTooLarge(RpcError):
+    code = Code.PAYLOAD_TOO_LARGE
+
+
+class RpcTimeout(RpcError):
+    code = Code.TIMEOUT
+
+
+class NoSuchMethod(RpcError):
+    code = Code.NO_SUCH_METHOD
+
+
+class BadRequest(RpcError):
+    code = Code.BAD_REQUEST
+
+
+_RPC_ERRORS: dict[str, type[RpcError]] = {
+    Code.OWNERSHIP_DENIED: OwnershipDenied,
+    Code.AGENT_NOT_FOUND: AgentNotFound,
+    Code.PAYLOAD_TOO_LARGE: PayloadTooLarge,
+    Code.TIMEOUT: RpcTimeout,
+    Code.NO_SUCH_METHOD: NoSuchMethod,
+    Code.BAD_REQUEST: BadRequest,
+}
+
+
+def rpc_error_from_wire(error: dict[str, Any]) -> RpcError:
+    """Rebuild the typed error a remote agent sent, keeping unknown codes intact."""
+    code = str(error.get("code", Code.INTERNAL))
+    message = str(error.get("message", "remote error"))
+    detail = error.get("detail")
+    cls = _RPC_ERRORS.get(code, RpcError)
+    return cls(message, code=code, detail=detail if isinstance(detail, dict) else None)
+
+
+# Exit codes (SPEC §2). Console and verbs use the first table, the agent the second.
+CLI_EXIT: dict[str, int] = {
+    Code.REDIS_UNAVAILABLE: 2,
+    Code.OWNERSHIP_DENIED: 3,
+    Code.BAD_REQUEST: 4,
+    Code.NO_SUCH_METHOD: 4,
+    Code.AGENT_NOT_FOUND: 4,
+    Code.CONFIG_INVALID: 4,
+}
+AGENT_EXIT: dict[str, int] = {
+    Code.DUPLICATE_INSTANCE: 11,
+    Code.CONFIG_INVALID: 12,
+    Code.REDIS_UNAVAILABLE: 13,
+}
+EXIT_WORKER_CRASHED = 15
+
+
+def cli_exit_code(error: AteamError) -> int:
+    return CLI_EXIT.get(str(error.code), 1)
+
+
+def agent_exit_code(error: AteamError) -> int:
+    return AGENT_EXIT.get(str(error.code), 1)
