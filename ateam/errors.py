@@ -75,9 +75,7 @@ class ConfigError(AteamError):
 
     code = Code.CONFIG_INVALID
 
-    def __init__(
-        self, message: str, *, file: str | None = None, field: str | None = None
-    ) -> None:
+    def __init__(self, message: str, *, file: str | None = None, field: str | None = None) -> None:
         where = ": ".join(part for part in (file, field) if part)
         super().__init__(
             f"{where}: {message}" if where else message,

@@ -1,1 +1,35 @@
-"""bus."""
+"""The Redis bus: connection, codec, registry, lock, ownership, RPC and event stream."""
+
+from __future__ import annotations
+
+from ateam.bus.connection import RedisTarget, make_client, resolve_target
+from ateam.bus.events import Coalescer, Event, EventPublisher, EventTail, EventType, Gap
+from ateam.bus.keys import Keys
+from ateam.bus.lock import InstanceLock
+from ateam.bus.ownership import OwnerInfo, Ownership
+from ateam.bus.registry import AgentEntry, AgentView, Heartbeat, Registry
+from ateam.bus.rpc import Call, Method, RpcClient, RpcServer
+
+__all__ = [
+    "AgentEntry",
+    "AgentView",
+    "Call",
+    "Coalescer",
+    "Event",
+    "EventPublisher",
+    "EventTail",
+    "EventType",
+    "Gap",
+    "Heartbeat",
+    "InstanceLock",
+    "Keys",
+    "Method",
+    "OwnerInfo",
+    "Ownership",
+    "RedisTarget",
+    "Registry",
+    "RpcClient",
+    "RpcServer",
+    "make_client",
+    "resolve_target",
+]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import redis.asyncio as aioredis
 
@@ -30,19 +30,28 @@ class RedisTarget:
 
     def describe(self) -> str:
         """The URL with any password masked, for banners and logs."""
-        parts = urlsplit(self.url)
-        if parts.password:
-            user = parts.username or ""
-            host = parts.netloc.rsplit("@", 1)[1]
-            parts = parts._replace(netloc=f"{user}:****@{host}")
-        return urlunsplit(parts)
+        return _mask(self.url)
+
+
+def _mask(url: str) -> str:
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}:****@{netloc.rsplit('@', 1)[1]}"
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    query = "&".join(f"{k}=****" if k == "password" else f"{k}={v}" for k, v in pairs)
+    if netloc == parts.netloc and "password" not in dict(pairs):
+        return url
+    # Rebuilt by hand: urlunsplit drops the "//" of an empty netloc (unix:///path).
+    rebuilt = f"{parts.scheme}://{netloc}{parts.path}"
+    return f"{rebuilt}?{query}" if query else rebuilt
 
 
 def validate_url(url: str) -> str:
     scheme = urlsplit(url).scheme
     if scheme not in _SCHEMES:
         raise UsageError(
-            f"unsupported Redis URL scheme {scheme!r} in {url!r}; use redis://, rediss:// or unix://"
+            f"unsupported Redis URL scheme {scheme!r} in {_mask(url)!r}; use redis://, rediss:// or unix://"
         )
     return url
 
@@ -78,11 +87,11 @@ def resolve_target(
 
 def make_client(target: RedisTarget, **overrides: Any) -> aioredis.Redis:
     """An asyncio client for ``target``. Reconnection policy is ateam's own (§4.6)."""
-    kwargs: dict[str, Any] = {
-        "socket_connect_timeout": 3.0,
-        "socket_keepalive": True,
-        "retry_on_timeout": False,
-    }
+    kwargs: dict[str, Any] = {"socket_connect_timeout": 3.0}
+    if not target.url.startswith("unix://"):
+        # Unix-socket connections take no keepalive option; TCP ones should notice a
+        # silently vanished peer.
+        kwargs["socket_keepalive"] = True
     if target.username:
         kwargs["username"] = target.username
     if target.password:

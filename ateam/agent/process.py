@@ -1,0 +1,381 @@
+"""The agent process: lifecycle, signals, worker, heartbeat and shutdown (SPEC §5.1).
+
+States: INIT (config, lock) → REGISTERED (RPC served, heartbeat on) → IDLE ⇄ BUSY
+(⇄ WAITING) → SHUTDOWN. Everything runs on one asyncio loop; the durable files are
+written synchronously because an fsync'd append is what makes an acknowledgement true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from ateam.agent.history import History
+from ateam.agent.queue import DurableQueue, QueueItem
+from ateam.agent.runner import TaskControl, TaskRunner, cancel_quietly
+from ateam.bus.backoff import CONNECTION_ERRORS
+from ateam.bus.connection import RedisTarget, make_client
+from ateam.bus.events import EventPublisher, EventType
+from ateam.bus.keys import Keys
+from ateam.bus.lock import InstanceLock
+from ateam.bus.registry import AgentEntry, Heartbeat
+from ateam.bus.rpc import RpcServer
+from ateam.config import AgentConfig
+from ateam.constants import (
+    GRACE_MARKER_S,
+    HEARTBEAT_INTERVAL_S,
+    WORKER_CRASH_WINDOW_S,
+    WORKER_RESTART_DELAY_S,
+)
+from ateam.errors import (
+    EXIT_WORKER_CRASHED,
+    AteamError,
+    LockLost,
+    RedisUnavailable,
+    agent_exit_code,
+)
+from ateam.providers.base import Provider
+
+log = logging.getLogger(__name__)
+
+
+class AgentState(StrEnum):
+    INIT = "init"
+    REGISTERED = "registered"
+    IDLE = "idle"
+    BUSY = "busy"
+    WAITING = "waiting"
+    SHUTDOWN = "shutdown"
+
+
+class Agent:
+    """One agent identity, running until shut down."""
+
+    def __init__(self, config: AgentConfig, target: RedisTarget, provider: Provider) -> None:
+        self.config = config
+        self.id = config.id
+        self.target = target
+        self.keys = Keys(target.namespace)
+        self.state = AgentState.INIT
+        self.queue = DurableQueue(config.state_dir)
+        self.history = History(config.state_dir)
+        self.provider = provider
+        self.client: aioredis.Redis = make_client(target)
+        self.lock = InstanceLock(self.client, self.keys, self.id)
+        self.events = EventPublisher(
+            self.client,
+            self.keys,
+            self.id,
+            offset_file=config.state_dir / "offset",
+            fence=lambda: self.lock.fence,
+            on_fenced=self._on_fenced,
+            on_connection_change=self._on_bus_change,
+        )
+        self.entry = AgentEntry(
+            id=self.id,
+            name=config.name,
+            project=config.project,
+            model=provider.model,
+            cwd=str(config.cwd),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started_at=time.time(),
+        )
+        self.heartbeat = Heartbeat(self.client, self.keys, self.entry)
+        self.runner = TaskRunner(
+            self.events,
+            self.history,
+            provider,
+            system_prompt=self.system_prompt,
+            fence=lambda: self.lock.fence,
+        )
+        self.rpc: RpcServer | None = None
+        self.control: TaskControl | None = None
+        self.owner: str | None = None
+        self.exit_code = 0
+        self.bus_connected = True
+        self._stop = asyncio.Event()
+        self._work = asyncio.Event()
+        self._registry_dirty = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._worker: asyncio.Task[None] | None = None
+
+    # lifecycle ------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Run until shutdown; returns the process exit code (SPEC §2)."""
+        try:
+            await self._start()
+        except AteamError as exc:
+            print(
+                exc.message if exc.code == "duplicate.instance" else exc.one_line(), file=sys.stderr
+            )
+            await self._close_client()
+            return agent_exit_code(exc)
+        self._install_signals()
+        await self._stop.wait()
+        await self._shutdown()
+        return self.exit_code
+
+    async def _start(self) -> None:
+        try:
+            await self.client.ping()
+        except CONNECTION_ERRORS as exc:
+            raise RedisUnavailable(
+                f"cannot reach Redis at {self.target.describe()}: {exc}"
+            ) from exc
+        await self.lock.acquire()
+        self.config.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        report = self.queue.open()
+        torn = self.history.open()
+        await self.events.start()
+        for warning in self.lock.warnings:
+            self.events.emit(EventType.WARN, msg=warning, code="lock.takeover")
+        for message in report.messages():
+            self.events.emit(EventType.WARN, msg=message, code="queue.recovered")
+        if torn:
+            self.events.emit(
+                EventType.WARN, msg=f"history: repaired torn last line ({torn} bytes dropped)"
+            )
+        self.entry.fence = self.lock.fence
+        self.entry.queue_len = len(self.queue)
+        self._set_state(AgentState.REGISTERED)
+        await self.heartbeat.beat()
+        from ateam.agent.service import build_methods
+
+        self.rpc = RpcServer(
+            self.client,
+            self.keys,
+            self.id,
+            build_methods(self),
+            current_owner=self.current_owner,
+            on_bad_request=self._on_bad_request,
+        )
+        self.rpc.start()
+        self._tasks.append(asyncio.create_task(self._maintain(), name="maintain"))
+        self._worker = asyncio.create_task(self._supervise_worker(), name="worker")
+        self._set_state(AgentState.IDLE)
+        log.info("agent %s serving (fence %s, pid %s)", self.id, self.lock.fence, os.getpid())
+
+    def request_shutdown(self, code: int = 0) -> None:
+        if not self._stop.is_set():
+            self.exit_code = code
+            self._stop.set()
+
+    async def _shutdown(self) -> None:
+        """Stop RPC, stop the worker, fsync, leave the registry, release the lock, close."""
+        self._set_state(AgentState.SHUTDOWN)
+        if self.rpc is not None:
+            await self.rpc.aclose()
+        if self.control is not None:
+            self.control.interrupt()
+        if self._worker is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._worker), 5.0)
+            except (TimeoutError, Exception):
+                await cancel_quietly(self._worker)
+        self.history.close()
+        self.queue.close()
+        for task in self._tasks:
+            await cancel_quietly(task)
+        await self.events.aclose()
+        with contextlib.suppress(*CONNECTION_ERRORS):
+            await self.heartbeat.leave()
+        with contextlib.suppress(*CONNECTION_ERRORS):
+            await self.lock.release()
+        await self._close_client()
+        log.info("agent %s stopped", self.id)
+
+    async def _close_client(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.client.aclose()
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        handlers: dict[signal.Signals, Callable[[], object]] = {
+            signal.SIGINT: self.interrupt,
+            signal.SIGTERM: self.request_shutdown,
+            signal.SIGHUP: self._reload_prompts,
+        }
+        for signum, handler in handlers.items():
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signum, handler)
+
+    # state and registry ------------------------------------------------------------
+
+    def _set_state(self, state: AgentState) -> None:
+        if state == self.state:
+            return
+        self.state = state
+        self.entry.state = state.value
+        self.events.emit(EventType.STATE, state=state.value)
+        self._registry_dirty.set()
+
+    def touch_registry(self) -> None:
+        self._registry_dirty.set()
+
+    async def current_owner(self) -> str | None:
+        raw = await self.client.hget(self.keys.owner(self.id), "session")
+        return raw.decode() if isinstance(raw, bytes) else None
+
+    async def _maintain(self) -> None:
+        """Heartbeat, lock refresh and owner watch, every 3 s or sooner on news."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._registry_dirty.wait(), HEARTBEAT_INTERVAL_S)
+            changed = self._registry_dirty.is_set()
+            self._registry_dirty.clear()
+            try:
+                await self.lock.refresh()
+                owner = await self.current_owner()
+                if owner != self.owner:
+                    self.events.emit(EventType.OWNERSHIP, owner=owner, previous=self.owner)
+                    self.owner = owner
+                    self.entry.owner = owner
+                    changed = True
+                self.entry.queue_len = len(self.queue)
+                self.entry.fence = self.lock.fence
+                await self.heartbeat.beat(changed=changed)
+            except LockLost as exc:
+                self._lock_lost(str(exc))
+                return
+            except CONNECTION_ERRORS as exc:
+                log.warning("heartbeat failed: %s", exc)
+            if self.lock.expired_locally():
+                self._lock_lost("could not refresh the instance lock before it expired")
+                return
+
+    def _lock_lost(self, why: str) -> None:
+        log.error("stopping: %s", why)
+        print(f"ateam agent {self.id}: stopping: {why}", file=sys.stderr)
+        if self.control is not None:
+            self.control.interrupt(hard=True)
+        self.request_shutdown(11)
+
+    def _on_fenced(self) -> None:
+        self._lock_lost("another process holds the instance lock (fenced)")
+
+    def _on_bus_change(self, connected: bool, failures: int) -> None:
+        self.bus_connected = connected
+        if not connected and failures == 5:
+            log.warning("Redis unreachable after %d attempts; still retrying", failures)
+        if connected and failures == 0:
+            self._registry_dirty.set()
+
+    def _on_bad_request(self, message: str) -> None:
+        self.events.emit(EventType.WARN, msg=f"rejected a request: {message}", code="bad_request")
+
+    # work ----------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        text: str,
+        *,
+        source: str,
+        rid: str | None = None,
+        caller: str | None = None,
+        trace_id: str | None = None,
+    ) -> tuple[QueueItem, bool]:
+        """Durably queue an input; returns (item, created). A repeated rid is not re-added."""
+        if rid is not None:
+            existing = self.queue.find_rid(rid)
+            if existing is not None:
+                return existing, False
+        item = self.queue.append(
+            text, source=source, rid=rid, caller=caller, trace_id=trace_id or os.urandom(6).hex()
+        )
+        self.entry.queue_len = len(self.queue)
+        self._work.set()
+        self._registry_dirty.set()
+        return item, True
+
+    def enqueue_wakeup(self) -> None:
+        """Tell the worker that items were added behind its back (e.g. a retry)."""
+        self.entry.queue_len = len(self.queue)
+        self._work.set()
+        self._registry_dirty.set()
+
+    def interrupt(self, *, hard: bool = False) -> str | None:
+        if self.control is None or self.queue.current is None:
+            return None
+        self.control.interrupt(hard=hard)
+        return self.queue.current.id
+
+    def _reload_prompts(self) -> None:
+        self.events.emit(EventType.WARN, msg="prompts reloaded (SIGHUP)", code="prompt.reload")
+
+    def system_prompt(self) -> str:
+        parts = []
+        for path in (self.config.base_prompt_path, self.config.overlay_prompt_path):
+            with contextlib.suppress(OSError):
+                parts.append(path.read_text(encoding="utf-8").strip())
+        return "\n\n".join(p for p in parts if p) or f"You are {self.id}, a coding agent."
+
+    async def _supervise_worker(self) -> None:
+        """Restart a crashed worker once after 1 s; a second crash within 5 s exits 15."""
+        last_crash: float | None = None
+        while not self._stop.is_set():
+            try:
+                await self._work_loop()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                now = time.monotonic()
+                log.exception("worker crashed")
+                self.events.emit(EventType.ERROR, msg=f"worker crashed: {exc!r}")
+                if last_crash is not None and now - last_crash <= WORKER_CRASH_WINDOW_S:
+                    print(f"ateam agent {self.id}: worker crashed twice", file=sys.stderr)
+                    self.request_shutdown(EXIT_WORKER_CRASHED)
+                    return
+                last_crash = now
+                await asyncio.sleep(WORKER_RESTART_DELAY_S)
+
+    async def _work_loop(self) -> None:
+        while not self._stop.is_set():
+            item = self.queue.current or self.queue.take()
+            if item is None:
+                self._set_state(AgentState.IDLE)
+                self._work.clear()
+                await self._work.wait()
+                continue
+            await self._process(item)
+
+    async def _process(self, item: QueueItem) -> None:
+        self.control = TaskControl()
+        self.entry.current_task = item.id
+        self.entry.queue_len = len(self.queue)
+        self._set_state(AgentState.BUSY)
+        try:
+            outcome = await self.runner.run(item, self.control)
+        except Exception as exc:
+            self.queue.done(item.id, ok=False, error=repr(exc))
+            self.entry.last_error = repr(exc)
+            raise
+        finally:
+            self.control = None
+            self.entry.current_task = None
+        self.queue.done(item.id, ok=outcome.ok, error=outcome.error)
+        if outcome.error and outcome.error not in ("interrupted", "cancelled"):
+            self.entry.last_error = outcome.error
+        if self.provider.context_window:
+            self.entry.ctx_pct = round(
+                100 * self.runner.context_tokens / self.provider.context_window, 1
+            )
+        self.entry.queue_len = len(self.queue)
+        self._registry_dirty.set()
+
+    async def restart_marker(self) -> None:
+        with contextlib.suppress(*CONNECTION_ERRORS):
+            await self.heartbeat.grace(GRACE_MARKER_S)

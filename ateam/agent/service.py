@@ -1,0 +1,143 @@
+"""The agent's RPC methods: the whole catalogue in one table (SPEC §4.4).
+
+Mutating methods are checked against the console owner by :class:`ateam.bus.rpc.RpcServer`
+before their handler runs; handlers here only do the work and return quickly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ateam.bus.rpc import Call, Method
+from ateam.errors import BadRequest
+
+if TYPE_CHECKING:
+    from ateam.agent.process import Agent
+
+MAX_HISTORY_TAIL = 1000
+
+
+def _int_param(call: Call, name: str, default: int, *, low: int = 0, high: int = 10**9) -> int:
+    value = call.params.get(name, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise BadRequest(f"'{name}' must be an integer between {low} and {high}")
+    return value
+
+
+class AgentService:
+    """RPC handlers of one agent; :func:`build_methods` lays them out as the catalogue."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    async def status(self, call: Call) -> dict[str, Any]:
+        data = self.agent.entry.to_wire()
+        data.update(
+            state=self.agent.state.value,
+            last_offset=self.agent.events.last_offset,
+            queue_len=len(self.agent.queue),
+            bus_connected=self.agent.bus_connected,
+            redis=self.agent.target.describe(),
+        )
+        return data
+
+    async def input_(self, call: Call) -> dict[str, Any]:
+        text = call.params.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise BadRequest("'text' must be a non-empty string")
+        source = call.params.get("source", "console")
+        trace = call.params.get("trace_id")
+        item, created = self.agent.enqueue(
+            text,
+            source=str(source),
+            rid=call.id,
+            caller=call.caller,
+            trace_id=trace if isinstance(trace, str) else None,
+        )
+        return {
+            "id": item.id,
+            "trace_id": item.trace_id,
+            "queued": len(self.agent.queue),
+            "created": created,
+        }
+
+    async def interrupt(self, call: Call) -> dict[str, Any]:
+        return {"task_id": self.agent.interrupt()}
+
+    async def cancel(self, call: Call) -> dict[str, Any]:
+        hard = bool(call.params.get("hard", False))
+        return {"task_id": self.agent.interrupt(hard=hard), "hard": hard}
+
+    async def queue_list(self, call: Call) -> dict[str, Any]:
+        current = self.agent.queue.current
+        return {
+            "current": current.to_dict() if current else None,
+            "pending": [item.to_dict() for item in self.agent.queue.pending()],
+            "dead": self.agent.queue.dead_items(),
+        }
+
+    async def queue_clear(self, call: Call) -> dict[str, Any]:
+        if call.params.get("confirm") is not True:
+            raise BadRequest("queue.clear needs confirm=true: it drops every pending item")
+        cleared = self.agent.queue.clear()
+        self.agent.touch_registry()
+        return {"cleared": cleared}
+
+    async def queue_retry(self, call: Call) -> dict[str, Any]:
+        items = self.agent.queue.retry_dead()
+        if items:
+            self.agent.enqueue_wakeup()
+        return {"requeued": [item.id for item in items]}
+
+    async def history_tail(self, call: Call) -> dict[str, Any]:
+        n = _int_param(call, "n", 20, high=MAX_HISTORY_TAIL)
+        return {"turns": self.agent.history.tail(n)}
+
+    async def history_clear(self, call: Call) -> dict[str, Any]:
+        if call.params.get("confirm_id") != self.agent.id:
+            raise BadRequest(
+                "history.clear is irreversible: pass confirm_id equal to the agent id "
+                f"{self.agent.id!r}"
+            )
+        self.agent.history.clear()
+        return {"cleared": True}
+
+    async def memory_stats(self, call: Call) -> dict[str, Any]:
+        window = self.agent.provider.context_window
+        used = self.agent.runner.context_tokens
+        return {
+            "model": self.agent.provider.model,
+            "context_window": window,
+            "tokens_in_context": used,
+            "ctx_pct": round(100 * used / window, 1) if window else 0.0,
+            "history_turns": self.agent.history.count(),
+        }
+
+    async def shutdown(self, call: Call) -> dict[str, Any]:
+        if call.params.get("restart"):
+            await self.agent.restart_marker()
+        # Reply first, then stop: the caller deserves to hear that it worked.
+        asyncio.get_running_loop().call_later(0.05, self.agent.request_shutdown)
+        return {"stopping": True, "pid": os.getpid()}
+
+
+def build_methods(agent: Agent) -> dict[str, Method]:
+    """Bind the catalogue to one agent. Adding a method means adding a row here."""
+    svc = AgentService(agent)
+    table: list[tuple[str, Callable[[Call], Awaitable[Any]], bool, str]] = [
+        ("status", svc.status, False, "registry entry, state, queue length, last event offset"),
+        ("input", svc.input_, True, "queue text as a task {text, source?, trace_id?}"),
+        ("interrupt", svc.interrupt, True, "stop the current task after the current chunk"),
+        ("cancel", svc.cancel, True, "stop the current task {hard}: hard stops it at once"),
+        ("queue.list", svc.queue_list, False, "current, pending and dead-lettered items"),
+        ("queue.clear", svc.queue_clear, True, "drop pending items {confirm: true}"),
+        ("queue.retry", svc.queue_retry, True, "re-queue dead-lettered items"),
+        ("history.tail", svc.history_tail, False, "newest turns {n}"),
+        ("history.clear", svc.history_clear, True, "erase history {confirm_id: agent id}"),
+        ("memory.stats", svc.memory_stats, False, "tokens in context and ctx %"),
+        ("shutdown", svc.shutdown, True, "graceful stop {restart?}"),
+    ]
+    return {name: Method(name, fn, mutating, doc) for name, fn, mutating, doc in table}

@@ -1,0 +1,71 @@
+"""Every Redis key and channel name ateam uses, in one place.
+
+Per-agent keys carry the agent id as a hash tag (``{project/name}``) so that all keys of
+one agent land in one slot on Redis Cluster and Lua scripts touching several of them
+stay valid. Team-wide keys (the registry) are single keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ateam.constants import DEFAULT_NAMESPACE
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key builder bound to one namespace prefix (default ``ateam:``)."""
+
+    ns: str = DEFAULT_NAMESPACE
+
+    # team-wide
+    @property
+    def registry(self) -> str:
+        """Hash: agent id → msgpack registry entry."""
+        return f"{self.ns}registry"
+
+    @property
+    def registry_channel(self) -> str:
+        """Pub/sub channel of join / update / leave notices."""
+        return f"{self.ns}registry:events"
+
+    def console_channel(self, session: str) -> str:
+        """Pub/sub channel that reaches one console session (ownership notices)."""
+        return f"{self.ns}console:{session}"
+
+    # per agent
+    def lock(self, agent: str) -> str:
+        return f"{self.ns}lock:{{{agent}}}"
+
+    def fence(self, agent: str) -> str:
+        return f"{self.ns}fence:{{{agent}}}"
+
+    def alive(self, agent: str) -> str:
+        """Liveness key with the heartbeat TTL; RPC refuses fast when it is gone."""
+        return f"{self.ns}alive:{{{agent}}}"
+
+    def grace(self, agent: str) -> str:
+        return f"{self.ns}grace:{{{agent}}}"
+
+    def owner(self, agent: str) -> str:
+        return f"{self.ns}owner:{{{agent}}}"
+
+    def rpc(self, agent: str) -> str:
+        """List of pending requests for the agent."""
+        return f"{self.ns}rpc:{{{agent}}}"
+
+    def reply(self, agent: str, request_id: str) -> str:
+        return f"{self.ns}reply:{{{agent}}}:{request_id}"
+
+    @property
+    def heartbeats(self) -> str:
+        """Hash: agent id → Redis server time (ms) of its last heartbeat."""
+        return f"{self.ns}registry:hb"
+
+    def events(self, agent: str) -> str:
+        """Stream holding the bounded replay log; entry id ``<offset>-0``."""
+        return f"{self.ns}events:{{{agent}}}"
+
+    def agent_from_events_key(self, key: str) -> str:
+        prefix = f"{self.ns}events:{{"
+        return key[len(prefix) : -1]

@@ -1,0 +1,324 @@
+"""Request/reply between clients and one agent over Redis lists (SPEC §4.4).
+
+A request is ``RPUSH``-ed onto the agent's request list as ``<request id>\\n<msgpack>``;
+the id travels outside the msgpack body so that even a request whose body is malformed
+gets an error reply instead of silence. The caller waits on a reply list of its own with
+``BLPOP`` in the same pipeline, so a call costs the caller one round trip. A Lua script
+refuses at once with ``agent.not_found`` when the agent's liveness key is gone, rather
+than letting the caller wait out its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
+from ateam.bus.codec import pack, unpack
+from ateam.bus.keys import Keys
+from ateam.constants import RPC_DEFAULT_DEADLINE_S, RPC_IDEMPOTENCY_S, RPC_MAX_PAYLOAD
+from ateam.errors import (
+    AgentNotFound,
+    AteamError,
+    BadRequest,
+    Code,
+    NoSuchMethod,
+    OwnershipDenied,
+    PayloadTooLarge,
+    RedisUnavailable,
+    RpcError,
+    RpcTimeout,
+    rpc_error_from_wire,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One decoded request, as a handler sees it."""
+
+    id: str
+    method: str
+    params: dict[str, Any]
+    caller: str | None
+    deadline: float
+
+
+Handler = Callable[[Call], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Method:
+    """An entry of the method catalogue."""
+
+    name: str
+    handler: Handler
+    mutating: bool
+    doc: str
+
+
+OwnerLookup = Callable[[], Awaitable[str | None]]
+
+
+class RpcServer:
+    """Agent side: serves its request list in arrival order.
+
+    Requests are handled one after another so that two inputs from one console are
+    queued in the order they were sent; every handler is expected to return quickly
+    (long work is queued, never done inside a call).
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        keys: Keys,
+        agent: str,
+        methods: Mapping[str, Method],
+        *,
+        current_owner: OwnerLookup,
+        on_bad_request: Callable[[str], None] | None = None,
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._agent = agent
+        self._methods = methods
+        self._current_owner = current_owner
+        self._on_bad_request = on_bad_request
+        self._recent: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        self._task: asyncio.Task[None] | None = None
+        self.served = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"rpc:{self._agent}")
+
+    async def aclose(self) -> None:
+        """Stop accepting requests; those still in the list wait for the next instance."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        key = self._keys.rpc(self._agent)
+        backoff = Backoff()
+        while True:
+            try:
+                popped = await self._client.blpop([key], timeout=1)
+            except CONNECTION_ERRORS:
+                await asyncio.sleep(backoff.next_delay())
+                continue
+            backoff.reset()
+            if popped is None:
+                continue
+            raw: Any = popped[1]
+            try:
+                await self._serve_one(raw)
+            except CONNECTION_ERRORS:
+                log.warning("rpc reply lost: Redis unreachable")
+            except Exception:
+                log.exception("rpc: unexpected failure while serving a request")
+
+    async def _serve_one(self, raw: bytes) -> None:
+        request_id, sep, body = raw.partition(b"\n")
+        rid = request_id.decode("ascii", "replace")
+        if not sep or not rid or len(rid) > 64:
+            self._report_bad(f"request without an id ({len(raw)} bytes) dropped")
+            return
+        reply = await self._reply_for(rid, body)
+        if reply is None:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        reply_key = self._keys.reply(self._agent, rid)
+        pipe.rpush(reply_key, reply)
+        pipe.expire(reply_key, 60)
+        await pipe.execute()
+        self.served += 1
+
+    async def _reply_for(self, rid: str, body: bytes) -> bytes | None:
+        cached = self._recent.get(rid)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        try:
+            call = self._decode(rid, body)
+        except RpcError as exc:
+            self._report_bad(f"{exc.code}: {exc.message}")
+            return _error_reply(rid, exc)
+        if call.deadline and call.deadline < time.time():
+            log.info("rpc %s %s dropped: past its deadline", call.method, rid)
+            return None
+        method = self._methods.get(call.method)
+        try:
+            if method is None:
+                raise NoSuchMethod(
+                    f"unknown method {call.method!r}", detail={"methods": sorted(self._methods)}
+                )
+            if method.mutating:
+                await self._check_owner(call)
+            value = await method.handler(call)
+            reply = pack({"id": rid, "ok": True, "value": value})
+            if len(reply) > RPC_MAX_PAYLOAD:
+                raise PayloadTooLarge(
+                    f"reply of {len(reply)} bytes exceeds {RPC_MAX_PAYLOAD}; ask for less"
+                )
+        except AteamError as exc:
+            reply = _error_reply(rid, exc)
+        except (TypeError, ValueError) as exc:
+            reply = _error_reply(rid, BadRequest(f"invalid parameters: {exc}"))
+        except CONNECTION_ERRORS:
+            raise
+        except Exception as exc:
+            log.exception("rpc %s failed", call.method)
+            reply = _error_reply(rid, AteamError(f"{type(exc).__name__}: {exc}"))
+        if method is not None and method.mutating:
+            self._remember(rid, reply)
+        return reply
+
+    def _decode(self, rid: str, body: bytes) -> Call:
+        if len(body) > RPC_MAX_PAYLOAD:
+            raise PayloadTooLarge(f"request of {len(body)} bytes exceeds {RPC_MAX_PAYLOAD}")
+        req = unpack(body)
+        method = req.get("method")
+        params = req.get("params") or {}
+        if not isinstance(method, str) or not isinstance(params, dict):
+            raise BadRequest("request needs a string 'method' and a map 'params'")
+        caller = req.get("caller")
+        deadline = req.get("deadline") or 0.0
+        if not isinstance(deadline, int | float):
+            raise BadRequest("'deadline' must be a number")
+        return Call(rid, method, params, caller if isinstance(caller, str) else None, deadline)
+
+    async def _check_owner(self, call: Call) -> None:
+        owner = await self._current_owner()
+        if owner is None:
+            raise OwnershipDenied(
+                "no console is attached to this agent; attach before changing it",
+                detail={"owner": None},
+            )
+        if owner != call.caller:
+            raise OwnershipDenied(
+                f"{self._agent} is owned by another console", detail={"owner": owner}
+            )
+
+    def _remember(self, rid: str, reply: bytes) -> None:
+        now = time.monotonic()
+        self._recent[rid] = (now + RPC_IDEMPOTENCY_S, reply)
+        while self._recent:
+            oldest = next(iter(self._recent.values()))
+            if oldest[0] > now and len(self._recent) <= 10_000:
+                break
+            self._recent.popitem(last=False)
+
+    def _report_bad(self, message: str) -> None:
+        log.warning("rpc: %s", message)
+        if self._on_bad_request is not None:
+            self._on_bad_request(message)
+
+
+def _error_reply(rid: str, error: AteamError) -> bytes:
+    return pack({"id": rid, "ok": False, "error": error.to_wire()})
+
+
+# Push the request only if the agent is alive; otherwise answer for it at once.
+_SEND_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('RPUSH', KEYS[3], ARGV[2])
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+  return 0
+end
+redis.call('RPUSH', KEYS[2], ARGV[1])
+return 1
+"""
+
+
+@dataclass
+class RpcClient:
+    """Caller side. ``caller`` is the console session id the agent checks ownership against."""
+
+    client: aioredis.Redis
+    keys: Keys
+    caller: str | None = None
+    _script: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._script = self.client.register_script(_SEND_LUA)
+
+    async def call(
+        self,
+        agent: str,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float = RPC_DEFAULT_DEADLINE_S,
+        request_id: str | None = None,
+    ) -> Any:
+        """Call ``method`` on ``agent`` and return its value, or raise its typed error.
+
+        Connection failures are retried with the same request id until the deadline,
+        which is safe because mutating methods are idempotent by request id.
+        """
+        rid = request_id or uuid.uuid4().hex
+        deadline = time.time() + timeout
+        body = pack(
+            {
+                "id": rid,
+                "method": method,
+                "params": params or {},
+                "caller": self.caller,
+                "deadline": deadline,
+            }
+        )
+        if len(body) > RPC_MAX_PAYLOAD:
+            raise PayloadTooLarge(
+                f"request of {len(body)} bytes exceeds the {RPC_MAX_PAYLOAD}-byte limit"
+            )
+        return await self.send_raw(agent, rid, body, deadline)
+
+    async def send_raw(self, agent: str, rid: str, body: bytes, deadline: float) -> Any:
+        """Send an already-encoded body (also used by tests to send malformed input)."""
+        not_found = pack(
+            {
+                "id": rid,
+                "ok": False,
+                "error": AgentNotFound(
+                    f"no agent {agent!r} is running on this bus", detail={"agent": agent}
+                ).to_wire(),
+            }
+        )
+        reply_key = self.keys.reply(agent, rid)
+        backoff = Backoff()
+        while True:
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                raise RpcTimeout(f"{agent} did not answer in time", detail={"agent": agent})
+            try:
+                pipe = self.client.pipeline(transaction=False)
+                await self._script(
+                    keys=[self.keys.alive(agent), self.keys.rpc(agent), reply_key],
+                    args=[rid.encode() + b"\n" + body, not_found, 60_000],
+                    client=pipe,
+                )
+                pipe.blpop([reply_key], timeout=max(remaining, 0.01))
+                _, popped = await pipe.execute()
+            except CONNECTION_ERRORS as exc:
+                if time.time() + 0.05 >= deadline:
+                    raise RedisUnavailable(f"Redis unreachable: {exc}") from exc
+                await asyncio.sleep(min(backoff.next_delay(), max(deadline - time.time(), 0)))
+                continue
+            if popped is None:
+                raise RpcTimeout(f"{agent} did not answer in time", detail={"agent": agent})
+            reply = unpack(popped[1])
+            if reply.get("ok"):
+                return reply.get("value")
+            error = reply.get("error")
+            raise rpc_error_from_wire(error if isinstance(error, dict) else {"code": Code.INTERNAL})

@@ -1,0 +1,344 @@
+"""Every ``ateam …`` command: parse, call, print. The work lives in the packages."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from ateam import __version__
+from ateam.bus.connection import RedisTarget, make_client, resolve_target
+from ateam.bus.events import EventTail, Gap
+from ateam.bus.keys import Keys
+from ateam.bus.ownership import Ownership
+from ateam.bus.registry import Registry
+from ateam.bus.rpc import RpcClient
+from ateam.config import AgentConfig, ProjectConfig, load_project, standalone_agent
+from ateam.console.controller import PS_COLUMNS
+from ateam.errors import (
+    AteamError,
+    ConfigError,
+    RedisUnavailable,
+    UsageError,
+    agent_exit_code,
+    cli_exit_code,
+)
+
+
+def _target(args: argparse.Namespace, project: ProjectConfig | None) -> RedisTarget:
+    """``--redis``, ATEAM_REDIS_URL, tools.yaml, else the embedded server (started on demand)."""
+    transport = project.transport if project else None
+    namespace = project.namespace if project else None
+    found = resolve_target(args.redis, transport=transport, namespace=namespace)
+    if found is not None:
+        return found
+    from ateam.bus.embedded import EmbeddedServer
+
+    embedded = EmbeddedServer().ensure()
+    if namespace:
+        return RedisTarget(
+            embedded.url, embedded.source, password=embedded.password, namespace=namespace
+        )
+    return embedded
+
+
+def _project(start: Path | None = None) -> ProjectConfig:
+    return load_project(start or Path.cwd())
+
+
+# agent ------------------------------------------------------------------------------
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    from ateam.agent.process import Agent
+    from ateam.providers import build_provider
+
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format=f"%(asctime)s {args.project}/{args.name} %(levelname)s %(message)s",
+    )
+    cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
+    try:
+        project = _project(cwd)
+        config = _agent_config(project, args.project, args.name, cwd, explicit_cwd=bool(args.cwd))
+        entry = config.model_entry(args.model)
+        provider = build_provider(entry)
+        target = _target(args, project)
+    except AteamError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return agent_exit_code(exc)
+    if sys.stdin.isatty() and not args.no_repl:
+        print("ateam: the local REPL is not available yet; running without it", file=sys.stderr)
+    agent = Agent(config, target, provider)
+    return asyncio.run(agent.run())
+
+
+def _agent_config(
+    project: ProjectConfig, project_name: str, name: str, cwd: Path, *, explicit_cwd: bool
+) -> AgentConfig:
+    configured = project.agents.get(name) if project.name == project_name else None
+    if configured is None:
+        return standalone_agent(project_name, name, cwd, config=project)
+    if explicit_cwd and configured.cwd != cwd:
+        from dataclasses import replace
+
+        return replace(configured, cwd=cwd)
+    return configured
+
+
+# console ------------------------------------------------------------------------------
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    from ateam.console.plain import run_plain
+
+    try:
+        target = _target(args, _project_or_none())
+    except AteamError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return cli_exit_code(exc)
+    interactive = sys.stdin.isatty()
+    return asyncio.run(run_plain(target, interactive=interactive))
+
+
+def _project_or_none() -> ProjectConfig | None:
+    try:
+        return _project()
+    except ConfigError as exc:
+        print(f"warning: ignoring configuration: {exc.message}", file=sys.stderr)
+        return None
+
+
+# scriptable verbs ---------------------------------------------------------------------
+
+
+async def _with_client(target: RedisTarget, work: Callable[[Any, Keys], Awaitable[int]]) -> int:
+    client = make_client(target)
+    try:
+        try:
+            await client.ping()
+        except Exception as exc:
+            raise RedisUnavailable(f"cannot reach Redis at {target.describe()}: {exc}") from exc
+        return await work(client, Keys(target.namespace))
+    finally:
+        await client.aclose()
+
+
+def cmd_ps(args: argparse.Namespace) -> int:
+    async def work(client: Any, keys: Keys) -> int:
+        views = await Registry(client, keys).list()
+        rows = [v.to_json() for v in views]
+        if args.json:
+            print(json.dumps(rows, indent=2, sort_keys=True))
+            return 0
+        from ateam.console.plain import PlainView
+
+        PlainView(asyncio.Queue()).table(rows, PS_COLUMNS)
+        return 0
+
+    return _run_verb(args, work)
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    session = f"cli:{os.getpid()}"
+
+    async def work(client: Any, keys: Keys) -> int:
+        ownership = Ownership(client, keys, session)
+        await ownership.acquire(args.id, takeover=args.takeover)
+        try:
+            reply = await RpcClient(client, keys, caller=session).call(
+                args.id, "input", {"text": " ".join(args.text), "source": "cli"}
+            )
+        finally:
+            await ownership.release(args.id)
+        print(reply["id"])
+        return 0
+
+    return _run_verb(args, work)
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    session = f"cli:{os.getpid()}"
+
+    async def work(client: Any, keys: Keys) -> int:
+        ownership = Ownership(client, keys, session)
+        await ownership.acquire(args.id, takeover=args.takeover)
+        try:
+            await RpcClient(client, keys, caller=session).call(args.id, "shutdown")
+        finally:
+            await ownership.release(args.id)
+        registry = Registry(client, keys)
+        deadline = time.monotonic() + args.wait
+        # The agent leaves the registry as the last step of its shutdown; poll for that.
+        while time.monotonic() < deadline and await registry.get(args.id) is not None:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+        print(f"stopped {args.id}")
+        return 0
+
+    return _run_verb(args, work)
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    from ateam.console.plain import PlainView
+
+    async def work(client: Any, keys: Keys) -> int:
+        view = PlainView(asyncio.Queue())
+        tail = EventTail(client, keys)
+        after = None if args.from_offset is None else max(args.from_offset - 1, 0)
+        tail.add(args.id, after)
+        if args.follow:
+            async for item in tail:
+                view.gap(item) if isinstance(item, Gap) else view.event(item)
+            return 0
+        while True:
+            items = await tail.poll(wait=False)
+            if not items:
+                return 0
+            for item in items:
+                view.gap(item) if isinstance(item, Gap) else view.event(item)
+
+    return _run_verb(args, work)
+
+
+def _run_verb(args: argparse.Namespace, work: Callable[[Any, Keys], Awaitable[int]]) -> int:
+    try:
+        target = _target(args, _project_or_none())
+        return asyncio.run(_with_client(target, work))
+    except AteamError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return cli_exit_code(exc)
+    except KeyboardInterrupt:
+        return 130
+
+
+# up / down ------------------------------------------------------------------------------
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    root = Path(args.dir).resolve()
+    try:
+        project = load_project(root)
+        target = _target(args, project)
+    except AteamError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return cli_exit_code(exc)
+    if not project.agents:
+        print(f"error [config.invalid]: no agents configured under {root}", file=sys.stderr)
+        return 4
+    if args.down:
+        return _down(project)
+    from ateam.supervisor import start_agents
+
+    try:
+        started = start_agents(project, target, redis_url=args.redis)
+    except AteamError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return cli_exit_code(exc)
+    for line in started:
+        print(line)
+    if args.detach:
+        return 0
+    from ateam.console.plain import run_plain
+
+    return asyncio.run(run_plain(target, interactive=sys.stdin.isatty()))
+
+
+def _down(project: ProjectConfig) -> int:
+    from ateam.supervisor import stop_agents
+
+    for line in stop_agents(project):
+        print(line)
+    return 0
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    from ateam.bus.embedded import server_command
+
+    return server_command(args.action)
+
+
+# parser ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ateam", description="A team of AI coding agents steered from a console over Redis."
+    )
+    parser.add_argument("--version", action="version", version=f"ateam {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, handler: Callable[[argparse.Namespace], int], text: str) -> Any:
+        p = sub.add_parser(name, help=text, description=text)
+        p.set_defaults(handler=handler)
+        if name != "server":
+            p.add_argument("--redis", metavar="URL", help="redis://, rediss:// or unix:// URL")
+        return p
+
+    p = add("agent", cmd_agent, "run one agent in the foreground")
+    p.add_argument("--project", required=True)
+    p.add_argument("--name", required=True)
+    p.add_argument("--cwd")
+    p.add_argument("--model")
+    p.add_argument("--no-repl", action="store_true")
+    p.add_argument("--bootstrap", metavar="TOKEN")
+
+    p = add("console", cmd_console, "the interactive console")
+    p.add_argument("--no-ui", action="store_true", help="plain line mode")
+    p.add_argument("--panes", action="store_true", help="full-screen panes (when available)")
+
+    p = add("up", cmd_up, "start every agent of a project in the background, then a console")
+    p.add_argument("dir", nargs="?", default=".")
+    p.add_argument("--no-ui", action="store_true")
+    p.add_argument("--down", action="store_true", help="stop the project's agents instead")
+    p.add_argument("--detach", action="store_true", help="start the agents, open no console")
+
+    p = add("ps", cmd_ps, "list agents")
+    p.add_argument("--json", action="store_true")
+
+    p = add("send", cmd_send, "queue text for an agent")
+    p.add_argument("id")
+    p.add_argument("text", nargs="+")
+    p.add_argument("--takeover", action="store_true")
+
+    p = add("tail", cmd_tail, "print an agent's events")
+    p.add_argument("id")
+    p.add_argument("--from", dest="from_offset", type=int, metavar="OFFSET")
+    p.add_argument("--follow", "-f", action="store_true")
+
+    p = add("stop", cmd_stop, "stop an agent gracefully")
+    p.add_argument("id")
+    p.add_argument("--takeover", action="store_true")
+    p.add_argument("--wait", type=float, default=10.0)
+
+    p = add("server", cmd_server, "manage the embedded Redis")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    if hasattr(signal, "SIGPIPE"):
+        # `ateam ps | head` should end quietly, like any Unix tool.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        # argparse exits 2 on bad usage, which ateam reserves for "Redis unavailable".
+        return 4 if exc.code == 2 else int(exc.code or 0)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except UsageError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return 4
+    except KeyboardInterrupt:
+        return 130

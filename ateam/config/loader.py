@@ -1,0 +1,685 @@
+"""Find, merge and validate the ``.ateam/`` directories that apply to a place (SPEC §3).
+
+Discovery walks from a start directory up through its parents collecting every
+``.ateam/`` directory, nearest first, then adds the per-user ``~/.ateam`` (or
+``$ATEAM_HOME``). Each of the files ``project.yaml``, ``models.yaml``, ``tools.yaml`` and
+``redact.yaml`` is merged across those directories *as raw YAML* and validated once:
+
+- scalars: the nearest file wins;
+- mappings: merged key by key, recursively;
+- lists: concatenated nearest first and de-duplicated by the items' ``id`` or ``name``
+  (plain values by value); the first occurrence wins.
+
+Agents are not merged: ``agents/<name>/`` of the nearest directory that has one with an
+``agent.yaml`` is taken whole.
+
+Error attribution: while merging, every mapping key and list item of the merged document
+remembers the file it came from and its path inside that file. A validation error's
+location is mapped back through the longest recorded prefix, so the message names the
+file the user has to edit and the path *in that file* (list indices included), even when
+the bad value came from a farther directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ateam.config.schema import (
+    ECHO_MODEL,
+    AgentSpec,
+    Approval,
+    ExecSpec,
+    ModelEntry,
+    ModelsFile,
+    ProjectFile,
+    RedactFile,
+    RedactPattern,
+    ToolPolicy,
+    ToolsFile,
+    TransportSpec,
+    check_name,
+)
+from ateam.constants import DEFAULT_NAMESPACE
+from ateam.errors import ConfigError
+from ateam.paths import ateam_home
+
+CONFIG_DIR = ".ateam"
+"""Name of a configuration directory."""
+
+Loc = tuple[str | int, ...]
+"""A path inside a YAML document: mapping keys and list indices."""
+
+_Origins = dict[Loc, tuple[Path, Loc]]
+"""Merged location → (file, location inside that file)."""
+
+_Layer = tuple[Path, dict[str, Any]]
+"""One file's parsed content."""
+
+_BUILTIN = Path("<built-in>")
+_ModelT = TypeVar("_ModelT", bound=BaseModel)
+_IDENT = re.compile(r"[A-Za-z_][\w-]*")
+
+
+# --- public values --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Everything an agent process needs from configuration, paths resolved."""
+
+    name: str
+    """Agent name, unique within the project."""
+    project: str
+    """Name of the project the agent belongs to."""
+    dir: Path
+    """The agent's directory (``.ateam/agents/<name>/``, or under ``~/.ateam/projects/``)."""
+    cwd: Path
+    """Absolute working directory of the agent's tools."""
+    model: str
+    """Id of the primary model (``spec.model`` or the project default)."""
+    spec: AgentSpec
+    """The validated ``agent.yaml`` as written."""
+    exec: ExecSpec
+    """Effective ``os.exec`` limits: ``agent.yaml`` ``exec`` merged over ``tools.yaml``."""
+    tools_allow: tuple[str, ...]
+    """Allowed tool globs: the agent's own, then the project's."""
+    tools_deny: tuple[str, ...]
+    """Denied tool globs from ``tools.yaml``; deny wins over allow."""
+    fs_whitelist: tuple[Path, ...]
+    """Absolute directories the fs tools may touch besides ``cwd``."""
+    models: Mapping[str, ModelEntry] = field(repr=False)
+    """Every model known to the project, by id."""
+    source: Path | None = None
+    """The ``agent.yaml`` this came from; ``None`` for an agent without configuration."""
+
+    @property
+    def id(self) -> str:
+        """The agent id ``project/name`` used on the bus."""
+        return f"{self.project}/{self.name}"
+
+    @property
+    def state_dir(self) -> Path:
+        """Where the queue, history, handoff and log live."""
+        return self.dir / "state"
+
+    @property
+    def fallbacks(self) -> tuple[str, ...]:
+        """Ordered fallback model ids."""
+        return self.spec.fallbacks
+
+    @property
+    def approval(self) -> Mapping[str, Approval]:
+        """Tool glob → approval policy."""
+        return self.spec.tools.approval
+
+    @property
+    def base_prompt_path(self) -> Path:
+        """The base system prompt file."""
+        return _resolve_path(self.dir, self.spec.prompts.base)
+
+    @property
+    def overlay_prompt_path(self) -> Path:
+        """The user-editable overlay prompt file."""
+        return _resolve_path(self.dir, self.spec.prompts.overlay)
+
+    def model_entry(self, model_id: str | None = None) -> ModelEntry:
+        """The registry entry of ``model_id`` (default: the primary model).
+
+        Raises:
+            ConfigError: no model has that id.
+        """
+        wanted = self.model if model_id is None else model_id
+        entry = self.models.get(wanted)
+        if entry is None:
+            raise ConfigError(
+                _unknown_model(wanted, self.models),
+                file=str(self.source) if self.source else None,
+            )
+        return entry
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    """The merged, validated configuration of one project."""
+
+    name: str
+    """Project name: ``project.yaml`` ``name``, else the project root's directory name."""
+    root: Path | None
+    """Directory containing the nearest project ``.ateam/``; ``None`` if there is none."""
+    dirs: list[Path]
+    """Every ``.ateam/`` directory that contributed, nearest first (``~/.ateam`` last)."""
+    namespace: str
+    """Redis key prefix: ``project.yaml``, else ``transport.namespace``, else the default."""
+    transport: TransportSpec
+    """Redis transport with the effective password and URL scheme filled in."""
+    tools: ToolPolicy
+    """Project-wide tool allow/deny globs."""
+    exec: ExecSpec
+    """Project-wide ``os.exec`` defaults."""
+    models: dict[str, ModelEntry]
+    """Model registry by id; always contains ``echo``."""
+    default_model: str
+    """Model of agents that name none."""
+    redact_patterns: tuple[RedactPattern, ...]
+    """Extra redaction patterns from ``redact.yaml``."""
+    agents: dict[str, AgentConfig]
+    """Configured agents by name, nearest directory's first."""
+
+    def agent(self, name: str) -> AgentConfig:
+        """The configured agent called ``name``.
+
+        Raises:
+            ConfigError: no agent of that name is configured.
+        """
+        found = self.agents.get(name)
+        if found is None:
+            known = ", ".join(self.agents) or "none"
+            raise ConfigError(
+                f"unknown agent {name!r} in project {self.name!r}; configured: {known}"
+            )
+        return found
+
+
+# --- discovery ------------------------------------------------------------------------
+
+
+def discover(start: Path) -> list[Path]:
+    """Every ``.ateam/`` directory that applies to ``start``, nearest first.
+
+    The walk goes from ``start`` (or its directory, for a file) up to the file-system
+    root; :func:`~ateam.paths.ateam_home` comes last unless the walk already found it.
+    Paths are absolute; a symlinked ``.ateam`` keeps its own name, because its parent
+    is the project root.
+    """
+    here = start.expanduser().resolve()
+    if not here.is_dir():
+        here = here.parent
+    found = [d / CONFIG_DIR for d in (here, *here.parents) if (d / CONFIG_DIR).is_dir()]
+    home = ateam_home().expanduser().resolve()
+    if home.is_dir() and home not in {path.resolve() for path in found}:
+        found.append(home)
+    return found
+
+
+def agent_dir_for(project: str, name: str) -> Path:
+    """Directory of an agent that has no configuration (it still needs a state dir).
+
+    Raises:
+        ConfigError: ``project`` or ``name`` is not a valid name (so it can't escape).
+    """
+    _require_name(project, "project")
+    _require_name(name, "agent")
+    return ateam_home() / "projects" / project / "agents" / name
+
+
+# --- loading --------------------------------------------------------------------------
+
+
+def load_project(start: Path | None = None, *, root: Path | None = None) -> ProjectConfig:
+    """Discover, merge and validate the configuration that applies to a directory.
+
+    Args:
+        start: where discovery begins; defaults to the current directory.
+        root: a project root that must itself contain ``.ateam/``; discovery starts
+            there and ``start`` is ignored. Used for ``ateam up DIR``.
+
+    Raises:
+        ConfigError: a file is unreadable, not valid YAML, fails its schema, or names an
+            unknown model; the message gives the file, the field path and the problem.
+    """
+    if root is not None:
+        origin = root.expanduser().resolve()
+        if not (origin / CONFIG_DIR).is_dir():
+            raise ConfigError(f"no {CONFIG_DIR}/ directory in {origin}")
+    else:
+        origin = (start if start is not None else Path.cwd()).expanduser().resolve()
+        if not origin.exists():
+            raise ConfigError(f"no such directory: {origin}")
+    dirs = discover(origin)
+    home = ateam_home().expanduser().resolve()
+    # ~/.ateam holds user-wide defaults, so it never makes its parent a project root.
+    project_dirs = [d for d in dirs if d.resolve() != home]
+    project_root = project_dirs[0].parent if project_dirs else None
+    base = project_root or (origin if origin.is_dir() else origin.parent)
+    layers = {name: _read_layers(dirs, name) for name in _PREPARE}
+
+    project_file, _ = _validate(ProjectFile, layers["project.yaml"])
+    models_file, model_origins = _validate(ModelsFile, [*layers["models.yaml"], _builtin_models()])
+    tools_file, _ = _validate(ToolsFile, layers["tools.yaml"])
+    redact_file, _ = _validate(RedactFile, layers["redact.yaml"])
+
+    models = {entry.id: entry for entry in models_file.models}
+    default_model = models_file.default or ECHO_MODEL.id
+    if default_model not in models:
+        file, _ = _locate(model_origins, ("default",))
+        raise ConfigError(_unknown_model(default_model, models), file=_str(file), field="default")
+
+    transport = _effective_transport(tools_file.transport)
+    name = project_file.name or _default_name(base, project_dirs)
+    defaults = _AgentDefaults(
+        project=name,
+        base=base,
+        models=models,
+        default_model=default_model,
+        tools_layers=layers["tools.yaml"],
+        policy=tools_file.tools,
+    )
+    agents = {
+        agent: _load_agent(agent, agent_dir, defaults)
+        for agent, agent_dir in _find_agents(dirs).items()
+    }
+    return ProjectConfig(
+        name=name,
+        root=project_root,
+        dirs=dirs,
+        namespace=project_file.namespace or transport.namespace or DEFAULT_NAMESPACE,
+        transport=transport,
+        tools=tools_file.tools,
+        exec=tools_file.exec,
+        models=models,
+        default_model=default_model,
+        redact_patterns=redact_file.patterns,
+        agents=agents,
+    )
+
+
+def standalone_agent(
+    project: str, name: str, cwd: Path, *, config: ProjectConfig | None = None
+) -> AgentConfig:
+    """The configuration of an agent started without an ``agent.yaml``.
+
+    Its directory is :func:`agent_dir_for` and its model the project default (``echo``
+    without configuration). Pass the ``config`` loaded for ``cwd``, if any, so the agent
+    still gets the models, exec defaults and tool policy of ``~/.ateam`` and the project.
+
+    Raises:
+        ConfigError: ``project`` or ``name`` is not a valid name.
+    """
+    directory = agent_dir_for(project, name)
+    resolved = cwd.expanduser().resolve()
+    return AgentConfig(
+        name=name,
+        project=project,
+        dir=directory,
+        cwd=resolved,
+        model=config.default_model if config else ECHO_MODEL.id,
+        spec=AgentSpec(),
+        exec=config.exec if config else ExecSpec(),
+        tools_allow=config.tools.allow if config else (),
+        tools_deny=config.tools.deny if config else (),
+        fs_whitelist=(),
+        models=config.models if config else {ECHO_MODEL.id: ECHO_MODEL},
+        source=None,
+    )
+
+
+# --- agents ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _AgentDefaults:
+    """What every agent of a project inherits."""
+
+    project: str
+    base: Path
+    models: dict[str, ModelEntry]
+    default_model: str
+    tools_layers: list[_Layer]
+    policy: ToolPolicy
+
+
+class _ExecOnly(BaseModel):
+    """Wrapper so an agent's merged ``exec`` validates with the same error paths."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    exec: ExecSpec = ExecSpec()
+
+
+def _find_agents(dirs: Sequence[Path]) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for config_dir in dirs:
+        agents_root = config_dir / "agents"
+        if not agents_root.is_dir():
+            continue
+        try:
+            entries = sorted(agents_root.iterdir())
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot list: {exc.strerror or exc}", file=str(agents_root)
+            ) from None
+        for entry in entries:
+            # Hidden entries are editor or VCS droppings, not agents.
+            if entry.name.startswith(".") or entry.name in found:
+                continue
+            if not (entry / "agent.yaml").is_file():
+                continue
+            try:
+                check_name(entry.name, "agent")
+            except ValueError as exc:
+                raise ConfigError(str(exc), file=str(entry)) from None
+            found[entry.name] = entry
+    return found
+
+
+def _load_agent(name: str, agent_dir: Path, defaults: _AgentDefaults) -> AgentConfig:
+    source = agent_dir / "agent.yaml"
+    raw = _read_yaml(source)
+    spec, _ = _validate(AgentSpec, [(source, raw)])
+    if spec.model is not None:
+        _require_model(spec.model, defaults.models, source, "model")
+    for index, fallback in enumerate(spec.fallbacks):
+        _require_model(fallback, defaults.models, source, f"fallbacks[{index}]")
+
+    # The agent's exec section is one more, nearest, layer over tools.yaml's.
+    exec_layers: list[_Layer] = [(source, {"exec": raw.get("exec", {})})]
+    exec_layers += [
+        (file, {"exec": doc["exec"]}) for file, doc in defaults.tools_layers if "exec" in doc
+    ]
+    effective_exec = _validate(_ExecOnly, exec_layers)[0].exec
+
+    return AgentConfig(
+        name=name,
+        project=defaults.project,
+        dir=agent_dir,
+        cwd=_resolve_path(defaults.base, spec.cwd) if spec.cwd else defaults.base,
+        model=spec.model or defaults.default_model,
+        spec=spec,
+        exec=effective_exec,
+        tools_allow=tuple(dict.fromkeys((*spec.tools.allow, *defaults.policy.allow))),
+        tools_deny=defaults.policy.deny,
+        fs_whitelist=tuple(_resolve_path(defaults.base, p) for p in spec.fs.whitelist),
+        models=defaults.models,
+        source=source,
+    )
+
+
+def _require_model(model_id: str, models: Mapping[str, ModelEntry], file: Path, where: str) -> None:
+    if model_id not in models:
+        raise ConfigError(_unknown_model(model_id, models), file=str(file), field=where)
+
+
+def _unknown_model(model_id: str, models: Mapping[str, ModelEntry]) -> str:
+    return f"unknown model {model_id!r}; known: {', '.join(models)}"
+
+
+def _require_name(value: str, what: str) -> None:
+    try:
+        check_name(value, what)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _default_name(base: Path, project_dirs: Sequence[Path]) -> str:
+    try:
+        return check_name(base.name, "project")
+    except ValueError as exc:
+        file = project_dirs[0] / "project.yaml" if project_dirs else None
+        raise ConfigError(f"{exc}; set `name:` in project.yaml", file=_str(file)) from None
+
+
+def _effective_transport(spec: TransportSpec) -> TransportSpec:
+    updates: dict[str, Any] = {}
+    if spec.password_env and spec.password_env in os.environ:
+        updates["password"] = os.environ[spec.password_env]
+    if spec.tls and spec.url and spec.url.startswith("redis://"):
+        updates["url"] = "rediss://" + spec.url.removeprefix("redis://")
+    return spec.model_copy(update=updates) if updates else spec
+
+
+# --- reading files --------------------------------------------------------------------
+
+
+def _read_layers(dirs: Sequence[Path], file_name: str) -> list[_Layer]:
+    layers: list[_Layer] = []
+    for config_dir in dirs:
+        path = config_dir / file_name
+        if not path.exists():
+            continue
+        raw = _read_yaml(path)
+        _PREPARE[file_name](path, raw)
+        layers.append((path, raw))
+    return layers
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    """Parse one file into a mapping with empty (null) values removed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = exc.problem or exc.context or "syntax error"
+        raise ConfigError(f"invalid YAML{where}: {_one_line(problem)}", file=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {_one_line(str(exc))}", file=str(path)) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"the top level must be a mapping, not {_kind(data)}", file=str(path))
+    return _drop_nulls(data)
+
+
+def _drop_nulls(data: dict[str, Any]) -> dict[str, Any]:
+    # `key:` with nothing after it (typically every child commented out) means "not set",
+    # so it neither overrides a farther file nor fails validation as a null section.
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if v is not None}
+        if isinstance(value, list):
+            return [clean(item) for item in value]
+        return value
+
+    cleaned: dict[str, Any] = clean(data)
+    return cleaned
+
+
+def _resolve_path(base: Path, value: str | Path) -> Path:
+    path = Path(value).expanduser()
+    return (path if path.is_absolute() else base / path).resolve()
+
+
+def _resolve_model_scripts(path: Path, raw: dict[str, Any]) -> None:
+    # Resolved before merging: after it nobody knows which .ateam/ an entry came from.
+    _check_unique(path, raw, "models", "id")
+    entries = raw.get("models")
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("script"), str):
+            entry["script"] = str(_resolve_path(path.parent, entry["script"]))
+
+
+def _resolve_ca_file(path: Path, raw: dict[str, Any]) -> None:
+    transport = raw.get("transport")
+    if isinstance(transport, dict) and isinstance(transport.get("ca_file"), str):
+        transport["ca_file"] = str(_resolve_path(path.parent, transport["ca_file"]))
+
+
+def _check_redact_names(path: Path, raw: dict[str, Any]) -> None:
+    _check_unique(path, raw, "patterns", "name")
+
+
+def _check_unique(path: Path, raw: dict[str, Any], list_key: str, id_key: str) -> None:
+    # Across files a repeated id is an override; inside one file it is a mistake that
+    # the de-duplication would otherwise hide.
+    items = raw.get(list_key)
+    seen: dict[Any, int] = {}
+    for index, item in enumerate(items if isinstance(items, list) else ()):
+        ident = item.get(id_key) if isinstance(item, dict) else None
+        if not isinstance(ident, str):
+            continue
+        if ident in seen:
+            raise ConfigError(
+                f"duplicate {id_key} {ident!r} (first at {list_key}[{seen[ident]}])",
+                file=str(path),
+                field=f"{list_key}[{index}].{id_key}",
+            )
+        seen[ident] = index
+
+
+def _nothing(path: Path, raw: dict[str, Any]) -> None:
+    return None
+
+
+_PREPARE: dict[str, Callable[[Path, dict[str, Any]], None]] = {
+    "project.yaml": _nothing,
+    "models.yaml": _resolve_model_scripts,
+    "tools.yaml": _resolve_ca_file,
+    "redact.yaml": _check_redact_names,
+}
+"""The merged files, and what each needs done while its origin is still known."""
+
+
+def _builtin_models() -> _Layer:
+    # The farthest layer of all: a models.yaml entry with id `echo` overrides it.
+    return (_BUILTIN, {"models": [{"id": ECHO_MODEL.id, "provider": ECHO_MODEL.provider.value}]})
+
+
+# --- merging and validation -----------------------------------------------------------
+
+
+def _merge(layers: Sequence[tuple[Path, Loc, Any]], at: Loc, origins: _Origins) -> Any:
+    """Merge the values found at ``at`` in several files, nearest first.
+
+    Each layer is (file, location of the value in that file, value). Layers whose value
+    is of another kind than the nearest one's are shadowed by it.
+    """
+    file, where, nearest = layers[0]
+    origins[at] = (file, where)
+    if isinstance(nearest, dict):
+        maps = [(f, w, v) for f, w, v in layers if isinstance(v, dict)]
+        keys = dict.fromkeys(key for _, _, value in maps for key in value)
+        return {
+            key: _merge(
+                [(f, (*w, key), v[key]) for f, w, v in maps if key in v], (*at, key), origins
+            )
+            for key in keys
+        }
+    if isinstance(nearest, list):
+        merged: list[Any] = []
+        seen: set[tuple[str, Any]] = set()
+        for f, w, items in (layer for layer in layers if isinstance(layer[2], list)):
+            for index, item in enumerate(items):
+                ident = _identity(item)
+                if ident is not None and ident in seen:
+                    continue
+                if ident is not None:
+                    seen.add(ident)
+                origins[(*at, len(merged))] = (f, (*w, index))
+                merged.append(item)
+        return merged
+    return nearest
+
+
+def _identity(item: Any) -> tuple[str, Any] | None:
+    """What makes two list items the same: their ``id``/``name``, or a plain value."""
+    if isinstance(item, dict):
+        for key in ("id", "name"):
+            value = item.get(key)
+            if isinstance(value, str | int):
+                return (key, value)
+        return None
+    if isinstance(item, str | int | float | bool):
+        return (type(item).__name__, item)
+    return None
+
+
+def _validate(schema: type[_ModelT], layers: Sequence[_Layer]) -> tuple[_ModelT, _Origins]:
+    origins: _Origins = {}
+    merged = _merge([(file, (), raw) for file, raw in layers], (), origins) if layers else {}
+    try:
+        return schema.model_validate(merged), origins
+    except ValidationError as exc:
+        raise _schema_error(exc, origins) from None
+
+
+def _schema_error(exc: ValidationError, origins: _Origins) -> ConfigError:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    file, loc = _locate(origins, tuple(first["loc"]))
+    message = _message(first["type"], first["msg"], first.get("input"))
+    if len(errors) > 1:
+        more = len(errors) - 1
+        message += f" (and {more} more problem{'s' if more > 1 else ''})"
+    return ConfigError(message, file=_str(file), field=_dotted(loc) or None)
+
+
+def _locate(origins: _Origins, loc: Loc) -> tuple[Path | None, Loc]:
+    """Map a location in a merged document to (file, location in that file)."""
+    for cut in range(len(loc), -1, -1):
+        hit = origins.get(loc[:cut])
+        if hit is not None:
+            return hit[0], (*hit[1], *loc[cut:])
+    return None, loc
+
+
+_TYPE_MESSAGES = {
+    "model_type": "must be a mapping",
+    "dict_type": "must be a mapping",
+    "tuple_type": "must be a list",
+    "list_type": "must be a list",
+}
+
+
+def _message(kind: str, msg: str, value: Any) -> str:
+    """Pydantic's message, reworded where it would name internal classes."""
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    if kind in _TYPE_MESSAGES:
+        return f"{_TYPE_MESSAGES[kind]}, not {_kind(value)}"
+    return _one_line(msg.removeprefix("Value error, "))
+
+
+def _dotted(loc: Loc) -> str:
+    """``("fallbacks", 1)`` → ``fallbacks[1]``; keys such as ``os.*`` are quoted."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif _IDENT.fullmatch(part):
+            text += f".{part}" if text else part
+        elif part == "[key]":  # pydantic's marker for "the key itself is invalid"
+            text += part
+        else:
+            text += f"[{json.dumps(part)}]"
+    return text
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "empty"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _str(path: Path | None) -> str | None:
+    return None if path is None else str(path)

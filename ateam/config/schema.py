@@ -1,0 +1,343 @@
+"""Typed schemas of the YAML files under ``.ateam/`` (SPEC §3, §7, §11).
+
+These pydantic models are the boundary between hand-written YAML and the program:
+every model forbids unknown fields, so a typo is an error instead of a silently
+ignored setting. They are frozen; the loader builds the runtime view
+(:class:`~ateam.config.loader.ProjectConfig`) on top of them.
+
+One class per file, plus the sections they share:
+
+=================  ======================================================
+``project.yaml``   :class:`ProjectFile`
+``models.yaml``    :class:`ModelsFile` (a list of :class:`ModelEntry`)
+``tools.yaml``     :class:`ToolsFile` (:class:`TransportSpec`, :class:`ToolPolicy`,
+                   :class:`ExecSpec`)
+``redact.yaml``    :class:`RedactFile` (a list of :class:`RedactPattern`)
+``agent.yaml``     :class:`AgentSpec`
+=================  ======================================================
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+"""Project and agent names: they become part of agent ids (``project/name``) and Redis keys."""
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_name(value: str, what: str) -> str:
+    """Return ``value`` if it is a valid project or agent name, else raise ``ValueError``."""
+    if not NAME_PATTERN.fullmatch(value):
+        raise ValueError(
+            f"invalid {what} name {value!r}: use letters, digits, '.', '_' or '-' "
+            "(starting with a letter or digit)"
+        )
+    return value
+
+
+def _normalise_namespace(value: str | None) -> str | None:
+    # Keys are built as f"{namespace}{rest}", so the separator must be part of it;
+    # accepting "team1" as well as "team1:" spares users a confusing key layout.
+    if value is None:
+        return None
+    if not value or any(ch.isspace() for ch in value):
+        raise ValueError("must be a non-empty string without whitespace")
+    return value if value.endswith(":") else f"{value}:"
+
+
+def _check_env_name(value: str | None) -> str | None:
+    if value is not None and not _ENV_NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not a valid environment variable name")
+    return value
+
+
+class _Spec(BaseModel):
+    """Common settings: unknown fields are errors and loaded values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- project.yaml -------------------------------------------------------------------
+
+
+class ProjectFile(_Spec):
+    """``project.yaml``: the project's identity."""
+
+    name: str | None = None
+    """Project name; defaults to the directory that contains the nearest ``.ateam/``."""
+    namespace: str | None = None
+    """Redis key prefix for this project (wins over ``tools.yaml`` ``transport.namespace``)."""
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str | None) -> str | None:
+        return None if value is None else check_name(value, "project")
+
+    @field_validator("namespace")
+    @classmethod
+    def _valid_namespace(cls, value: str | None) -> str | None:
+        return _normalise_namespace(value)
+
+
+# --- tools.yaml ---------------------------------------------------------------------
+
+
+class TransportSpec(_Spec):
+    """How to reach Redis (``tools.yaml`` ``transport``); unset ``url`` means embedded."""
+
+    url: str | None = None
+    """``redis://``, ``rediss://`` or ``unix://`` URL."""
+    username: str | None = None
+    """Redis ACL user."""
+    password: str | None = Field(default=None, repr=False)
+    """Literal password; prefer ``password_env``. After loading, holds the effective one."""
+    password_env: str | None = None
+    """Environment variable holding the password; wins over ``password`` when it is set."""
+    tls: bool = False
+    """Use TLS: a ``redis://`` URL is upgraded to ``rediss://``."""
+    ca_file: str | None = None
+    """CA bundle for TLS; a relative path is resolved against the defining ``.ateam/``."""
+    namespace: str | None = None
+    """Redis key prefix shared by everything using this transport."""
+
+    @field_validator("password_env")
+    @classmethod
+    def _valid_password_env(cls, value: str | None) -> str | None:
+        return _check_env_name(value)
+
+    @field_validator("namespace")
+    @classmethod
+    def _valid_namespace(cls, value: str | None) -> str | None:
+        return _normalise_namespace(value)
+
+    @field_validator("url")
+    @classmethod
+    def _valid_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
+
+
+class ToolPolicy(_Spec):
+    """Project-wide tool policy (``tools.yaml`` ``tools``); deny wins over allow."""
+
+    allow: tuple[str, ...] = ()
+    """Tool-name globs allowed for every agent, in addition to each agent's own list."""
+    deny: tuple[str, ...] = ()
+    """Tool-name globs denied for every agent, whatever the agents allow."""
+
+
+class ExecSpec(_Spec):
+    """Limits of ``os.exec`` (``tools.yaml`` ``exec``, overridable per agent)."""
+
+    timeout_s: float = Field(default=300.0, gt=0)
+    """Wall-clock limit per command; the whole process group is killed when it passes."""
+    cpu_s: float | None = Field(default=None, gt=0)
+    """CPU-time limit per command (``RLIMIT_CPU``); unset means none."""
+    output_limit_bytes: int = Field(default=64 * 1024, gt=0)
+    """How much of the tail of a command's output is returned to the model."""
+    inherit_env: bool = False
+    """Pass the agent's whole environment instead of a minimal one."""
+    env_allow: tuple[str, ...] = ()
+    """Extra variables passed through on top of PATH, HOME, LANG and TERM."""
+
+
+class ToolsFile(_Spec):
+    """``tools.yaml``: transport, project-wide tool policy and exec defaults."""
+
+    transport: TransportSpec = TransportSpec()
+    tools: ToolPolicy = ToolPolicy()
+    exec: ExecSpec = ExecSpec()
+
+
+# --- models.yaml --------------------------------------------------------------------
+
+
+class Provider(StrEnum):
+    """Model providers (SPEC §7); ``echo`` and ``scripted`` work offline."""
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+    ECHO = "echo"
+    SCRIPTED = "scripted"
+
+
+class ModelSettings(BaseModel):
+    """Default inference settings; keys other than the two named ones pass through."""
+
+    # Providers take many knobs (top_p, seed, reasoning_effort, ...); listing them all
+    # here would tie the schema to provider releases, so extras are allowed.
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    temperature: float | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The settings that were given, named ones and extras, ready for a provider call."""
+        return self.model_dump(exclude_none=True)
+
+
+class Prices(_Spec):
+    """Prices in currency units per million tokens, for usage accounting."""
+
+    input_per_mtok: float = Field(default=0.0, ge=0)
+    output_per_mtok: float = Field(default=0.0, ge=0)
+
+
+class ModelEntry(_Spec):
+    """One entry of ``models.yaml`` ``models``."""
+
+    id: str = Field(pattern=r"^\S+$")
+    """The name agents, ``/use`` and fallbacks refer to."""
+    provider: Provider
+    model: str
+    """The provider's own model name; defaults to ``id``."""
+    base_url: str | None = None
+    """Endpoint of an OpenAI-compatible server (Ollama, vLLM, OpenRouter, ...)."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key (never the key itself)."""
+    context_window: int = Field(default=8192, gt=0)
+    settings: ModelSettings = ModelSettings()
+    prices: Prices | None = None
+    script: Path | None = None
+    """Turn script of a ``scripted`` model; absolute after loading."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_defaults_to_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("model") is None and "id" in data:
+            return {**data, "model": data["id"]}
+        return data
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _valid_api_key_env(cls, value: str | None) -> str | None:
+        return _check_env_name(value)
+
+    @model_validator(mode="after")
+    def _script_matches_provider(self) -> ModelEntry:
+        if self.provider is Provider.SCRIPTED and self.script is None:
+            raise ValueError("a scripted model needs `script: PATH`")
+        if self.provider is not Provider.SCRIPTED and self.script is not None:
+            raise ValueError("`script` only applies to provider `scripted`")
+        return self
+
+
+class ModelsFile(_Spec):
+    """``models.yaml``: the model registry."""
+
+    models: tuple[ModelEntry, ...] = ()
+    default: str | None = None
+    """Model of agents that name none; ``echo`` when unset."""
+
+
+ECHO_MODEL = ModelEntry(id="echo", provider=Provider.ECHO, model="echo")
+"""The built-in offline model that exists even without any ``models.yaml``."""
+
+
+# --- redact.yaml --------------------------------------------------------------------
+
+
+class RedactPattern(_Spec):
+    """An extra secret pattern; matches are replaced by ``****`` (SPEC §11)."""
+
+    name: str
+    regex: str
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression: {exc}") from None
+        return value
+
+    def compile(self) -> re.Pattern[str]:
+        """The compiled pattern (``re`` caches compilations, so this is cheap to repeat)."""
+        return re.compile(self.regex)
+
+
+class RedactFile(_Spec):
+    """``redact.yaml``: extra redaction patterns on top of the built-in ones."""
+
+    patterns: tuple[RedactPattern, ...] = ()
+
+
+# --- agents/<name>/agent.yaml -------------------------------------------------------
+
+
+class Approval(StrEnum):
+    """What happens when an agent calls a tool (SPEC §5.5)."""
+
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+class SwitchingSpec(_Spec):
+    """Thresholds of automatic model switching (SPEC §7)."""
+
+    switch_at: float = Field(default=0.95, gt=0, le=1)
+    """Context fill at which the agent moves to its next fallback."""
+    switch_back: float = Field(default=0.50, gt=0, le=1)
+    """Usage below which an idle agent returns to its primary model."""
+    cooldown_s: float = Field(default=60.0, ge=0)
+    """Minimum time between two switches."""
+
+    @field_validator("switch_back")
+    @classmethod
+    def _below_switch_at(cls, value: float, info: ValidationInfo) -> float:
+        # Without the gap the agent would bounce between models on every turn.
+        switch_at = info.data.get("switch_at")
+        if switch_at is not None and value >= switch_at:
+            raise ValueError(f"must be less than switch_at ({switch_at})")
+        return value
+
+
+class PromptsSpec(_Spec):
+    """Prompt files, relative to the agent's directory."""
+
+    base: str = "system_base.md"
+    overlay: str = "system_overlay.md"
+
+
+class AgentToolsSpec(_Spec):
+    """The agent's tool allow-list and approval policy."""
+
+    allow: tuple[str, ...] = ()
+    """Tool-name globs this agent may call; every other tool is denied."""
+    approval: dict[str, Approval] = Field(default_factory=dict)
+    """Tool-name glob → ``allow`` | ``ask`` | ``deny``."""
+
+
+class FsSpec(_Spec):
+    """File-system sandbox additions."""
+
+    whitelist: tuple[str, ...] = ()
+    """Extra directories the fs tools may touch, relative to the project root."""
+
+
+class AgentSpec(_Spec):
+    """``agents/<name>/agent.yaml``."""
+
+    model: str | None = None
+    """Primary model id; defaults to ``models.yaml`` ``default``, else ``echo``."""
+    fallbacks: tuple[str, ...] = ()
+    """Ordered alternative model ids."""
+    switching: SwitchingSpec = SwitchingSpec()
+    cwd: str | None = None
+    """Working directory, relative to the project root (the parent of ``.ateam/``)."""
+    prompts: PromptsSpec = PromptsSpec()
+    tools: AgentToolsSpec = AgentToolsSpec()
+    fs: FsSpec = FsSpec()
+    exec: ExecSpec = ExecSpec()
+    """Overrides of ``tools.yaml`` ``exec`` for this agent."""
+    description: str = ""

@@ -1,0 +1,484 @@
+"""The console's logic, free of any UI (SPEC §6).
+
+The controller owns the bus connections, the attach/ownership state, the event tail
+and the command table. Front ends (plain line mode today, Textual panes later) give it
+a :class:`ConsoleView` to render into and feed it command lines; tests drive it
+directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import socket
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import redis.asyncio as aioredis
+
+from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
+from ateam.bus.codec import unpack
+from ateam.bus.connection import RedisTarget, make_client
+from ateam.bus.events import Event, EventTail, EventType, Gap
+from ateam.bus.keys import Keys
+from ateam.bus.ownership import Ownership
+from ateam.bus.registry import AgentView, Registry
+from ateam.bus.rpc import RpcClient
+from ateam.console.offsets import OffsetStore
+from ateam.constants import HEARTBEAT_INTERVAL_S, OWNER_REFRESH_S
+from ateam.errors import AteamError, BadRequest, OwnershipDenied, UsageError
+
+
+class ConsoleView(Protocol):
+    """What a front end provides. All methods are called on the event loop."""
+
+    def event(self, event: Event) -> None:
+        """An event of an attached or tailed agent, in offset order."""
+
+    def gap(self, gap: Gap) -> None: ...
+
+    def info(self, text: str, agent: str | None = None) -> None: ...
+
+    def banner(self, text: str, *, level: str = "info") -> None:
+        """Something the user must notice: ownership, connection, joins and leaves."""
+
+    def table(self, rows: list[dict[str, Any]], columns: list[str]) -> None: ...
+
+    async def ask(self, question: str) -> str:
+        """Ask for one line (confirmations); returns "" when there is no answer."""
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    handler: Callable[[list[str]], Awaitable[None]]
+    usage: str
+    help: str
+
+
+PS_COLUMNS = ["id", "state", "model", "ctx_pct", "host", "queue_len", "owner"]
+
+
+class ConsoleController:
+    """One console session: attach to at most one agent, tail any number."""
+
+    def __init__(
+        self,
+        target: RedisTarget,
+        view: ConsoleView,
+        *,
+        session: str | None = None,
+        offsets: OffsetStore | None = None,
+    ) -> None:
+        self.target = target
+        self.view = view
+        self.keys = Keys(target.namespace)
+        self.session = (
+            session or f"console:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        )
+        self.client: aioredis.Redis = make_client(target)
+        self.registry = Registry(self.client, self.keys)
+        self.rpc = RpcClient(self.client, self.keys, caller=self.session)
+        self.ownership = Ownership(self.client, self.keys, self.session)
+        self.tail = EventTail(self.client, self.keys, on_connection_change=self._on_connection)
+        self.offsets = offsets or OffsetStore(target.namespace)
+        self.attached: str | None = None
+        self.read_only = False
+        self.tailed: set[str] = set()
+        self.known: dict[str, AgentView] = {}
+        self.pending_tasks: set[str] = set()
+        self._ended: deque[str] = deque(maxlen=1000)
+        self.quit_requested = False
+        self._tasks_changed = asyncio.Event()
+        self._background: list[asyncio.Task[None]] = []
+        self.commands = self._command_table()
+
+    # lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect and start watching; raises RedisUnavailable if Redis is not there."""
+        try:
+            await self.client.ping()
+        except CONNECTION_ERRORS as exc:
+            from ateam.errors import RedisUnavailable
+
+            raise RedisUnavailable(
+                f"cannot reach Redis at {self.target.describe()}: {exc}"
+            ) from exc
+        await self.refresh_agents(announce=False)
+        for coro, name in (
+            (self._tail_loop(), "tail"),
+            (self._watch_loop(), "watch"),
+            (self._registry_poll(), "registry"),
+            (self._owner_refresh(), "owner"),
+        ):
+            self._background.append(asyncio.create_task(coro, name=f"console:{name}"))
+
+    async def aclose(self) -> None:
+        for task in self._background:
+            task.cancel()
+        for task in self._background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._background.clear()
+        if self.attached and not self.read_only:
+            with contextlib.suppress(*CONNECTION_ERRORS):
+                await self.ownership.release(self.attached)
+        self.offsets.save()
+        with contextlib.suppress(Exception):
+            await self.client.aclose()
+
+    # input -------------------------------------------------------------------------------
+
+    async def execute(self, line: str) -> None:
+        """Run one line typed by the user; raises AteamError on failure."""
+        text = line.rstrip("\n")
+        if not text.strip():
+            return
+        if not text.startswith("/"):
+            await self.send_input(text)
+            return
+        try:
+            words = shlex.split(text[1:])
+        except ValueError as exc:
+            raise UsageError(f"cannot parse command: {exc}") from exc
+        if not words:
+            raise UsageError("empty command")
+        command = self.commands.get(words[0])
+        if command is None:
+            raise UsageError(f"unknown command /{words[0]}")
+        await command.handler(words[1:])
+
+    async def send_input(self, text: str) -> None:
+        agent = self._require_writer()
+        reply = await self.rpc.call(agent, "input", {"text": text, "source": "console"})
+        task_id = str(reply["id"])
+        # A fast agent may finish the task before the reply reaches us.
+        if task_id not in self._ended:
+            self.pending_tasks.add(task_id)
+        self._tasks_changed.set()
+
+    async def wait_for_pending(self) -> None:
+        """Block until every input this console sent has finished (used at end of input)."""
+        while self.pending_tasks and self.attached:
+            self._tasks_changed.clear()
+            if self.attached not in self.known:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._tasks_changed.wait(), 1.0)
+
+    # commands -------------------------------------------------------------------------
+
+    def _command_table(self) -> dict[str, Command]:
+        rows = [
+            ("help", self._cmd_help, "/help [COMMAND]", "list commands or explain one"),
+            ("ps", self._cmd_ps, "/ps [--json] [--state S]", "agents on the bus"),
+            ("attach", self._cmd_attach, "/attach ID [--takeover]", "become the agent's writer"),
+            ("detach", self._cmd_detach, "/detach", "release the attached agent"),
+            ("who", self._cmd_who, "/who [ID]", "which console owns an agent"),
+            ("tail", self._cmd_tail, "/tail ID", "watch an agent read-only (several allowed)"),
+            ("untail", self._cmd_untail, "/untail ID", "stop watching an agent"),
+            ("input", self._cmd_input, "/input TEXT", "send text (or just type it)"),
+            ("interrupt", self._cmd_interrupt, "/interrupt", "stop the current task"),
+            ("cancel", self._cmd_cancel, "/cancel [--hard]", "cancel the current task"),
+            ("queue", self._cmd_queue, "/queue [clear|retry]", "show or change the queue"),
+            ("history", self._cmd_history, "/history [N]", "the newest N turns"),
+            ("ctx", self._cmd_ctx, "/ctx", "tokens in context and ctx %"),
+            ("quit", self._cmd_quit, "/quit", "leave the console (agents keep running)"),
+        ]
+        return {name: Command(name, fn, usage, text) for name, fn, usage, text in rows}
+
+    async def _cmd_help(self, args: list[str]) -> None:
+        if args:
+            command = self.commands.get(args[0].lstrip("/"))
+            if command is None:
+                raise UsageError(f"unknown command /{args[0]}")
+            self.view.info(f"{command.usage}  — {command.help}")
+            return
+        for command in self.commands.values():
+            self.view.info(f"{command.usage:<28} {command.help}")
+        self.view.info("plain text is sent to the attached agent")
+
+    async def _cmd_ps(self, args: list[str]) -> None:
+        views = await self.refresh_agents(announce=False)
+        state = _option(args, "--state")
+        if state:
+            views = [v for v in views if v.state == state]
+        rows = [v.to_json() for v in views]
+        if "--json" in args:
+            self.view.info(json.dumps(rows, sort_keys=True))
+        else:
+            self.view.table(rows, PS_COLUMNS)
+
+    async def _cmd_attach(self, args: list[str]) -> None:
+        positional = [a for a in args if not a.startswith("--")]
+        if len(positional) != 1:
+            raise UsageError("usage: /attach ID [--takeover]")
+        agent = await self.resolve_agent(positional[0])
+        takeover = "--takeover" in args
+        if self.attached and self.attached != agent:
+            await self._cmd_detach([])
+        if takeover:
+            self.view.banner(f"taking over {agent}: the current owner has 2 s to finish")
+        previous = await self.ownership.acquire(agent, takeover=takeover)
+        self.attached = agent
+        self.read_only = False
+        self._follow(agent)
+        note = f" (took over from {previous.describe()})" if previous else ""
+        self.view.banner(f"attached to {agent} as its writer{note}")
+
+    async def _cmd_detach(self, args: list[str]) -> None:
+        agent = self._require_attached()
+        if not self.read_only:
+            with contextlib.suppress(*CONNECTION_ERRORS):
+                await self.ownership.release(agent)
+        self.attached = None
+        self.read_only = False
+        self.pending_tasks.clear()
+        if agent not in self.tailed:
+            self.tail.remove(agent)
+        self.view.info(f"detached from {agent}")
+
+    async def _cmd_who(self, args: list[str]) -> None:
+        agent = await self.resolve_agent(args[0]) if args else self._require_attached()
+        owner = await self.ownership.current(agent)
+        me = " (this console)" if owner and owner.session == self.session else ""
+        self.view.info(f"{agent}: owner {owner.describe()}{me}" if owner else f"{agent}: no owner")
+        self.view.info(f"this console: {self.session}")
+
+    async def _cmd_tail(self, args: list[str]) -> None:
+        if len(args) != 1:
+            raise UsageError("usage: /tail ID")
+        agent = await self.resolve_agent(args[0])
+        self.tailed.add(agent)
+        self._follow(agent)
+        self.view.info(f"tailing {agent} (read-only)")
+
+    async def _cmd_untail(self, args: list[str]) -> None:
+        if len(args) != 1:
+            raise UsageError("usage: /untail ID")
+        agent = await self.resolve_agent(args[0])
+        self.tailed.discard(agent)
+        if agent != self.attached:
+            self.tail.remove(agent)
+
+    async def _cmd_input(self, args: list[str]) -> None:
+        if not args:
+            raise UsageError("usage: /input TEXT")
+        await self.send_input(" ".join(args))
+
+    async def _cmd_interrupt(self, args: list[str]) -> None:
+        reply = await self.rpc.call(self._require_writer(), "interrupt")
+        self.view.info(f"interrupting {reply['task_id']}" if reply["task_id"] else "agent is idle")
+
+    async def _cmd_cancel(self, args: list[str]) -> None:
+        hard = "--hard" in args
+        reply = await self.rpc.call(self._require_writer(), "cancel", {"hard": hard})
+        what = "hard-cancelled" if hard else "cancelling"
+        self.view.info(f"{what} {reply['task_id']}" if reply["task_id"] else "agent is idle")
+
+    async def _cmd_queue(self, args: list[str]) -> None:
+        action = args[0] if args else "list"
+        if action == "list":
+            agent = self._require_attached()
+            reply = await self.rpc.call(agent, "queue.list")
+            current = reply["current"]
+            self.view.info(
+                f"current: {current['id']} {current['text']!r}" if current else "current: -"
+            )
+            for item in reply["pending"]:
+                self.view.info(f"pending: {item['id']} {item['text']!r}")
+            for item in reply["dead"]:
+                self.view.info(f"dead: {item.get('id')} ({item.get('reason')})")
+            return
+        agent = self._require_writer()
+        if action == "clear":
+            answer = await self.view.ask(f"clear every pending item of {agent}? type 'yes': ")
+            if answer.strip().lower() != "yes":
+                self.view.info("queue clear cancelled")
+                return
+            reply = await self.rpc.call(agent, "queue.clear", {"confirm": True})
+            self.view.info(f"cleared {reply['cleared']} item(s)")
+        elif action == "retry":
+            reply = await self.rpc.call(agent, "queue.retry")
+            self.view.info(f"re-queued {len(reply['requeued'])} item(s)")
+        else:
+            raise UsageError("usage: /queue [clear|retry]")
+
+    async def _cmd_history(self, args: list[str]) -> None:
+        agent = self._require_attached()
+        try:
+            n = int(args[0]) if args else 20
+        except ValueError as exc:
+            raise UsageError("usage: /history [N]") from exc
+        reply = await self.rpc.call(agent, "history.tail", {"n": n})
+        for turn in reply["turns"]:
+            self.view.info(f"{turn.get('role')}: {turn.get('content')}", agent)
+
+    async def _cmd_ctx(self, args: list[str]) -> None:
+        stats = await self.rpc.call(self._require_attached(), "memory.stats")
+        self.view.info(
+            f"model {stats['model']}: {stats['tokens_in_context']} of {stats['context_window']} "
+            f"tokens in context ({stats['ctx_pct']}%), {stats['history_turns']} turns in history"
+        )
+
+    async def _cmd_quit(self, args: list[str]) -> None:
+        self.quit_requested = True
+
+    # helpers -------------------------------------------------------------------------
+
+    def _require_attached(self) -> str:
+        if self.attached is None:
+            raise UsageError("not attached to an agent; /attach ID first")
+        return self.attached
+
+    def _require_writer(self) -> str:
+        agent = self._require_attached()
+        if self.read_only:
+            raise OwnershipDenied(
+                f"this console is read-only for {agent}; /attach {agent} --takeover to write"
+            )
+        return agent
+
+    async def resolve_agent(self, text: str) -> str:
+        """Full id, or a unique prefix / bare name of a known agent."""
+        if text not in self.known:
+            await self.refresh_agents(announce=False)
+        if text in self.known:
+            return text
+        matches = [a for a in self.known if a.startswith(text) or a.split("/", 1)[-1] == text]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise UsageError(f"{text!r} is ambiguous: {', '.join(sorted(matches))}")
+        from ateam.errors import AgentNotFound
+
+        raise AgentNotFound(f"no agent {text!r} on this bus")
+
+    def _follow(self, agent: str) -> None:
+        if agent not in self.tail.agents:
+            self.tail.add(agent, self.offsets.get(agent))
+
+    async def refresh_agents(self, *, announce: bool = True) -> list[AgentView]:
+        views = await self.registry.list()
+        fresh = {v.id: v for v in views}
+        if announce:
+            for agent, view in fresh.items():
+                old = self.known.get(agent)
+                if old is not None and old.connected and not view.connected:
+                    self.view.banner(f"agent {agent} is {view.state}", level="warn")
+                elif old is not None and not old.connected and view.connected:
+                    self.view.banner(f"agent {agent} is back")
+        self.known = fresh
+        return views
+
+    # background loops ------------------------------------------------------------------
+
+    async def _tail_loop(self) -> None:
+        async for batch in self.tail.batches():
+            for item in batch:
+                if isinstance(item, Gap):
+                    self.view.gap(item)
+                    self.offsets.set(item.agent, item.last)
+                    continue
+                self.view.event(item)
+                self.offsets.set(item.agent, item.offset)
+                if item.type == EventType.TASK_END and item.task_id:
+                    self._ended.append(item.task_id)
+                    if item.task_id in self.pending_tasks:
+                        self.pending_tasks.discard(item.task_id)
+                        self._tasks_changed.set()
+            # One write per rendered batch: a killed console replays at most nothing
+            # it had not yet shown.
+            self.offsets.save()
+
+    async def _watch_loop(self) -> None:
+        """Registry notices and messages addressed to this console, with reconnects."""
+        backoff = Backoff()
+        channels = [self.keys.registry_channel, self.keys.console_channel(self.session)]
+        while True:
+            pubsub = self.client.pubsub()
+            try:
+                await pubsub.subscribe(*channels)
+                backoff.reset()
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None:
+                        self._on_notice(message["channel"], message["data"])
+            except CONNECTION_ERRORS:
+                await asyncio.sleep(backoff.next_delay())
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    def _on_notice(self, channel: bytes, data: bytes) -> None:
+        try:
+            notice = unpack(data)
+        except BadRequest:
+            return
+        agent = str(notice.get("agent", ""))
+        kind = notice.get("event")
+        if channel.decode() == self.keys.registry_channel:
+            if kind == "join":
+                self.view.banner(f"agent {agent} joined")
+                self._tasks_changed.set()
+            elif kind == "leave":
+                self.view.banner(f"agent {agent} left")
+                self.known.pop(agent, None)
+                self._tasks_changed.set()
+            return
+        if kind in ("takeover", "lost") and agent == self.attached and not self.read_only:
+            self.read_only = True
+            self.view.banner(
+                f"console {notice.get('by')} took over {agent}: this console is now read-only",
+                level="warn",
+            )
+
+    async def _registry_poll(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            with contextlib.suppress(*CONNECTION_ERRORS):
+                await self.refresh_agents()
+
+    async def _owner_refresh(self) -> None:
+        while True:
+            await asyncio.sleep(OWNER_REFRESH_S)
+            agent = self.attached
+            if agent is None or self.read_only:
+                continue
+            try:
+                still_mine = await self.ownership.refresh(agent)
+            except CONNECTION_ERRORS:
+                continue
+            if not still_mine and agent == self.attached and not self.read_only:
+                self.read_only = True
+                self.view.banner(
+                    f"lost ownership of {agent}: this console is now read-only", level="warn"
+                )
+
+    def _on_connection(self, connected: bool, failures: int) -> None:
+        if not connected and failures == 1:
+            self.view.banner("connection to Redis lost; reconnecting…", level="warn")
+        elif not connected and failures == Backoff().warn_after:
+            self.view.banner(f"still no Redis after {failures} attempts; retrying", level="warn")
+        elif connected:
+            self.view.banner("reconnected to Redis")
+
+
+def _option(args: list[str], name: str) -> str | None:
+    if name in args:
+        index = args.index(name)
+        if index + 1 < len(args):
+            return args[index + 1]
+        raise UsageError(f"{name} needs a value")
+    return None
+
+
+def describe_error(error: AteamError) -> str:
+    return error.one_line()

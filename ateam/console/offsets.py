@@ -1,0 +1,54 @@
+"""Per-agent "last rendered" offsets, so a restarted console resumes where it stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+from ateam.paths import ateam_home, private_dir
+
+
+class OffsetStore:
+    """``~/.ateam/console/offsets.json``: ``{"<namespace><agent>": last_offset}``.
+
+    Written after every rendered batch with a rename (no fsync: a killed console must
+    not lose its place, but a power cut replaying a few events is acceptable).
+    """
+
+    def __init__(self, namespace: str, path: Path | None = None) -> None:
+        self._ns = namespace
+        self.path = path or private_dir(ateam_home() / "console") / "offsets.json"
+        self._data: dict[str, int] = {}
+        self._dirty = False
+        with contextlib.suppress(OSError, ValueError):
+            loaded = json.loads(self.path.read_text())
+            if isinstance(loaded, dict):
+                self._data = {k: int(v) for k, v in loaded.items() if isinstance(v, int)}
+
+    def get(self, agent: str) -> int | None:
+        return self._data.get(self._ns + agent)
+
+    def set(self, agent: str, offset: int) -> None:
+        key = self._ns + agent
+        if self._data.get(key) != offset:
+            self._data[key] = offset
+            self._dirty = True
+
+    def save(self) -> None:
+        if not self._dirty:
+            return
+        # Merge with what other consoles wrote meanwhile; ours are newer for our agents.
+        with contextlib.suppress(OSError, ValueError):
+            on_disk = json.loads(self.path.read_text())
+            if isinstance(on_disk, dict):
+                for key, value in on_disk.items():
+                    if key not in self._data and isinstance(value, int):
+                        self._data[key] = value
+        tmp = self.path.with_name(f".offsets.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(self._data, fh)
+        os.replace(tmp, self.path)
+        self._dirty = False

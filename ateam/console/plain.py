@@ -1,0 +1,206 @@
+"""Plain line mode (SPEC §6): one line per event, input read line by line.
+
+Works over SSH, in a dumb terminal and from scripts: with a non-TTY stdin the console
+stops at the first failing command with that command's exit code, and at the end of
+input it waits for the inputs it sent to finish before leaving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from ateam.bus.connection import RedisTarget
+from ateam.bus.events import Event, EventType, Gap, decode_chunk
+from ateam.console.controller import ConsoleController
+from ateam.errors import AteamError, cli_exit_code
+
+
+def prefix(agent: str) -> str:
+    return f"[A:{agent}]"
+
+
+class PlainView:
+    """Renders events as lines, joining streamed tokens into whole lines per agent."""
+
+    def __init__(self, lines: asyncio.Queue[str | None], out: TextIO | None = None) -> None:
+        self._lines = lines
+        self._out = out or sys.stdout
+        self._partial: dict[str, str] = {}
+
+    def _print(self, text: str) -> None:
+        self._out.write(text + "\n")
+        self._out.flush()
+
+    def _flush_partial(self, agent: str) -> None:
+        rest = self._partial.pop(agent, "")
+        if rest:
+            self._print(f"{prefix(agent)} {rest}")
+
+    def _stream_text(self, agent: str, text: str) -> None:
+        buffered = self._partial.get(agent, "") + text
+        *complete, rest = buffered.split("\n")
+        for line in complete:
+            self._print(f"{prefix(agent)} {line.rstrip(chr(13))}")
+        self._partial[agent] = rest
+
+    def event(self, event: Event) -> None:
+        handler = _RENDERERS.get(event.type)
+        if handler is None:
+            self._flush_partial(event.agent)
+            self._print(f"{prefix(event.agent)} {event.type} {json.dumps(event.data)}")
+            return
+        handler(self, event)
+
+    def gap(self, gap: Gap) -> None:
+        self._flush_partial(gap.agent)
+        self._print(f"{prefix(gap.agent)} {gap.message()}")
+
+    def info(self, text: str, agent: str | None = None) -> None:
+        self._print(f"{prefix(agent)} {text}" if agent else text)
+
+    def banner(self, text: str, *, level: str = "info") -> None:
+        self._print(f"*** {text}")
+
+    def error(self, text: str) -> None:
+        self._print(text)
+
+    def table(self, rows: list[dict[str, Any]], columns: list[str]) -> None:
+        if not rows:
+            self._print("no agents")
+            return
+        cells = [[_cell(row.get(col)) for col in columns] for row in rows]
+        widths = [max(len(col), *(len(r[i]) for r in cells)) for i, col in enumerate(columns)]
+        self._print("  ".join(col.upper().ljust(w) for col, w in zip(columns, widths, strict=True)))
+        for row_cells in cells:
+            self._print("  ".join(c.ljust(w) for c, w in zip(row_cells, widths, strict=True)))
+
+    async def ask(self, question: str) -> str:
+        self._out.write(question)
+        self._out.flush()
+        answer = await self._lines.get()
+        return answer or ""
+
+    # renderers, one per event type -----------------------------------------------------
+
+    def _token(self, event: Event) -> None:
+        self._stream_text(event.agent, decode_chunk(event.data).decode("utf-8", "replace"))
+
+    def _task_start(self, event: Event) -> None:
+        self._flush_partial(event.agent)
+        self._print(f"{prefix(event.agent)} --- task {event.task_id}: {event.data.get('text')}")
+
+    def _task_end(self, event: Event) -> None:
+        self._flush_partial(event.agent)
+        ok = event.data.get("ok")
+        outcome = "done" if ok else f"failed: {event.data.get('error')}"
+        took = event.data.get("duration_s")
+        self._print(f"{prefix(event.agent)} --- task {event.task_id} {outcome} ({took}s)")
+
+    def _warn(self, event: Event) -> None:
+        self._flush_partial(event.agent)
+        self._print(f"{prefix(event.agent)} {event.type}: {event.data.get('msg')}")
+
+    def _state(self, event: Event) -> None:
+        state = event.data.get("state")
+        if state in ("waiting", "shutdown"):
+            self._flush_partial(event.agent)
+            self._print(f"{prefix(event.agent)} state: {state}")
+
+    def _ownership(self, event: Event) -> None:
+        self._flush_partial(event.agent)
+        owner = event.data.get("owner") or "nobody"
+        self._print(f"{prefix(event.agent)} owner is now {owner}")
+
+
+_RENDERERS: dict[str, Callable[[PlainView, Event], None]] = {
+    EventType.TOKEN: PlainView._token,
+    EventType.TASK_START: PlainView._task_start,
+    EventType.TASK_END: PlainView._task_end,
+    EventType.WARN: PlainView._warn,
+    EventType.ERROR: PlainView._warn,
+    EventType.STATE: PlainView._state,
+    EventType.OWNERSHIP: PlainView._ownership,
+}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def start_stdin_reader(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | None]) -> None:
+    """Read stdin on a daemon thread so a blocked read never holds up shutdown."""
+
+    def pump() -> None:
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+        loop.call_soon_threadsafe(lines.put_nowait, None)
+
+    threading.Thread(target=pump, name="stdin", daemon=True).start()
+
+
+async def run_plain(target: RedisTarget, *, interactive: bool) -> int:
+    """The plain console; returns its exit code."""
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    view = PlainView(lines)
+    controller = ConsoleController(target, view)
+    try:
+        await controller.start()
+    except AteamError as exc:
+        view.error(exc.one_line())
+        await controller.aclose()
+        return cli_exit_code(exc)
+    view.banner(f"connected to {target.describe()} as {controller.session}; /help for commands")
+    start_stdin_reader(loop, lines)
+    quit_armed = False
+    pending: set[asyncio.Future[None]] = set()
+
+    def on_sigint() -> None:
+        nonlocal quit_armed
+        if controller.attached and not controller.read_only:
+            pending.add(asyncio.ensure_future(_quietly(controller.execute("/interrupt"), view)))
+        elif interactive and not quit_armed:
+            quit_armed = True
+            view.banner("not attached: press Ctrl+C again (or /quit) to leave the console")
+        else:
+            lines.put_nowait("/quit")
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    code = 0
+    try:
+        while not controller.quit_requested:
+            line = await lines.get()
+            if line is None:
+                await controller.wait_for_pending()
+                break
+            try:
+                await controller.execute(line)
+            except AteamError as exc:
+                view.error(exc.one_line())
+                if not interactive:
+                    code = cli_exit_code(exc)
+                    break
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+        await controller.aclose()
+    return code
+
+
+async def _quietly(coro: Any, view: PlainView) -> None:
+    try:
+        await coro
+    except AteamError as exc:
+        view.error(exc.one_line())
