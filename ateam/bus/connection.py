@@ -87,7 +87,10 @@ def resolve_target(
 
 def make_client(target: RedisTarget, **overrides: Any) -> aioredis.Redis:
     """An asyncio client for ``target``. Reconnection policy is ateam's own (§4.6)."""
-    kwargs: dict[str, Any] = {"socket_connect_timeout": 3.0}
+    # No socket_timeout (redis-py >= 8 defaults to 5 s): it would cut blocking reads
+    # (BLPOP/XREAD BLOCK) short, and on Python 3.11 the asyncio.wait_for it wraps every
+    # send in can swallow a task's cancellation, so loops cancelled at shutdown never end.
+    kwargs: dict[str, Any] = {"socket_connect_timeout": 3.0, "socket_timeout": None}
     if not target.url.startswith("unix://"):
         # Unix-socket connections take no keepalive option; TCP ones should notice a
         # silently vanished peer.

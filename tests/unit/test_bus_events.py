@@ -1,0 +1,232 @@
+"""Event stream: offsets, resume, gaps, buffering and coalescing against a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from ateam.bus.connection import RedisTarget, make_client
+from ateam.bus.events import (
+    Coalescer,
+    Event,
+    EventPublisher,
+    EventTail,
+    Gap,
+    _utf8_safe_cut,
+    decode_chunk,
+    encode_chunk,
+)
+from ateam.bus.keys import Keys
+
+AGENT = "proj/zeus"
+
+
+@pytest.fixture
+async def client(target: RedisTarget) -> AsyncIterator[aioredis.Redis]:
+    c = make_client(target)
+    yield c
+    await c.aclose()
+
+
+async def collect(tail: EventTail, count: int, timeout: float = 5.0) -> list[Event | Gap]:
+    out: list[Event | Gap] = []
+
+    async def run() -> None:
+        async for item in tail:
+            out.append(item)
+            if len(out) >= count:
+                return
+
+    await asyncio.wait_for(run(), timeout)
+    return out
+
+
+async def test_offsets_are_dense_and_survive_a_new_publisher(
+    client: aioredis.Redis, target: RedisTarget, tmp_path: Path
+) -> None:
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT, offset_file=tmp_path / "offset")
+    await pub.start()
+    first = [pub.emit("token", text=f"t{i}") for i in range(5)]
+    await pub.aclose()
+    # A restarted agent continues after the last offset instead of starting over.
+    pub2 = EventPublisher(client, keys, AGENT, offset_file=tmp_path / "offset")
+    await pub2.start()
+    second = [pub2.emit("token", text="again") for _ in range(3)]
+    await pub2.aclose()
+    assert first == [1, 2, 3, 4, 5]
+    assert second == [6, 7, 8]
+
+
+async def test_offset_never_resets_even_if_redis_lost_the_stream(
+    client: aioredis.Redis, target: RedisTarget, tmp_path: Path
+) -> None:
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT, offset_file=tmp_path / "offset")
+    await pub.start()
+    for _ in range(4):
+        pub.emit("token", text="x")
+    await pub.aclose()
+    await client.delete(keys.events(AGENT))
+    pub2 = EventPublisher(client, keys, AGENT, offset_file=tmp_path / "offset")
+    await pub2.start()
+    assert pub2.emit("token", text="y") == 5
+    await pub2.aclose()
+
+
+async def test_tail_resumes_exactly_after_an_offset(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    for i in range(10):
+        pub.emit("token", text=str(i))
+    await pub.flush(5)
+    tail = EventTail(client, keys)
+    tail.add(AGENT, after=6)
+    items = await collect(tail, 4)
+    assert [i.offset for i in items if isinstance(i, Event)] == [7, 8, 9, 10]
+    assert [i.data["text"] for i in items if isinstance(i, Event)] == ["6", "7", "8", "9"]
+    await pub.aclose()
+
+
+async def test_trimmed_offsets_are_reported_as_a_gap(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT, maxlen=10)
+    await pub.start()
+    for i in range(50):
+        pub.emit("token", text=str(i))
+    await pub.flush(5)
+    await client.xtrim(keys.events(AGENT), maxlen=10, approximate=False)
+    tail = EventTail(client, keys)
+    tail.add(AGENT, after=0)
+    items = await collect(tail, 11)
+    assert isinstance(items[0], Gap)
+    assert items[0].message() == "tail gap: events 1..40 are no longer available"
+    assert [i.offset for i in items[1:] if isinstance(i, Event)] == list(range(41, 51))
+    await pub.aclose()
+
+
+async def test_backlog_start_shows_recent_events_without_a_false_gap(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    for i in range(30):
+        pub.emit("token", text=str(i))
+    await pub.flush(5)
+    tail = EventTail(client, keys)
+    tail.add(AGENT, after=None, backlog=5)
+    items = await collect(tail, 5)
+    assert all(isinstance(i, Event) for i in items)
+    assert [i.offset for i in items if isinstance(i, Event)] == [26, 27, 28, 29, 30]
+    await pub.aclose()
+
+
+async def test_stale_publisher_is_fenced_off(client: aioredis.Redis, target: RedisTarget) -> None:
+    keys = Keys(target.namespace)
+    await client.set(keys.fence(AGENT), 2)
+    fenced = asyncio.Event()
+    stale = EventPublisher(client, keys, AGENT, fence=lambda: 1, on_fenced=fenced.set)
+    await stale.start()
+    stale.emit("token", text="from a process that lost its lock")
+    await asyncio.wait_for(fenced.wait(), 5)
+    assert await client.xlen(keys.events(AGENT)) == 0
+    await stale.aclose()
+
+
+async def test_events_buffer_while_redis_is_down_and_flush_after(own_redis: Any) -> None:
+    target = RedisTarget(own_redis.url, "test", namespace="buf:")
+    client = make_client(target)
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    own_redis.stop()
+    for i in range(20):
+        pub.emit("token", text=str(i))
+    await asyncio.sleep(0.3)
+    assert not pub.connected
+    own_redis.start()
+    assert await pub.flush(15)
+    entries = await client.xrange(keys.events(AGENT))
+    assert [int(e[0].split(b"-")[0]) for e in entries] == list(range(1, 21))
+    await pub.aclose()
+    await client.aclose()
+
+
+async def test_buffer_overflow_drops_oldest_and_says_so(own_redis: Any) -> None:
+    target = RedisTarget(own_redis.url, "test", namespace="ovf:")
+    client = make_client(target)
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT, buffer_max=5)
+    await pub.start()
+    own_redis.stop()
+    for i in range(12):
+        pub.emit("token", text=str(i))
+    own_redis.start()
+    assert await pub.flush(15)
+    tail = EventTail(client, keys)
+    tail.add(AGENT, after=0)
+    items = await collect(tail, 7)
+    assert isinstance(items[0], Gap) and (items[0].first, items[0].last) == (1, 7)
+    texts = [i.data.get("text") for i in items[1:6] if isinstance(i, Event)]
+    assert texts == ["7", "8", "9", "10", "11"]
+    warn = items[6]
+    assert isinstance(warn, Event) and warn.type == "warn"
+    assert "7 events were dropped" in warn.data["msg"]
+    await pub.aclose()
+    await client.aclose()
+
+
+def test_utf8_cut_never_splits_a_sequence() -> None:
+    text = "héllo €uro 🎉".encode()
+    for n in range(len(text) + 1):
+        cut = _utf8_safe_cut(bytearray(text[:n]))
+        text[:cut].decode("utf-8")  # would raise if a sequence were split
+        assert n - cut <= 3
+
+
+def test_chunks_round_trip_text_and_binary() -> None:
+    assert encode_chunk(b"plain") == {"text": "plain"}
+    binary = bytes(range(256))
+    assert "b64" in encode_chunk(binary)
+    assert decode_chunk(encode_chunk(binary)) == binary
+
+
+async def test_coalescer_joins_chunks_into_frames_without_splitting_utf8() -> None:
+    frames: list[dict[str, Any]] = []
+    co = Coalescer(frames.append, window=0.02)
+    payload = "ünïcödé ✓ ".encode() * 50
+    for i in range(0, len(payload), 3):  # 3-byte pieces straddle multi-byte sequences
+        co.feed(payload[i : i + 3])
+    await asyncio.sleep(0.1)
+    co.close()
+    assert len(frames) < len(payload) // 3
+    assert all("text" in f for f in frames)
+    assert "".join(f["text"] for f in frames).encode() == payload
+
+
+async def test_coalescer_flushes_at_size_limit() -> None:
+    frames: list[dict[str, Any]] = []
+    co = Coalescer(frames.append, window=10, max_bytes=100)
+    co.feed(b"x" * 250)
+    assert frames and len(frames[0]["text"]) == 250
+    co.close()
+
+
+async def test_coalescer_flushes_output_soon_after_a_newline() -> None:
+    frames: list[dict[str, Any]] = []
+    co = Coalescer(frames.append, window=5.0, newline_window=0.02)
+    co.feed(b"line one\n")
+    await asyncio.sleep(0.2)
+    assert frames == [{"text": "line one\n"}]
+    co.close()

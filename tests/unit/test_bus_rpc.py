@@ -1,0 +1,341 @@
+"""RPC, lock, ownership and registry against a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from ateam.bus.codec import pack, unpack
+from ateam.bus.connection import RedisTarget, make_client
+from ateam.bus.keys import Keys
+from ateam.bus.lock import InstanceLock
+from ateam.bus.ownership import Ownership
+from ateam.bus.registry import AgentEntry, Heartbeat, Registry
+from ateam.bus.rpc import Call, Method, RpcClient, RpcServer
+from ateam.constants import RPC_MAX_PAYLOAD
+from ateam.errors import (
+    AgentNotFound,
+    BadRequest,
+    DuplicateInstance,
+    LockLost,
+    NoSuchMethod,
+    OwnershipDenied,
+    PayloadTooLarge,
+    RpcTimeout,
+)
+
+AGENT = "proj/zeus"
+
+
+@pytest.fixture
+async def client(target: RedisTarget) -> AsyncIterator[aioredis.Redis]:
+    c = make_client(target)
+    yield c
+    await c.aclose()
+
+
+@pytest.fixture
+async def server(client: aioredis.Redis, target: RedisTarget) -> AsyncIterator[dict[str, Any]]:
+    keys = Keys(target.namespace)
+    calls: list[Call] = []
+    owner: dict[str, str | None] = {"session": "console:a"}
+
+    async def echo(call: Call) -> Any:
+        calls.append(call)
+        return {"params": call.params, "caller": call.caller}
+
+    async def add(call: Call) -> Any:
+        calls.append(call)
+        return len(calls)
+
+    async def boom(call: Call) -> Any:
+        raise RuntimeError("kaput")
+
+    async def current_owner() -> str | None:
+        return owner["session"]
+
+    methods = {
+        "echo": Method("echo", echo, False, ""),
+        "add": Method("add", add, True, ""),
+        "boom": Method("boom", boom, False, ""),
+    }
+    bad: list[str] = []
+    srv = RpcServer(
+        client, keys, AGENT, methods, current_owner=current_owner, on_bad_request=bad.append
+    )
+    await client.set(keys.alive(AGENT), b"1")
+    srv.start()
+    yield {"keys": keys, "calls": calls, "owner": owner, "bad": bad, "server": srv}
+    await srv.aclose()
+
+
+async def test_round_trip_and_caller(client: aioredis.Redis, server: dict[str, Any]) -> None:
+    rpc = RpcClient(client, server["keys"], caller="console:a")
+    value = await rpc.call(AGENT, "echo", {"x": [1, "two"]})
+    assert value == {"params": {"x": [1, "two"]}, "caller": "console:a"}
+
+
+async def test_unknown_method(client: aioredis.Redis, server: dict[str, Any]) -> None:
+    with pytest.raises(NoSuchMethod) as err:
+        await RpcClient(client, server["keys"]).call(AGENT, "nope")
+    assert err.value.code == "no_such_method"
+    assert "echo" in err.value.detail["methods"]
+
+
+async def test_handler_crash_is_an_internal_error_and_server_keeps_serving(
+    client: aioredis.Redis, server: dict[str, Any]
+) -> None:
+    rpc = RpcClient(client, server["keys"])
+    with pytest.raises(Exception) as err:
+        await rpc.call(AGENT, "boom")
+    assert getattr(err.value, "code", None) == "internal"
+    assert await rpc.call(AGENT, "echo") == {"params": {}, "caller": None}
+
+
+async def test_mutating_call_checked_against_owner(
+    client: aioredis.Redis, server: dict[str, Any]
+) -> None:
+    with pytest.raises(OwnershipDenied):
+        await RpcClient(client, server["keys"], caller="console:b").call(AGENT, "add")
+    server["owner"]["session"] = None
+    with pytest.raises(OwnershipDenied):
+        await RpcClient(client, server["keys"], caller="console:a").call(AGENT, "add")
+    assert server["calls"] == []
+    # Read-only calls are open to everyone.
+    assert await RpcClient(client, server["keys"], caller="x").call(AGENT, "echo")
+
+
+async def test_mutating_call_is_idempotent_by_request_id(
+    client: aioredis.Redis, server: dict[str, Any]
+) -> None:
+    rpc = RpcClient(client, server["keys"], caller="console:a")
+    first = await rpc.call(AGENT, "add", request_id="r1")
+    again = await rpc.call(AGENT, "add", request_id="r1")
+    other = await rpc.call(AGENT, "add", request_id="r2")
+    assert (first, again, other) == (1, 1, 2)
+    assert len(server["calls"]) == 2
+
+
+async def test_oversized_payload_refused_on_both_sides(
+    client: aioredis.Redis, server: dict[str, Any]
+) -> None:
+    rpc = RpcClient(client, server["keys"], caller="console:a")
+    big = {"text": "x" * (RPC_MAX_PAYLOAD + 1)}
+    with pytest.raises(PayloadTooLarge):
+        await rpc.call(AGENT, "echo", big)
+    body = pack({"method": "echo", "params": big})
+    with pytest.raises(PayloadTooLarge) as err:
+        await rpc.send_raw(AGENT, "raw1", body, time.time() + 5)
+    assert err.value.code == "payload.too_large"
+    assert server["calls"] == []
+
+
+async def test_malformed_msgpack_gets_bad_request(
+    client: aioredis.Redis, server: dict[str, Any]
+) -> None:
+    rpc = RpcClient(client, server["keys"])
+    with pytest.raises(BadRequest) as err:
+        await rpc.send_raw(AGENT, "raw2", b"\xc1\xc1 not msgpack", time.time() + 5)
+    assert err.value.code == "bad_request"
+    with pytest.raises(BadRequest):
+        await rpc.send_raw(AGENT, "raw3", pack({"method": 5}), time.time() + 5)
+    assert server["bad"]
+    assert await rpc.call(AGENT, "echo") is not None
+
+
+async def test_request_without_id_is_dropped_not_fatal(
+    client: aioredis.Redis, server: dict[str, Any]
+) -> None:
+    keys = server["keys"]
+    await client.rpush(keys.rpc(AGENT), b"garbage-without-newline")
+    assert await RpcClient(client, keys).call(AGENT, "echo") is not None
+    assert any("without an id" in line for line in server["bad"])
+
+
+async def test_requests_past_their_deadline_are_dropped(
+    client: aioredis.Redis, server: dict[str, Any]
+) -> None:
+    keys = server["keys"]
+    await server["server"].aclose()  # the agent is busy elsewhere for a moment
+    rpc = RpcClient(client, keys, caller="console:a")
+    with pytest.raises(RpcTimeout):
+        await rpc.call(AGENT, "add", timeout=0.3)
+    server["server"].start()
+    await rpc.call(AGENT, "echo")
+    assert server["calls"] and all(c.method == "echo" for c in server["calls"])
+
+
+async def test_absent_agent_fails_fast(client: aioredis.Redis, target: RedisTarget) -> None:
+    started = time.monotonic()
+    with pytest.raises(AgentNotFound):
+        await RpcClient(client, Keys(target.namespace)).call("proj/ghost", "status", timeout=10)
+    assert time.monotonic() - started < 5  # not the whole deadline
+
+
+# lock --------------------------------------------------------------------------------
+
+
+async def test_lock_is_exclusive_and_fenced(client: aioredis.Redis, target: RedisTarget) -> None:
+    keys = Keys(target.namespace)
+    first = InstanceLock(client, keys, AGENT)
+    assert await first.acquire() == 1
+    second = InstanceLock(client, keys, AGENT)
+    with pytest.raises(DuplicateInstance) as err:
+        await second.acquire()
+    assert str(err.value) == f"Another instance of {AGENT} is already registered on this Redis"
+    # Only the holder can release; the loser's release is a no-op.
+    assert not await second.release()
+    assert await first.release()
+    assert await second.acquire() == 2
+
+
+async def test_lock_left_by_a_dead_local_process_is_taken_over(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    dead = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await dead.wait()
+    ghost = InstanceLock(client, keys, AGENT, pid=dead.pid)
+    await ghost.acquire()
+    heir = InstanceLock(client, keys, AGENT)
+    assert await heir.acquire() == 2
+    assert "no longer running" in heir.warnings[0]
+    # The dead holder's token can no longer touch the successor's lock.
+    assert not await ghost.release()
+    with pytest.raises(LockLost):
+        await ghost.refresh()
+
+
+async def test_lock_of_a_live_local_process_is_not_taken(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    await InstanceLock(client, keys, AGENT, pid=os.getppid()).acquire()
+    with pytest.raises(DuplicateInstance):
+        await InstanceLock(client, keys, AGENT).acquire()
+
+
+async def test_lock_of_another_host_is_never_taken(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    await InstanceLock(client, keys, AGENT, host="elsewhere", pid=999_999).acquire()
+    with pytest.raises(DuplicateInstance):
+        await InstanceLock(client, keys, AGENT).acquire()
+
+
+async def test_refresh_reacquires_a_vanished_lock_but_never_a_taken_one(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    lock = InstanceLock(client, keys, AGENT)
+    await lock.acquire()
+    await client.delete(keys.lock(AGENT))
+    await lock.refresh()
+    assert lock.fence == 2
+    await client.delete(keys.lock(AGENT))
+    await InstanceLock(client, keys, AGENT, host="other").acquire()
+    with pytest.raises(LockLost):
+        await lock.refresh()
+
+
+async def test_lock_expires_locally_without_refresh(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    lock = InstanceLock(client, Keys(target.namespace), AGENT, ttl_s=2.05)
+    await lock.acquire()
+    assert not lock.expired_locally()
+    await asyncio.sleep(0.1)
+    assert lock.expired_locally()  # TTL minus the 2 s margin has passed
+
+
+# ownership ------------------------------------------------------------------------------
+
+
+async def test_second_console_is_denied(client: aioredis.Redis, target: RedisTarget) -> None:
+    keys = Keys(target.namespace)
+    a, b = Ownership(client, keys, "console:a"), Ownership(client, keys, "console:b")
+    assert await a.acquire(AGENT) is None
+    with pytest.raises(OwnershipDenied) as err:
+        await b.acquire(AGENT)
+    assert err.value.detail["owner"] == "console:a"
+    assert await a.acquire(AGENT) is None  # re-attaching is fine
+    assert not await b.release(AGENT)
+    current = await a.current(AGENT)
+    assert current is not None and current.session == "console:a"
+
+
+async def test_takeover_tells_the_old_owner_first(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    old = Ownership(client, keys, "console:old")
+    new = Ownership(client, keys, "console:new", grace_s=0.2)
+    await old.acquire(AGENT)
+    pubsub = client.pubsub()
+    await pubsub.subscribe(keys.console_channel("console:old"))
+    await pubsub.get_message(timeout=1)
+    previous = await new.acquire(AGENT, takeover=True)
+    assert previous is not None and previous.session == "console:old"
+    notices = []
+    for _ in range(2):
+        msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1)
+        assert msg is not None
+        notices.append(unpack(msg["data"])["event"])
+    assert notices == ["takeover", "lost"]
+    assert not await old.refresh(AGENT)
+    assert await new.refresh(AGENT)
+    await pubsub.aclose()
+
+
+async def test_crashed_console_claim_lapses(client: aioredis.Redis, target: RedisTarget) -> None:
+    keys = Keys(target.namespace)
+    await Ownership(client, keys, "console:dead", ttl_s=0.2).acquire(AGENT)
+    await asyncio.sleep(0.3)
+    assert await Ownership(client, keys, "console:b").acquire(AGENT) is None
+
+
+# registry -------------------------------------------------------------------------------
+
+
+async def test_registry_lists_and_marks_disconnected(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    hb = Heartbeat(client, keys, AgentEntry(id=AGENT, name="zeus", project="proj", state="idle"))
+    pubsub = client.pubsub()
+    await pubsub.subscribe(keys.registry_channel)
+    await pubsub.get_message(timeout=1)
+    await hb.beat()
+    joined = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1)
+    assert joined is not None and unpack(joined["data"])["event"] == "join"
+    views = await Registry(client, keys).list()
+    assert [(v.id, v.state, v.connected) for v in views] == [(AGENT, "idle", True)]
+    # Age the heartbeat past the TTL: the agent shows as disconnected.
+    sec, _ = await client.time()
+    await client.hset(keys.heartbeats, AGENT, (sec - 30) * 1000)
+    (view,) = await Registry(client, keys).list()
+    assert view.state == "disconnected"
+    await hb.grace(5)
+    (view,) = await Registry(client, keys).list()
+    assert view.state == "restarting"
+    # After two minutes it disappears.
+    await client.hset(keys.heartbeats, AGENT, (sec - 200) * 1000)
+    assert await Registry(client, keys).list() == []
+    await hb.beat()
+    await hb.leave()
+    left = None
+    for _ in range(3):
+        left = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1)
+        if left is not None and unpack(left["data"])["event"] == "leave":
+            break
+    assert left is not None and unpack(left["data"])["event"] == "leave"
+    assert await Registry(client, keys).list() == []
+    await pubsub.aclose()
