@@ -180,6 +180,7 @@ class Agent:
             await self.rpc.aclose()
         if self.control is not None:
             self.control.interrupt()
+        self._work.set()  # wake an idle worker so it sees the stop
         if self._worker is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._worker), 5.0)

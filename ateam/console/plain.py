@@ -101,7 +101,8 @@ class PlainView:
         ok = event.data.get("ok")
         outcome = "done" if ok else f"failed: {event.data.get('error')}"
         took = event.data.get("duration_s")
-        self._print(f"{prefix(event.agent)} --- task {event.task_id} {outcome} ({took}s)")
+        timing = f" ({took}s)" if took is not None else ""
+        self._print(f"{prefix(event.agent)} --- task {event.task_id} {outcome}{timing}")
 
     def _warn(self, event: Event) -> None:
         self._flush_partial(event.agent)

@@ -1,0 +1,190 @@
+"""The console controller and plain view, driven directly against an in-process agent."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ateam.agent.process import Agent
+from ateam.bus.connection import RedisTarget
+from ateam.bus.events import Event, Gap
+from ateam.config import standalone_agent
+from ateam.console.controller import ConsoleController
+from ateam.console.plain import PlainView
+from ateam.errors import AgentNotFound, OwnershipDenied, UsageError
+from ateam.providers import EchoProvider
+
+
+class RecordingView:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.gaps: list[Gap] = []
+        self.lines: list[str] = []
+        self.banners: list[str] = []
+        self.answers: asyncio.Queue[str] = asyncio.Queue()
+        self.changed = asyncio.Event()
+
+    def event(self, event: Event) -> None:
+        self.events.append(event)
+        self.changed.set()
+
+    def gap(self, gap: Gap) -> None:
+        self.gaps.append(gap)
+
+    def info(self, text: str, agent: str | None = None) -> None:
+        self.lines.append(text)
+
+    def banner(self, text: str, *, level: str = "info") -> None:
+        self.banners.append(text)
+        self.changed.set()
+
+    def table(self, rows: list[dict[str, Any]], columns: list[str]) -> None:
+        self.lines.extend(str(row["id"]) + " " + str(row["state"]) for row in rows)
+
+    async def ask(self, question: str) -> str:
+        self.lines.append(question)
+        return await self.answers.get()
+
+    async def wait_for(self, predicate: Any, timeout: float = 5.0) -> None:
+        async def loop() -> None:
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()
+
+        await asyncio.wait_for(loop(), timeout)
+
+
+@pytest.fixture
+async def agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Agent]:
+    config = standalone_agent("proj", "zeus", tmp_path)
+    a = Agent(config, target, EchoProvider())
+    await a._start()
+    yield a
+    a.request_shutdown()
+    await a._shutdown()
+
+
+@pytest.fixture
+async def console(target: RedisTarget) -> AsyncIterator[tuple[ConsoleController, RecordingView]]:
+    view = RecordingView()
+    c = ConsoleController(target, view)
+    await c.start()
+    yield c, view
+    await c.aclose()
+
+
+async def test_attach_type_and_see_the_answer(
+    agent: Agent, console: tuple[ConsoleController, RecordingView]
+) -> None:
+    c, view = console
+    await c.execute("/attach zeus")  # a bare name resolves to proj/zeus
+    assert c.attached == "proj/zeus"
+    await c.execute("hello there")
+    await view.wait_for(lambda: any(e.type == "task.end" for e in view.events))
+    text = "".join(e.data.get("text", "") for e in view.events if e.type == "token")
+    assert text == "echo: hello there"
+    await c.wait_for_pending()
+    await c.execute("/history 2")
+    assert view.lines[-2:] == ["user: hello there", "assistant: echo: hello there"]
+    offsets = [e.offset for e in view.events]
+    assert offsets == sorted(set(offsets))
+    assert c.offsets.get("proj/zeus") == offsets[-1]
+
+
+async def test_second_console_is_read_only_after_takeover(
+    agent: Agent, target: RedisTarget, console: tuple[ConsoleController, RecordingView]
+) -> None:
+    first, first_view = console
+    await first.execute("/attach proj/zeus")
+    second = ConsoleController(target, RecordingView())
+    second.ownership._grace_s = 0.1
+    await second.start()
+    try:
+        with pytest.raises(OwnershipDenied):
+            await second.execute("/attach proj/zeus")
+        await second.execute("/attach proj/zeus --takeover")
+        await first_view.wait_for(lambda: any("read-only" in b for b in first_view.banners))
+        assert first.read_only
+        with pytest.raises(OwnershipDenied):
+            await first.execute("still mine?")
+        # Even bypassing the console's own check, the agent refuses the old session.
+        with pytest.raises(OwnershipDenied):
+            await first.rpc.call("proj/zeus", "input", {"text": "sneaky"})
+        await second.execute("from the new owner")
+        await second.wait_for_pending()
+    finally:
+        await second.aclose()
+
+
+async def test_queue_clear_needs_confirmation(
+    agent: Agent, console: tuple[ConsoleController, RecordingView]
+) -> None:
+    c, view = console
+    await c.execute("/attach proj/zeus")
+    agent.enqueue("pending work", source="test")
+    view.answers.put_nowait("no")
+    await c.execute("/queue clear")
+    assert "queue clear cancelled" in view.lines
+    await view.answers.put("yes")
+    await c.execute("/queue clear")
+    assert any(line.startswith("cleared") for line in view.lines)
+
+
+async def test_bad_commands_have_codes(
+    agent: Agent, console: tuple[ConsoleController, RecordingView]
+) -> None:
+    c, _ = console
+    with pytest.raises(UsageError) as err:
+        await c.execute("/frobnicate")
+    assert err.value.code == "bad_request"
+    with pytest.raises(UsageError):
+        await c.execute("text while not attached")
+    with pytest.raises(AgentNotFound):
+        await c.execute("/attach proj/nobody")
+    with pytest.raises(UsageError):
+        await c.execute('/attach "unterminated')
+
+
+async def test_join_and_leave_banners(
+    target: RedisTarget, tmp_path: Path, console: tuple[ConsoleController, RecordingView]
+) -> None:
+    _, view = console
+    a = Agent(standalone_agent("proj", "hera", tmp_path), target, EchoProvider())
+    await a._start()
+    await view.wait_for(lambda: "agent proj/hera joined" in view.banners)
+    a.request_shutdown()
+    await a._shutdown()
+    await view.wait_for(lambda: "agent proj/hera left" in view.banners)
+
+
+def test_plain_view_joins_tokens_into_prefixed_lines() -> None:
+    out = io.StringIO()
+    view = PlainView(asyncio.Queue(), out)
+    for offset, text in enumerate(["echo: hel", "lo\nsecond ", "line"], start=1):
+        view.event(Event("p/a", offset, "token", 0.0, {"text": text, "task_id": "q-1"}))
+    view.event(Event("p/a", 4, "task.end", 0.0, {"ok": True, "task_id": "q-1", "duration_s": 1}))
+    view.gap(Gap("p/a", 5, 9))
+    assert out.getvalue().splitlines() == [
+        "[A:p/a] echo: hello",
+        "[A:p/a] second line",
+        "[A:p/a] --- task q-1 done (1s)",
+        "[A:p/a] tail gap: events 5..9 are no longer available",
+    ]
+
+
+def test_plain_view_shows_binary_output_without_breaking() -> None:
+    out = io.StringIO()
+    view = PlainView(asyncio.Queue(), out)
+    view.event(Event("p/a", 1, "token", 0.0, {"b64": "gP8KCg=="}))
+    view.event(Event("p/a", 2, "task.end", 0.0, {"ok": False, "error": "interrupted"}))
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "[A:p/a] \ufffd\ufffd",
+        "[A:p/a] ",
+        "[A:p/a] --- task None failed: interrupted",
+    ]
