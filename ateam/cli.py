@@ -67,6 +67,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
         format=f"%(asctime)s {args.project}/{args.name} %(levelname)s %(message)s",
     )
     cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
+    if args.bootstrap:
+        # Refuse rather than ignore: an agent must never join on an unchecked token.
+        print("error [config.invalid]: --bootstrap tokens are not supported yet", file=sys.stderr)
+        return 12
     try:
         project = _project(cwd)
         config = _agent_config(project, args.project, args.name, cwd, explicit_cwd=bool(args.cwd))

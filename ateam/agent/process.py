@@ -33,6 +33,7 @@ from ateam.bus.registry import AgentEntry, Heartbeat
 from ateam.bus.rpc import RpcServer
 from ateam.config import AgentConfig
 from ateam.constants import (
+    BACKOFF_WARN_AFTER,
     GRACE_MARKER_S,
     HEARTBEAT_INTERVAL_S,
     WORKER_CRASH_WINDOW_S,
@@ -269,8 +270,14 @@ class Agent:
 
     def _on_bus_change(self, connected: bool, failures: int) -> None:
         self.bus_connected = connected
-        if not connected and failures == 5:
+        if not connected and failures == BACKOFF_WARN_AFTER:
             log.warning("Redis unreachable after %d attempts; still retrying", failures)
+            # Buffered like every event: consoles see it once the bus is back.
+            self.events.emit(
+                EventType.WARN,
+                msg=f"Redis was unreachable for {failures} consecutive attempts",
+                code="redis.unavailable",
+            )
         if connected and failures == 0:
             self._registry_dirty.set()
 
