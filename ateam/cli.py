@@ -206,6 +206,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
         while True:
             items = await tail.poll(wait=False)
             if not items:
+                view.flush()  # the start of a line that is still being streamed
                 return 0
             for item in items:
                 view.gap(item) if isinstance(item, Gap) else view.event(item)

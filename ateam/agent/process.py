@@ -116,6 +116,8 @@ class Agent:
 
     async def run(self) -> int:
         """Run until shutdown; returns the process exit code (SPEC §2)."""
+        # Signals first: a SIGTERM that arrives during start-up still shuts down cleanly.
+        self._install_signals()
         try:
             await self._start()
         except AteamError as exc:
@@ -124,7 +126,6 @@ class Agent:
             )
             await self._close_client()
             return agent_exit_code(exc)
-        self._install_signals()
         await self._stop.wait()
         await self._shutdown()
         return self.exit_code
@@ -228,8 +229,15 @@ class Agent:
         self._registry_dirty.set()
 
     async def current_owner(self) -> str | None:
+        """The owning console session; notices a change the moment it is read."""
         raw = await self.client.hget(self.keys.owner(self.id), "session")
-        return raw.decode() if isinstance(raw, bytes) else None
+        owner = raw.decode() if isinstance(raw, bytes) else None
+        if owner != self.owner:
+            self.events.emit(EventType.OWNERSHIP, owner=owner, previous=self.owner)
+            self.owner = owner
+            self.entry.owner = owner
+            self._registry_dirty.set()
+        return owner
 
     async def _maintain(self) -> None:
         """Heartbeat, lock refresh and owner watch, every 3 s or sooner on news."""
@@ -240,12 +248,7 @@ class Agent:
             self._registry_dirty.clear()
             try:
                 await self.lock.refresh()
-                owner = await self.current_owner()
-                if owner != self.owner:
-                    self.events.emit(EventType.OWNERSHIP, owner=owner, previous=self.owner)
-                    self.owner = owner
-                    self.entry.owner = owner
-                    changed = True
+                await self.current_owner()
                 self.entry.queue_len = len(self.queue)
                 self.entry.fence = self.lock.fence
                 await self.heartbeat.beat(changed=changed)

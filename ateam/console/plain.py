@@ -43,6 +43,11 @@ class PlainView:
         if rest:
             self._print(f"{prefix(agent)} {rest}")
 
+    def flush(self) -> None:
+        """Print every unfinished line: their events already count as rendered."""
+        for agent in list(self._partial):
+            self._flush_partial(agent)
+
     def _stream_text(self, agent: str, text: str) -> None:
         buffered = self._partial.get(agent, "") + text
         *complete, rest = buffered.split("\n")
@@ -197,6 +202,9 @@ async def run_plain(target: RedisTarget, *, interactive: bool) -> int:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
         await controller.aclose()
+        # The saved offsets include the events of a line still being streamed; print
+        # its start now, or a restarted console would resume after text never shown.
+        view.flush()
     return code
 
 

@@ -1,0 +1,402 @@
+"""Factory fixtures that run real ``ateam`` processes against a real ``redis-server``.
+
+Every process is started as ``python -m ateam …`` with the test's isolated ``ATEAM_HOME``
+(see the autouse ``isolated_home`` fixture) and, unless a test says otherwise, with
+``--redis`` pointing at the test's own Redis (``own_redis``), so each test has a bus of
+its own and may restart it. Everything a factory started is killed at teardown.
+
+Waits are polls against a deadline on an observable condition (a registry entry, an
+output line, an event on the stream), never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import redis
+
+from ateam.bus.codec import unpack
+from ateam.bus.keys import Keys
+
+T = TypeVar("T")
+
+START_TIMEOUT_S = 20.0
+"""Deadline for a process to come up; generous because 2 cores may be busy."""
+KEYS = Keys()
+"""The CLI uses the default namespace unless a project says otherwise."""
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+
+def ateam_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ateam", *args]
+
+
+def subprocess_env(**overrides: str) -> dict[str, str]:
+    """The environment of a child: this test's ATEAM_HOME / ATEAM_RUNTIME_DIR, no URL."""
+    env = dict(os.environ)
+    env.pop("ATEAM_REDIS_URL", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(overrides)
+    return env
+
+
+def wait_until(predicate: Callable[[], T], timeout: float, what: str) -> T:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(0.02)
+
+
+async def async_wait_until(predicate: Callable[[], T], timeout: float, what: str) -> T:
+    """:func:`wait_until` for async tests: yields to the loop between polls."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def run_ateam(
+    *args: str,
+    input: str | None = None,
+    timeout: float = 30.0,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run one short-lived ``ateam`` command to completion."""
+    return subprocess.run(
+        ateam_cmd(*args),
+        input=input if input is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env or subprocess_env(),
+    )
+
+
+def write_project(
+    root: Path, name: str, *, agents: tuple[str, ...] = ("zeus",), delay_ms: int = 50
+) -> Path:
+    """A project whose agents use ``slowecho``: the echo model, one word per ``delay_ms``."""
+    ateam_dir = root / ".ateam"
+    (ateam_dir / "agents").mkdir(parents=True)
+    (ateam_dir / "project.yaml").write_text(f"name: {name}\n")
+    (ateam_dir / "models.yaml").write_text(
+        "models:\n"
+        "  - id: slowecho\n"
+        "    provider: echo\n"
+        f"    settings: {{token_delay_ms: {delay_ms}}}\n"
+    )
+    for agent in agents:
+        (ateam_dir / "agents" / agent).mkdir()
+        (ateam_dir / "agents" / agent / "agent.yaml").write_text("model: slowecho\n")
+    return root
+
+
+# --- the bus, seen from the test ----------------------------------------------------------
+
+
+@dataclass
+class Bus:
+    """Synchronous read access to one Redis, in the CLI's default namespace."""
+
+    url: str
+    client: redis.Redis = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client = redis.Redis.from_url(self.url)
+
+    def entry(self, agent: str) -> dict[str, Any] | None:
+        raw = self.client.hget(KEYS.registry, agent)
+        return unpack(raw) if raw is not None else None  # type: ignore[arg-type]
+
+    def serving(self, agent: str, pid: int) -> dict[str, Any] | None:
+        """The registry entry if process ``pid`` is the one serving ``agent``."""
+        entry = self.entry(agent)
+        if entry is None or entry.get("pid") != pid or entry.get("state") not in ("idle", "busy"):
+            return None
+        if not self.client.exists(KEYS.alive(agent)):
+            return None
+        return entry
+
+    def events(self, agent: str) -> list[tuple[int, dict[str, Any]]]:
+        """Every retained event of ``agent`` as (offset, body), oldest first."""
+        out = []
+        for entry_id, fields in self.client.xrange(KEYS.events(agent)):
+            out.append((int(entry_id.split(b"-")[0]), unpack(fields[b"d"])))
+        return out
+
+    def task_ends(self, agent: str) -> dict[str, dict[str, Any]]:
+        return {
+            str(body["task_id"]): body
+            for _, body in self.events(agent)
+            if body.get("type") == "task.end"
+        }
+
+    def close(self) -> None:
+        self.client.close()
+
+
+@pytest.fixture
+def redis_url(own_redis: Any) -> str:
+    """URL of this test's own redis-server (restartable with ``own_redis.restart()``)."""
+    return str(own_redis.url)
+
+
+@pytest.fixture
+def bus(own_redis: Any) -> Iterator[Bus]:
+    b = Bus(own_redis.url)
+    yield b
+    b.close()
+
+
+# --- agents ---------------------------------------------------------------------------------
+
+
+@dataclass
+class AgentProcess:
+    """One ``ateam agent`` child process."""
+
+    agent_id: str
+    args: list[str]
+    proc: subprocess.Popen[bytes]
+    stderr_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_exit(self, timeout: float = START_TIMEOUT_S) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"{self.agent_id} (pid {self.pid}) still running after {timeout:g}s;\n"
+                f"stderr:\n{self.stderr()}"
+            ) from None
+
+    def kill9(self) -> None:
+        """SIGKILL, and reap it so the pid is really gone."""
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self, timeout: float = 15.0) -> int:
+        """SIGTERM: the agent's graceful shutdown."""
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGTERM)
+        return self.wait_exit(timeout)
+
+
+AgentFactory = Callable[..., AgentProcess]
+
+
+@pytest.fixture
+def start_agent(own_redis: Any, bus: Bus, tmp_path: Path) -> Iterator[AgentFactory]:
+    """``start_agent("proj/name", cwd=None, wait=True, redis_url=None)`` → AgentProcess.
+
+    With ``wait`` the call returns once the process is in the registry, heartbeating,
+    and idle or busy; a process that exits first fails the test with its stderr.
+    """
+    started: list[AgentProcess] = []
+    logs = tmp_path / "agent-logs"
+    logs.mkdir()
+
+    def start(
+        agent_id: str,
+        *,
+        cwd: Path | None = None,
+        wait: bool = True,
+        redis_url: str | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> AgentProcess:
+        project, name = agent_id.split("/")
+        args = ateam_cmd(
+            "agent", "--project", project, "--name", name,
+            "--redis", redis_url or own_redis.url, "--no-repl", *extra,
+        )  # fmt: skip
+        stderr_path = logs / f"{project}-{name}-{len(started)}.stderr"
+        with stderr_path.open("wb") as err:
+            proc = subprocess.Popen(
+                args,
+                cwd=cwd or tmp_path,
+                stdin=subprocess.DEVNULL,
+                stdout=err,
+                stderr=err,
+                env=subprocess_env(),
+            )
+        agent = AgentProcess(agent_id, args, proc, stderr_path)
+        started.append(agent)
+        if wait:
+            wait_serving(bus, agent)
+        return agent
+
+    yield start
+    for agent in started:
+        if agent.running():
+            agent.kill9()
+
+
+def wait_serving(bus: Bus, agent: AgentProcess, timeout: float = START_TIMEOUT_S) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        if not agent.running():
+            raise AssertionError(
+                f"{agent.agent_id} exited with {agent.proc.returncode} before serving;\n"
+                f"stderr:\n{agent.stderr()}"
+            )
+        return bus.serving(agent.agent_id, agent.pid)
+
+    return wait_until(ready, timeout, f"{agent.agent_id} (pid {agent.pid}) to serve")
+
+
+# --- consoles -------------------------------------------------------------------------------
+
+
+_SESSION = re.compile(r"^\*\*\* connected to .* as (\S+); /help")
+
+
+class ConsoleProcess:
+    """An ``ateam console --no-ui`` child with its stdin kept open for commands.
+
+    A reader thread collects its stdout line by line so tests can wait for a line.
+    """
+
+    def __init__(self, proc: subprocess.Popen[str], stderr_path: Path) -> None:
+        self.proc = proc
+        self.stderr_path = stderr_path
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._cond:
+                self.lines.append(line.rstrip("\n"))
+                self._cond.notify_all()
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def close_stdin(self) -> None:
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
+    def output(self) -> str:
+        with self._cond:
+            return "\n".join(self.lines)
+
+    def wait_line(
+        self, match: str | Callable[[str], bool], timeout: float = START_TIMEOUT_S
+    ) -> str:
+        """The first line containing ``match`` (or satisfying it, if callable)."""
+        test = match if callable(match) else (lambda line: match in line)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    if test(line):
+                        return line
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(
+                        f"console never printed {match!r} within {timeout:g}s; output:\n"
+                        + "\n".join(self.lines)
+                        + f"\nstderr:\n{self.stderr_path.read_text(errors='replace')}"
+                    )
+                self._cond.wait(min(remaining, 0.1))
+
+    @property
+    def session(self) -> str:
+        line = self.wait_line(lambda text: bool(_SESSION.match(text)))
+        found = _SESSION.match(line)
+        assert found is not None
+        return found.group(1)
+
+    def wait_exit(self, timeout: float = START_TIMEOUT_S) -> int:
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"console still running after {timeout:g}s; output:\n{self.output()}"
+            ) from None
+        self._reader.join(5)
+        return code
+
+    def kill9(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        self._reader.join(5)
+
+
+ConsoleFactory = Callable[..., ConsoleProcess]
+
+
+@pytest.fixture
+def start_console(own_redis: Any, tmp_path: Path) -> Iterator[ConsoleFactory]:
+    """``start_console(redis_url=None, env=None)`` → a plain console waiting for commands."""
+    started: list[ConsoleProcess] = []
+    logs = tmp_path / "console-logs"
+    logs.mkdir()
+
+    def start(*, redis_url: str | None = None, env: dict[str, str] | None = None) -> ConsoleProcess:
+        args = ateam_cmd("console", "--no-ui")
+        if redis_url != "":
+            args += ["--redis", redis_url or own_redis.url]
+        stderr_path = logs / f"console-{len(started)}.stderr"
+        with stderr_path.open("wb") as err:
+            proc = subprocess.Popen(
+                args,
+                cwd=tmp_path,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                env=env or subprocess_env(),
+            )
+        console = ConsoleProcess(proc, stderr_path)
+        started.append(console)
+        return console
+
+    yield start
+    for console in started:
+        console.close_stdin()
+        if console.proc.poll() is None:
+            console.kill9()
+        if console.proc.stdout is not None:
+            console.proc.stdout.close()

@@ -1,0 +1,117 @@
+"""Bad input gets its stable error code and never takes an agent down (SPEC §4.4, §12)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from ateam.bus.codec import pack, unpack
+from ateam.bus.connection import RedisTarget, make_client
+from ateam.bus.rpc import RpcClient
+from ateam.constants import RPC_MAX_PAYLOAD
+from ateam.errors import NoSuchMethod, PayloadTooLarge
+
+from .conftest import KEYS, AgentFactory, AgentProcess, Bus
+
+pytestmark = pytest.mark.integration
+
+AGENT = "rough/zeus"
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    c = make_client(RedisTarget(redis_url, "test"))
+    yield c
+    await c.aclose()
+
+
+@pytest.fixture
+def agent(start_agent: AgentFactory) -> AgentProcess:
+    return start_agent(AGENT)
+
+
+async def assert_still_serving(client: aioredis.Redis, agent: AgentProcess) -> None:
+    status = await RpcClient(client, KEYS).call(AGENT, "status", timeout=5)
+    assert status["pid"] == agent.pid
+    assert status["state"] == "idle"
+    assert agent.running()
+
+
+async def test_malformed_msgpack_gets_bad_request(
+    client: aioredis.Redis, agent: AgentProcess, bus: Bus
+) -> None:
+    rid = uuid.uuid4().hex
+    await client.rpush(KEYS.rpc(AGENT), rid.encode() + b"\n" + b"\xc1garbage")
+
+    popped = await client.blpop([KEYS.reply(AGENT, rid)], timeout=10)
+
+    assert popped is not None, "the agent never answered a malformed request"
+    reply = unpack(popped[1])
+    assert reply["ok"] is False
+    assert reply["id"] == rid
+    assert reply["error"]["code"] == "bad_request"
+    await assert_still_serving(client, agent)
+    warns = [b for _, b in bus.events(AGENT) if b.get("type") == "warn"]
+    assert any(w.get("code") == "bad_request" for w in warns), warns
+
+
+async def test_unknown_method_gets_no_such_method(
+    client: aioredis.Redis, agent: AgentProcess
+) -> None:
+    with pytest.raises(NoSuchMethod) as caught:
+        await RpcClient(client, KEYS).call(AGENT, "no_such_method", timeout=5)
+
+    assert caught.value.code == "no_such_method"
+    assert "status" in caught.value.detail["methods"]
+    await assert_still_serving(client, agent)
+
+
+async def test_oversized_payload_is_refused_on_both_sides(
+    client: aioredis.Redis, agent: AgentProcess
+) -> None:
+    big = "x" * (RPC_MAX_PAYLOAD + 1024)
+    rpc = RpcClient(client, KEYS, caller="whoever")
+
+    # Client side: never leaves the process.
+    with pytest.raises(PayloadTooLarge) as client_side:
+        await rpc.call(AGENT, "input", {"text": big}, timeout=5)
+    assert client_side.value.code == "payload.too_large"
+    assert await client.llen(KEYS.rpc(AGENT)) == 0
+
+    # Server side: the same body pushed raw, past the client's check.
+    rid = uuid.uuid4().hex
+    body = pack(
+        {"id": rid, "method": "input", "params": {"text": big}, "caller": "whoever",
+         "deadline": time.time() + 10}
+    )  # fmt: skip
+    assert len(body) > RPC_MAX_PAYLOAD
+    with pytest.raises(PayloadTooLarge) as server_side:
+        await rpc.send_raw(AGENT, rid, body, time.time() + 10)
+    assert server_side.value.code == "payload.too_large"
+    assert "bytes exceeds" in server_side.value.message
+
+    await assert_still_serving(client, agent)
+    queue = await RpcClient(client, KEYS).call(AGENT, "queue.list", timeout=5)
+    assert queue["current"] is None and queue["pending"] == []
+
+
+def test_invalid_yaml_exits_12_naming_the_file(start_agent: AgentFactory, tmp_path: Path) -> None:
+    root = tmp_path / "broken"
+    agent_dir = root / ".ateam" / "agents" / "zeus"
+    agent_dir.mkdir(parents=True)
+    (root / ".ateam" / "project.yaml").write_text("name: broken\n")
+    bad = agent_dir / "agent.yaml"
+    bad.write_text("model: [echo\ntools: {allow: [plan.*]\n")
+
+    proc = start_agent("broken/zeus", cwd=root, wait=False)
+
+    assert proc.wait_exit() == 12
+    lines = [line for line in proc.stderr().splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert str(bad) in lines[0]
+    assert "config.invalid" in lines[0]

@@ -1,0 +1,81 @@
+"""`ateam up` on the bundled example with zero set-up: the embedded Redis (SPEC §2, §2.1)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ateam.bus.lock import pid_is_running
+
+from .conftest import START_TIMEOUT_S, run_ateam, subprocess_env, wait_until
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello"
+
+
+@pytest.fixture
+def embedded_env(isolated_home: Path) -> Iterator[dict[str, str]]:
+    """No --redis and no ATEAM_REDIS_URL; a runtime dir short enough for a unix socket."""
+    runtime = tempfile.mkdtemp(prefix="at", dir="/tmp")
+    env = subprocess_env(ATEAM_RUNTIME_DIR=runtime)
+    yield env
+    pid_file = isolated_home / "run" / "hello.json"
+    with contextlib.suppress(OSError, ValueError):
+        for pid in json.loads(pid_file.read_text()).values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    run_ateam("server", "stop", env=env)
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def ps(env: dict[str, str]) -> dict[str, dict[str, object]]:
+    result = run_ateam("ps", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    return {row["id"]: row for row in json.loads(result.stdout)}
+
+
+def test_up_detach_attach_echo_and_down(
+    embedded_env: dict[str, str], tmp_path: Path, isolated_home: Path
+) -> None:
+    project = tmp_path / "hello"
+    shutil.copytree(EXAMPLE, project)
+
+    up = run_ateam("up", str(project), "--detach", env=embedded_env, timeout=60)
+
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "hello/zeus: started" in up.stdout
+    assert "hello/hera: started" in up.stdout
+    status = run_ateam("server", "status", env=embedded_env)
+    assert status.returncode == 0, status.stdout
+    assert embedded_env["ATEAM_RUNTIME_DIR"] in status.stdout
+    rows = ps(embedded_env)
+    assert {rows["hello/zeus"]["state"], rows["hello/hera"]["state"]} == {"idle"}
+    pids = [int(str(rows[a]["pid"])) for a in ("hello/zeus", "hello/hera")]
+    assert (project / ".ateam" / "agents" / "zeus" / "state" / "agent.log").exists()
+
+    console = run_ateam(
+        "console", "--no-ui", env=embedded_env, input="/attach hello/zeus\nhello from a test\n"
+    )
+
+    assert console.returncode == 0, console.stdout + console.stderr
+    assert "[A:hello/zeus] echo: hello from a test" in console.stdout.splitlines()
+
+    down = run_ateam("up", str(project), "--down", env=embedded_env, timeout=60)
+
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "hello/zeus: stopped" in down.stdout
+    assert "hello/hera: stopped" in down.stdout
+    wait_until(
+        lambda: not any(pid_is_running(pid) for pid in pids), START_TIMEOUT_S, "agents to exit"
+    )
+    # A graceful stop leaves the registry.
+    assert ps(embedded_env) == {}
