@@ -43,6 +43,9 @@ class ConsoleView(Protocol):
 
     def gap(self, gap: Gap) -> None: ...
 
+    def unsettled(self, agent: str) -> int | None:
+        """First offset of ``agent`` the view has received but not fully shown, if any."""
+
     def info(self, text: str, agent: str | None = None) -> None: ...
 
     def banner(self, text: str, *, level: str = "info") -> None:
@@ -130,6 +133,10 @@ class ConsoleController:
         if self.attached and not self.read_only:
             with contextlib.suppress(*CONNECTION_ERRORS):
                 await self.ownership.release(self.attached)
+        for agent in self.tail.agents:
+            position = self.tail.position(agent)
+            if position is not None and self.view.unsettled(agent) is None:
+                self.offsets.set(agent, position)
         self.offsets.save()
         with contextlib.suppress(Exception):
             await self.client.aclose()
@@ -388,7 +395,8 @@ class ConsoleController:
                     self.offsets.set(item.agent, item.last)
                     continue
                 self.view.event(item)
-                self.offsets.set(item.agent, item.offset)
+                pending = self.view.unsettled(item.agent)
+                self.offsets.set(item.agent, item.offset if pending is None else pending - 1)
                 if item.type == EventType.TASK_END and item.task_id:
                     self._ended.append(item.task_id)
                     if item.task_id in self.pending_tasks:

@@ -33,27 +33,43 @@ class PlainView:
         self._lines = lines
         self._out = out or sys.stdout
         self._partial: dict[str, str] = {}
+        self._partial_from: dict[str, int] = {}
+        """Offset of the first event whose text is still held in an unprinted line."""
 
     def _print(self, text: str) -> None:
         self._out.write(text + "\n")
         self._out.flush()
 
     def _flush_partial(self, agent: str) -> None:
+        self._partial_from.pop(agent, None)
         rest = self._partial.pop(agent, "")
         if rest:
             self._print(f"{prefix(agent)} {rest}")
 
     def flush(self) -> None:
-        """Print every unfinished line: their events already count as rendered."""
+        """Print every unfinished line (used when the console leaves)."""
         for agent in list(self._partial):
             self._flush_partial(agent)
 
-    def _stream_text(self, agent: str, text: str) -> None:
+    def unsettled(self, agent: str) -> int | None:
+        """First offset of ``agent`` not yet fully on screen, if a line is half-built.
+
+        The console saves its resume point just before it, so a console killed in the
+        middle of a line shows that line whole after a restart instead of losing its
+        beginning.
+        """
+        return self._partial_from.get(agent)
+
+    def _stream_text(self, agent: str, text: str, offset: int) -> None:
         buffered = self._partial.get(agent, "") + text
         *complete, rest = buffered.split("\n")
         for line in complete:
             self._print(f"{prefix(agent)} {line.rstrip(chr(13))}")
         self._partial[agent] = rest
+        if not rest:
+            self._partial_from.pop(agent, None)
+        elif complete or agent not in self._partial_from:
+            self._partial_from[agent] = offset
 
     def event(self, event: Event) -> None:
         handler = _RENDERERS.get(event.type)
@@ -95,7 +111,8 @@ class PlainView:
     # renderers, one per event type -----------------------------------------------------
 
     def _token(self, event: Event) -> None:
-        self._stream_text(event.agent, decode_chunk(event.data).decode("utf-8", "replace"))
+        text = decode_chunk(event.data).decode("utf-8", "replace")
+        self._stream_text(event.agent, text, event.offset)
 
     def _task_start(self, event: Event) -> None:
         self._flush_partial(event.agent)
@@ -201,10 +218,10 @@ async def run_plain(target: RedisTarget, *, interactive: bool) -> int:
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
-        await controller.aclose()
-        # The saved offsets include the events of a line still being streamed; print
-        # its start now, or a restarted console would resume after text never shown.
+        # Print the line still being streamed first, so the offsets saved on close
+        # count it as shown and a restarted console does not repeat it.
         view.flush()
+        await controller.aclose()
     return code
 
 

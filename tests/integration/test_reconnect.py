@@ -34,6 +34,9 @@ class RecordingView:
     def event(self, event: Event) -> None:
         self.items.append(event)
 
+    def unsettled(self, agent: str) -> int | None:
+        return None
+
     def gap(self, gap: Gap) -> None:
         self.items.append(gap)
 

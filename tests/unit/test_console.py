@@ -36,6 +36,9 @@ class RecordingView:
     def gap(self, gap: Gap) -> None:
         self.gaps.append(gap)
 
+    def unsettled(self, agent: str) -> int | None:
+        return None
+
     def info(self, text: str, agent: str | None = None) -> None:
         self.lines.append(text)
 
@@ -188,3 +191,43 @@ def test_plain_view_shows_binary_output_without_breaking() -> None:
         "[A:p/a] ",
         "[A:p/a] --- task None failed: interrupted",
     ]
+
+
+def test_plain_view_reports_where_an_unfinished_line_starts() -> None:
+    view = PlainView(asyncio.Queue(), io.StringIO())
+
+    def token(offset: int, text: str) -> None:
+        view.event(Event("p/a", offset, "token", 0.0, {"text": text}))
+
+    token(5, "hel")
+    assert view.unsettled("p/a") == 5
+    token(6, "lo")
+    assert view.unsettled("p/a") == 5  # the line still began at 5
+    token(7, "!\nwor")
+    assert view.unsettled("p/a") == 7
+    token(8, "ld\n")
+    assert view.unsettled("p/a") is None
+
+
+async def test_console_saves_its_place_before_a_half_shown_line(
+    agent: Agent, target: RedisTarget
+) -> None:
+    """A console killed mid-line must replay that line whole, not lose its start."""
+    view = PlainView(asyncio.Queue(), io.StringIO())
+    c = ConsoleController(target, view)
+    await c.start()
+    try:
+        await c.execute("/attach proj/zeus")
+        await agent.current_owner()  # its ownership event comes first, not mid-line
+        first = agent.events.emit("token", text="first line\nsecond ha")
+        agent.events.emit("token", text="lf")
+        await agent.events.flush(5)
+        for _ in range(100):
+            if c.tail.position("proj/zeus") == agent.events.last_offset:
+                break
+            await asyncio.sleep(0.05)
+        saved = c.offsets.get("proj/zeus")
+        assert saved == first - 1  # just before the half-shown line
+    finally:
+        c.tail.remove("proj/zeus")  # simulate a crash: nothing flushed on the way out
+        await c.aclose()
