@@ -191,7 +191,11 @@ AGENT_EXIT: dict[str, int] = {
     Code.DUPLICATE_INSTANCE: 11,
     Code.CONFIG_INVALID: 12,
     Code.REDIS_UNAVAILABLE: 13,
+    Code.LOCK_LOST: 14,
 }
+EXIT_LOCK_LOST = 14
+"""Not in SPEC §2's list: the lock lapsed (e.g. a long Redis outage). Unlike 11 nobody
+else is known to hold it, so a supervisor may restart the agent."""
 EXIT_WORKER_CRASHED = 15
 
 

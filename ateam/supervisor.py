@@ -1,9 +1,13 @@
-"""``ateam up``: start a project's agents as background processes, and stop them again.
+"""``ateam up``: run a project's agents as supervised background processes.
 
-Each agent runs detached in its own session (so closing the console or the terminal
-does not stop it) with its output appended to ``state/agent.log``. The pids are kept in
-``~/.ateam/run/<project>.json`` so ``ateam up --down`` can stop exactly what ``up``
-started, with SIGTERM — the agent's graceful shutdown.
+``ateam up`` starts one detached supervisor process per project (its own session, so
+closing the console or the terminal stops nothing). The supervisor starts every agent,
+appends each agent's output to its ``state/agent.log``, and restarts an agent that
+died — but never one that stopped on purpose or cannot run (see :data:`FINAL_EXITS`).
+``ateam up --down`` sends the supervisor SIGTERM; it passes SIGTERM (the agent's
+graceful shutdown) to every agent and exits once they have.
+
+The supervisor's pid lives in ``~/.ateam/run/<project>.json``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ateam._fs import atomic_write
@@ -23,58 +28,57 @@ from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.keys import Keys
 from ateam.bus.lock import pid_is_running
 from ateam.bus.registry import Registry
-from ateam.config import ProjectConfig
+from ateam.config import ProjectConfig, load_project
 from ateam.errors import AteamError
 from ateam.paths import ateam_home, private_dir
 
 START_TIMEOUT_S = 20.0
-STOP_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 15.0
+RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+HEALTHY_AFTER_S = 60.0
+"""An agent that ran this long has its restart backoff reset."""
+
+FINAL_EXITS = {
+    0: "stopped",
+    11: "another instance holds its identity",
+    12: "its configuration is invalid",
+}
+"""Exit codes after which restarting would be wrong or pointless."""
 
 
 def _pid_file(project: ProjectConfig) -> Path:
     return private_dir(ateam_home() / "run") / f"{project.name}.json"
 
 
-def _read_pids(project: ProjectConfig) -> dict[str, int]:
+def supervisor_pid(project: ProjectConfig) -> int | None:
     try:
         data = json.loads(_pid_file(project).read_text())
     except (OSError, ValueError):
-        return {}
-    return {str(k): int(v) for k, v in data.items() if isinstance(v, int)}
+        return None
+    pid = data.get("supervisor") if isinstance(data, dict) else None
+    return pid if isinstance(pid, int) and pid_is_running(pid) else None
+
+
+# the `ateam up` side ----------------------------------------------------------------------
 
 
 def start_agents(
     project: ProjectConfig, target: RedisTarget, *, redis_url: str | None = None
 ) -> list[str]:
-    """Start every configured agent that is not already running; wait until they serve."""
-    running = asyncio.run(_registered(target, [a.id for a in project.agents.values()]))
-    pids = {name: pid for name, pid in _read_pids(project).items() if pid_is_running(pid)}
-    lines: list[str] = []
-    spawned: dict[str, subprocess.Popen[bytes]] = {}
-    for name, agent in project.agents.items():
-        if agent.id in running:
-            lines.append(f"{agent.id}: already running")
-            continue
-        agent.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        log_path = agent.state_dir / "agent.log"
-        cmd = [
-            sys.executable,
-            "-m",
-            "ateam",
-            "agent",
-            "--project",
-            project.name,
-            "--name",
-            name,
-            "--no-repl",
-        ]
+    """Start the project's supervisor (unless running) and wait until the agents serve."""
+    ids = [agent.id for agent in project.agents.values()]
+    existing = supervisor_pid(project)
+    if existing is None:
+        root = project.root or Path.cwd()
+        cmd = [sys.executable, "-m", "ateam.supervisor", str(root)]
         if redis_url:
             cmd += ["--redis", redis_url]
-        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        log = private_dir(ateam_home() / "run") / f"{project.name}.log"
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            spawned[name] = subprocess.Popen(
+            proc = subprocess.Popen(
                 cmd,
-                cwd=project.root or Path.cwd(),
+                cwd=root,
                 stdin=subprocess.DEVNULL,
                 stdout=fd,
                 stderr=fd,
@@ -82,75 +86,51 @@ def start_agents(
             )
         finally:
             os.close(fd)
-        pids[name] = spawned[name].pid
-    atomic_write(_pid_file(project), json.dumps(pids).encode())
-    ids = {project.agents[name].id: name for name in spawned}
-    ready = asyncio.run(_wait_registered(target, list(ids), spawned, ids))
-    for agent_id, name in ids.items():
-        proc = spawned[name]
-        log_path = project.agents[name].state_dir / "agent.log"
-        if agent_id in ready:
-            lines.append(f"{agent_id}: started (pid {proc.pid}, log {log_path})")
+        existing = proc.pid
+    ready = asyncio.run(_wait_registered(target, ids, existing))
+    lines = []
+    for agent in project.agents.values():
+        log_path = agent.state_dir / "agent.log"
+        if agent.id in ready:
+            lines.append(f"{agent.id}: started (pid {ready[agent.id]}, log {log_path})")
         else:
-            code = proc.poll()
-            why = f"exited with {code}" if code is not None else "did not register in time"
-            lines.append(f"{agent_id}: FAILED ({why}); last log lines:\n{_tail(log_path)}")
+            lines.append(f"{agent.id}: FAILED to start; last log lines:\n{_tail(log_path)}")
     return lines
 
 
-async def _registered(target: RedisTarget, ids: list[str]) -> set[str]:
-    client = make_client(target)
-    try:
-        views = await Registry(client, Keys(target.namespace)).list()
-        return {v.id for v in views if v.connected and v.id in ids}
-    except Exception as exc:
-        raise AteamError(f"cannot read the registry: {exc}") from exc
-    finally:
-        await client.aclose()
-
-
-async def _wait_registered(
-    target: RedisTarget,
-    ids: list[str],
-    procs: dict[str, subprocess.Popen[bytes]],
-    names: dict[str, str],
-) -> set[str]:
+async def _wait_registered(target: RedisTarget, ids: list[str], supervisor: int) -> dict[str, int]:
     client = make_client(target)
     registry = Registry(client, Keys(target.namespace))
     deadline = time.monotonic() + START_TIMEOUT_S
-    ready: set[str] = set()
+    ready: dict[str, int] = {}
     try:
-        while time.monotonic() < deadline:
+        # Agents register themselves; there is no notice to wait on for "all of them".
+        while time.monotonic() < deadline and pid_is_running(supervisor):
             views = await registry.list()
-            ready = {v.id for v in views if v.connected and v.id in ids}
-            waiting = [i for i in ids if i not in ready and procs[names[i]].poll() is None]
-            if not waiting:
+            ready = {v.id: v.entry.pid for v in views if v.connected and v.id in ids}
+            if len(ready) == len(ids):
                 break
             await asyncio.sleep(0.1)
+    except Exception as exc:
+        raise AteamError(f"cannot read the registry: {exc}") from exc
     finally:
         await client.aclose()
     return ready
 
 
 def stop_agents(project: ProjectConfig) -> list[str]:
-    """SIGTERM every agent ``up`` started for this project and wait for them to exit."""
-    pids = _read_pids(project)
-    lines: list[str] = []
-    alive = {name: pid for name, pid in pids.items() if pid_is_running(pid)}
-    for pid in alive.values():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while time.monotonic() < deadline and any(pid_is_running(p) for p in alive.values()):
+    """SIGTERM the project's supervisor and wait until it (and its agents) are gone."""
+    pid = supervisor_pid(project)
+    if pid is None:
+        return [f"no agents of {project.name} are running under `ateam up`"]
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S + 5
+    while time.monotonic() < deadline and pid_is_running(pid):
         time.sleep(0.05)
-    for name, pid in alive.items():
-        state = "still running" if pid_is_running(pid) else "stopped"
-        lines.append(f"{project.name}/{name}: {state} (pid {pid})")
-    if not alive:
-        lines.append(f"no running agents of {project.name} were started by `ateam up`")
-    with contextlib.suppress(FileNotFoundError):
-        _pid_file(project).unlink()
-    return lines
+    if pid_is_running(pid):
+        return [f"{project.name}: the supervisor (pid {pid}) is still running"]
+    return [f"{agent.id}: stopped" for agent in project.agents.values()]
 
 
 def _tail(path: Path, lines: int = 8) -> str:
@@ -159,3 +139,140 @@ def _tail(path: Path, lines: int = 8) -> str:
     except OSError:
         return "  (no log)"
     return "\n".join(f"  {line}" for line in text)
+
+
+# the supervisor process ---------------------------------------------------------------
+
+
+@dataclass
+class _Child:
+    name: str
+    log: Path
+    cmd: list[str]
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    failures: int = 0
+    next_start: float = 0.0
+    done: str | None = None
+
+
+@dataclass
+class Supervisor:
+    """Keeps every agent of one project running until told to stop."""
+
+    project: ProjectConfig
+    redis_url: str | None = None
+    children: list[_Child] = field(default_factory=list)
+    stopping: bool = False
+
+    def __post_init__(self) -> None:
+        for name, agent in self.project.agents.items():
+            agent.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            cmd = [
+                sys.executable,
+                "-m",
+                "ateam",
+                "agent",
+                "--project",
+                self.project.name,
+                "--name",
+                name,
+                "--no-repl",
+            ]
+            if self.redis_url:
+                cmd += ["--redis", self.redis_url]
+            self.children.append(_Child(name, agent.state_dir / "agent.log", cmd))
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, self._on_term)
+        atomic_write(_pid_file(self.project), json.dumps({"supervisor": os.getpid()}).encode())
+        try:
+            while not self.stopping:
+                for child in self.children:
+                    self._tend(child)
+                if all(child.done for child in self.children):
+                    break
+                time.sleep(0.2)
+            self._stop_all()
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                _pid_file(self.project).unlink()
+        return 0
+
+    def _on_term(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def _tend(self, child: _Child) -> None:
+        if child.done:
+            return
+        if child.proc is None:
+            if time.monotonic() >= child.next_start:
+                self._spawn(child)
+            return
+        code = child.proc.poll()
+        if code is None:
+            return
+        child.proc = None
+        final = FINAL_EXITS.get(code)
+        if final is not None:
+            child.done = final
+            self._note(child, f"exited with {code} ({final}); not restarting")
+            return
+        if time.monotonic() - child.started > HEALTHY_AFTER_S:
+            child.failures = 0
+        delay = RESTART_BACKOFF_S[min(child.failures, len(RESTART_BACKOFF_S) - 1)]
+        child.failures += 1
+        child.next_start = time.monotonic() + delay
+        self._note(child, f"exited with {code}; restarting in {delay:g} s")
+
+    def _spawn(self, child: _Child) -> None:
+        fd = os.open(child.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            child.proc = subprocess.Popen(
+                child.cmd,
+                cwd=self.project.root or Path.cwd(),
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=fd,
+            )
+        finally:
+            os.close(fd)
+        child.started = time.monotonic()
+
+    def _stop_all(self) -> None:
+        running = [c.proc for c in self.children if c.proc is not None]
+        for proc in running:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for proc in running:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def _note(self, child: _Child, message: str) -> None:
+        line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} supervisor: {child.name} {message}\n"
+        with contextlib.suppress(OSError), open(child.log, "a", encoding="utf-8") as fh:
+            fh.write(line)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m ateam.supervisor")
+    parser.add_argument("root")
+    parser.add_argument("--redis")
+    args = parser.parse_args(argv)
+    try:
+        project = load_project(Path(args.root))
+    except AteamError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return 12
+    return Supervisor(project, args.redis).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -40,6 +40,7 @@ from ateam.constants import (
     WORKER_RESTART_DELAY_S,
 )
 from ateam.errors import (
+    EXIT_LOCK_LOST,
     EXIT_WORKER_CRASHED,
     AteamError,
     LockLost,
@@ -266,7 +267,7 @@ class Agent:
         print(f"ateam agent {self.id}: stopping: {why}", file=sys.stderr)
         if self.control is not None:
             self.control.interrupt(hard=True)
-        self.request_shutdown(11)
+        self.request_shutdown(EXIT_LOCK_LOST)
 
     def _on_fenced(self) -> None:
         self._lock_lost("another process holds the instance lock (fenced)")

@@ -32,7 +32,8 @@ def embedded_env(isolated_home: Path) -> Iterator[dict[str, str]]:
     with contextlib.suppress(OSError, ValueError):
         for pid in json.loads(pid_file.read_text()).values():
             with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
+                os.kill(int(pid), signal.SIGTERM)  # the supervisor stops its agents
+                wait_until(lambda p=int(pid): not pid_is_running(p), 20, "supervisor to exit")
     run_ateam("server", "stop", env=env)
     shutil.rmtree(runtime, ignore_errors=True)
 
@@ -78,4 +79,34 @@ def test_up_detach_attach_echo_and_down(
         lambda: not any(pid_is_running(pid) for pid in pids), START_TIMEOUT_S, "agents to exit"
     )
     # A graceful stop leaves the registry.
+    assert ps(embedded_env) == {}
+
+
+def test_up_restarts_a_crashed_agent_but_not_a_stopped_one(
+    embedded_env: dict[str, str], tmp_path: Path
+) -> None:
+    project = tmp_path / "hello"
+    shutil.copytree(EXAMPLE, project)
+    up = run_ateam("up", str(project), "--detach", env=embedded_env, timeout=60)
+    assert up.returncode == 0, up.stdout + up.stderr
+    old_pid = int(str(ps(embedded_env)["hello/zeus"]["pid"]))
+
+    os.kill(old_pid, signal.SIGKILL)
+
+    def zeus_is_back() -> bool:
+        row = ps(embedded_env).get("hello/zeus")
+        return bool(row and row["state"] == "idle" and int(str(row["pid"])) != old_pid)
+
+    wait_until(zeus_is_back, 30, "the supervisor to restart zeus")
+    log = (project / ".ateam" / "agents" / "zeus" / "state" / "agent.log").read_text()
+    assert "supervisor: zeus exited with -9; restarting" in log
+
+    stop = run_ateam("stop", "hello/hera", env=embedded_env)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    hera_log = project / ".ateam" / "agents" / "hera" / "state" / "agent.log"
+    wait_until(lambda: "not restarting" in hera_log.read_text(), 15, "hera to stay stopped")
+    assert "hello/hera" not in ps(embedded_env)
+
+    down = run_ateam("up", str(project), "--down", env=embedded_env, timeout=60)
+    assert down.returncode == 0, down.stdout + down.stderr
     assert ps(embedded_env) == {}
