@@ -1,0 +1,72 @@
+"""Interrupting a task: SIGINT, /interrupt and /cancel stop it; the next item runs."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from .conftest import AgentFactory, Bus, ConsoleFactory, wait_until, write_project
+
+pytestmark = pytest.mark.integration
+
+LONG = " ".join(f"w{i}" for i in range(200))  # 200 words at 50 ms: ten seconds of answer
+
+
+def task_ends(bus: Bus, agent: str) -> list[dict[str, object]]:
+    return [b for _, b in bus.events(agent) if b.get("type") == "task.end"]
+
+
+def test_sigint_interrupts_the_task_and_the_agent_stays_up(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path
+) -> None:
+    root = write_project(tmp_path / "sig", "sig")
+    agent = start_agent("sig/zeus", cwd=root)
+    console = start_console()
+    console.send("/attach sig/zeus")
+    console.wait_line(lambda line: "attached to sig/zeus" in line)
+    console.send(LONG)
+    console.send("after the interrupt")
+    wait_until(
+        lambda: any(b.get("type") == "token" for _, b in bus.events("sig/zeus")), 10, "tokens"
+    )
+
+    agent.proc.send_signal(signal.SIGINT)
+
+    wait_until(lambda: len(task_ends(bus, "sig/zeus")) == 2, 15, "both tasks to end")
+    first, second = task_ends(bus, "sig/zeus")
+    assert (first["ok"], first["error"]) == (False, "interrupted")
+    assert second["ok"] is True
+    assert agent.running()
+    console.wait_line(lambda line: line == "[A:sig/zeus] echo: after the interrupt")
+
+
+@pytest.mark.parametrize(
+    ("command", "error"), [("/interrupt", "interrupted"), ("/cancel --hard", "cancelled")]
+)
+def test_console_interrupt_and_cancel_then_the_next_item_runs(
+    start_agent: AgentFactory,
+    start_console: ConsoleFactory,
+    bus: Bus,
+    tmp_path: Path,
+    command: str,
+    error: str,
+) -> None:
+    root = write_project(tmp_path / "stop", "stop")
+    start_agent("stop/zeus", cwd=root)
+    console = start_console()
+    console.send("/attach stop/zeus")
+    console.wait_line(lambda line: "attached to stop/zeus" in line)
+    console.send(LONG)
+    console.send("next one")
+    wait_until(
+        lambda: any(b.get("type") == "token" for _, b in bus.events("stop/zeus")), 10, "tokens"
+    )
+
+    console.send(command)
+
+    console.wait_line(lambda line: line == "[A:stop/zeus] echo: next one", timeout=15)
+    first, second = task_ends(bus, "stop/zeus")
+    assert (first["ok"], first["error"]) == (False, error)
+    assert second["ok"] is True

@@ -1,0 +1,78 @@
+"""The agent process in-process: worker supervision, status and the method catalogue."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ateam.agent.process import Agent
+from ateam.agent.queue import QueueItem
+from ateam.agent.runner import TaskControl
+from ateam.bus.connection import RedisTarget
+from ateam.config import standalone_agent
+from ateam.errors import EXIT_WORKER_CRASHED
+from ateam.providers import EchoProvider
+
+
+@pytest.fixture
+async def agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Agent]:
+    a = Agent(standalone_agent("proj", "zeus", tmp_path), target, EchoProvider())
+    await a._start()
+    yield a
+    a.request_shutdown()
+    await a._shutdown()
+
+
+async def wait_for(predicate: Any, timeout: float = 5.0) -> None:
+    async def loop() -> None:
+        # Polls files and flags the agent exposes no notification for.
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(loop(), timeout)
+
+
+async def test_worker_crash_is_restarted_once_and_a_second_within_5s_exits_15(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_run = agent.runner.run
+    crashes: list[str] = []
+
+    async def crash_on_boom(item: QueueItem, control: TaskControl) -> Any:
+        if item.text.startswith("boom"):
+            crashes.append(item.id)
+            raise RuntimeError("worker bug")
+        return await real_run(item, control)
+
+    monkeypatch.setattr(agent.runner, "run", crash_on_boom)
+    agent.enqueue("boom 1", source="test")
+    agent.enqueue("fine", source="test")
+    # After the first crash the worker comes back (after 1 s) and runs the next item.
+    await wait_for(lambda: any(t.get("content") == "echo: fine" for t in agent.history.tail(5)))
+    assert agent.exit_code == 0 and not agent._stop.is_set()
+    agent.enqueue("boom 2", source="test")
+    agent.enqueue("boom 3", source="test")
+    await wait_for(agent._stop.is_set)
+    assert agent.exit_code == EXIT_WORKER_CRASHED
+    # The second crash came within 5 s of the first: no third chance for "boom 3".
+    assert len(crashes) == 2
+    # A crashed item is finished as failed, not left to crash the next start as well.
+    assert [item.text for item in agent.queue.pending()] == ["boom 3"]
+
+
+async def test_status_reports_state_and_offsets(agent: Agent) -> None:
+    from ateam.agent.service import build_methods
+    from ateam.bus.rpc import Call
+
+    methods = build_methods(agent)
+    reply = await methods["status"].handler(Call("r", "status", {}, None, 0))
+    assert reply["id"] == "proj/zeus" and reply["state"] == "idle"
+    assert reply["last_offset"] == agent.events.last_offset
+    mutating = {name for name, m in methods.items() if m.mutating}
+    assert mutating == {
+        "input", "interrupt", "cancel", "queue.clear", "queue.retry", "history.clear", "shutdown",
+    }  # fmt: skip
