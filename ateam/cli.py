@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ateam import __version__
-from ateam.bus.connection import RedisTarget, make_client, resolve_target
+from ateam.bus.connection import RedisTarget, ensure_reachable, make_client, resolve_target
 from ateam.bus.events import EventTail, Gap
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
@@ -26,7 +26,6 @@ from ateam.console.controller import PS_COLUMNS
 from ateam.errors import (
     AteamError,
     ConfigError,
-    RedisUnavailable,
     UsageError,
     agent_exit_code,
     cli_exit_code,
@@ -128,10 +127,7 @@ def _project_or_none() -> ProjectConfig | None:
 async def _with_client(target: RedisTarget, work: Callable[[Any, Keys], Awaitable[int]]) -> int:
     client = make_client(target)
     try:
-        try:
-            await client.ping()
-        except Exception as exc:
-            raise RedisUnavailable(f"cannot reach Redis at {target.describe()}: {exc}") from exc
+        await ensure_reachable(client, target)
         return await work(client, Keys(target.namespace))
     finally:
         await client.aclose()
@@ -152,18 +148,23 @@ def cmd_ps(args: argparse.Namespace) -> int:
     return _run_verb(args, work)
 
 
-def cmd_send(args: argparse.Namespace) -> int:
+async def _owned_call(
+    client: Any, keys: Keys, args: argparse.Namespace, method: str, params: dict[str, Any]
+) -> Any:
+    """A mutating call from a verb: take ownership around it (SPEC §4.3), then let go."""
     session = f"cli:{os.getpid()}"
+    ownership = Ownership(client, keys, session)
+    await ownership.acquire(args.id, takeover=args.takeover)
+    try:
+        return await RpcClient(client, keys, caller=session).call(args.id, method, params)
+    finally:
+        await ownership.release(args.id)
 
+
+def cmd_send(args: argparse.Namespace) -> int:
     async def work(client: Any, keys: Keys) -> int:
-        ownership = Ownership(client, keys, session)
-        await ownership.acquire(args.id, takeover=args.takeover)
-        try:
-            reply = await RpcClient(client, keys, caller=session).call(
-                args.id, "input", {"text": " ".join(args.text), "source": "cli"}
-            )
-        finally:
-            await ownership.release(args.id)
+        text = " ".join(args.text)
+        reply = await _owned_call(client, keys, args, "input", {"text": text, "source": "cli"})
         print(reply["id"])
         return 0
 
@@ -171,15 +172,8 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    session = f"cli:{os.getpid()}"
-
     async def work(client: Any, keys: Keys) -> int:
-        ownership = Ownership(client, keys, session)
-        await ownership.acquire(args.id, takeover=args.takeover)
-        try:
-            await RpcClient(client, keys, caller=session).call(args.id, "shutdown")
-        finally:
-            await ownership.release(args.id)
+        await _owned_call(client, keys, args, "shutdown", {})
         registry = Registry(client, keys)
         deadline = time.monotonic() + args.wait
         # The agent leaves the registry as the last step of its shutdown; poll for that.

@@ -25,7 +25,7 @@ from ateam.agent.history import History
 from ateam.agent.queue import DurableQueue, QueueItem
 from ateam.agent.runner import TaskControl, TaskRunner, cancel_quietly
 from ateam.bus.backoff import CONNECTION_ERRORS
-from ateam.bus.connection import RedisTarget, make_client
+from ateam.bus.connection import RedisTarget, ensure_reachable, make_client
 from ateam.bus.events import EventPublisher, EventType
 from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock
@@ -44,7 +44,6 @@ from ateam.errors import (
     EXIT_WORKER_CRASHED,
     AteamError,
     LockLost,
-    RedisUnavailable,
     agent_exit_code,
 )
 from ateam.providers.base import Provider
@@ -132,12 +131,7 @@ class Agent:
         return self.exit_code
 
     async def _start(self) -> None:
-        try:
-            await self.client.ping()
-        except CONNECTION_ERRORS as exc:
-            raise RedisUnavailable(
-                f"cannot reach Redis at {self.target.describe()}: {exc}"
-            ) from exc
+        await ensure_reachable(self.client, self.target)
         await self.lock.acquire()
         self.config.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         report = self.queue.open()

@@ -107,3 +107,11 @@ def make_client(target: RedisTarget, **overrides: Any) -> aioredis.Redis:
         return aioredis.Redis.from_url(target.url, **kwargs)
     except ValueError as exc:
         raise RedisUnavailable(f"invalid Redis URL {target.describe()}: {exc}") from exc
+
+
+async def ensure_reachable(client: aioredis.Redis, target: RedisTarget) -> None:
+    """PING once; any failure becomes :class:`RedisUnavailable` with the masked URL."""
+    try:
+        await client.ping()
+    except Exception as exc:  # connection, auth and protocol errors all mean "not usable"
+        raise RedisUnavailable(f"cannot reach Redis at {target.describe()}: {exc}") from exc

@@ -24,7 +24,7 @@ import redis.asyncio as aioredis
 
 from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.codec import unpack
-from ateam.bus.connection import RedisTarget, make_client
+from ateam.bus.connection import RedisTarget, ensure_reachable, make_client
 from ateam.bus.events import Event, EventTail, EventType, Gap
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
@@ -106,14 +106,7 @@ class ConsoleController:
 
     async def start(self) -> None:
         """Connect and start watching; raises RedisUnavailable if Redis is not there."""
-        try:
-            await self.client.ping()
-        except CONNECTION_ERRORS as exc:
-            from ateam.errors import RedisUnavailable
-
-            raise RedisUnavailable(
-                f"cannot reach Redis at {self.target.describe()}: {exc}"
-            ) from exc
+        await ensure_reachable(self.client, self.target)
         await self.refresh_agents(announce=False)
         for coro, name in (
             (self._tail_loop(), "tail"),
