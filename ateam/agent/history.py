@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ateam._fs import append_durably, atomic_write, fsync_dir, open_append
-from ateam.agent.queue import decode_line, encode_line, truncate_torn_tail
+from ateam._jsonl import AppendLog, decode_line, encode_line, storage_error, truncate_torn_tail
 from ateam.constants import HISTORY_KEEP, HISTORY_ROTATE_BYTES, SUMMARY_KEEP
-from ateam.errors import StorageError
 from ateam.paths import private_dir
 
 __all__ = ["HISTORY_FILE", "SUMMARY_FILE", "History", "SummaryLog"]
@@ -58,8 +57,7 @@ class History:
         self.path = self.state_dir / HISTORY_FILE
         self.rotate_bytes = rotate_bytes
         self.keep = keep
-        self._fd: int | None = None
-        self._size = 0
+        self._log = AppendLog(self.path, label="history")
         self._count = 0
 
     def open(self) -> int:
@@ -71,7 +69,7 @@ class History:
         Raises:
             StorageError: the file cannot be read, repaired or opened.
         """
-        if self._fd is not None:
+        if self._log.is_open:
             raise RuntimeError("History.open() called twice")
         try:
             if not self.state_dir.exists():
@@ -81,16 +79,14 @@ class History:
             # to start over one torn turn would cost more than reading back to its start.
             dropped = truncate_torn_tail(self.path, max_scan=None)
             self._count = _count_lines(self.path)
-            self._open_fd()
+            self._log.open()
         except OSError as exc:
-            raise _storage_error("cannot open", self.path, exc) from exc
+            raise storage_error("history", "cannot open", self.path, exc) from exc
         return dropped
 
     def close(self) -> None:
         """Release the file; safe to call twice."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._log.close()
 
     def append(self, turn: dict[str, Any]) -> None:
         """Write one turn and fsync it; adds ``ts`` (unix time) when missing.
@@ -111,7 +107,7 @@ class History:
         if not turns:
             return
         data = b"".join(encode_line(_stamped(turn)) for turn in turns)
-        if self._size > 0 and self._size + len(data) > self.rotate_bytes:
+        if self._log.size > 0 and self._log.size + len(data) > self.rotate_bytes:
             self._rotate()
         self._write(data)
         self._count += len(turns)
@@ -131,7 +127,7 @@ class History:
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                raise _storage_error("cannot read", path, exc) from exc
+                raise storage_error("history", "cannot read", path, exc) from exc
             if len(newest_first) >= n:
                 break
         newest_first.reverse()
@@ -143,7 +139,7 @@ class History:
 
     def clear(self) -> None:
         """Delete the current and all rotated files, durably; the history stays usable."""
-        was_open = self._fd is not None
+        was_open = self._log.is_open
         self.close()
         try:
             for path in [self.path, *self._rotated_files().values()]:
@@ -151,11 +147,11 @@ class History:
             if self.state_dir.exists():
                 fsync_dir(self.state_dir)
             self._count = 0
-            self._size = 0
+            self._log.size = 0
             if was_open:
-                self._open_fd()
+                self._log.open()
         except OSError as exc:
-            raise _storage_error("cannot clear", self.path, exc) from exc
+            raise storage_error("history", "cannot clear", self.path, exc) from exc
 
     # -- internals
 
@@ -190,30 +186,16 @@ class History:
             # Losing a turn would be worse than an oversized file; the next append retries.
             log.warning("history: rotation of %s failed: %s", self.path, exc)
         try:
-            self._open_fd()
+            self._log.open()
         except OSError as exc:
-            raise _storage_error("cannot open", self.path, exc) from exc
-        if self._size == 0:
+            raise storage_error("history", "cannot open", self.path, exc) from exc
+        if self._log.size == 0:
             self._count = 0
 
-    def _open_fd(self) -> None:
-        created = not self.path.exists()
-        self._fd = open_append(self.path)
-        if created:
-            fsync_dir(self.state_dir)
-        self._size = os.fstat(self._fd).st_size
-
     def _write(self, data: bytes) -> None:
-        if self._fd is None:
+        if not self._log.is_open:
             raise RuntimeError("History.open() was not called")
-        try:
-            append_durably(self._fd, data)
-        except OSError as exc:
-            # A half-written line would swallow the next one; cut it off.
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, self._size)
-            raise _storage_error("cannot write", self.path, exc) from exc
-        self._size += len(data)
+        self._log.write(data)
 
 
 class SummaryLog:
@@ -268,7 +250,7 @@ class SummaryLog:
         except OSError as exc:
             # The file may now end in a torn line: check it again before the next append.
             self._count = None
-            raise _storage_error("cannot write", self.path, exc) from exc
+            raise storage_error("history", "cannot write", self.path, exc) from exc
 
     def all(self) -> list[dict[str, Any]]:
         """Every kept summary, oldest first; unreadable lines are skipped."""
@@ -277,7 +259,7 @@ class SummaryLog:
         except FileNotFoundError:
             return []
         except OSError as exc:
-            raise _storage_error("cannot read", self.path, exc) from exc
+            raise storage_error("history", "cannot read", self.path, exc) from exc
         entries = (decode_line(line) for line in data.split(b"\n") if line.strip())
         return [entry for entry in entries if entry is not None]
 
@@ -331,10 +313,3 @@ def _collect(lines: list[bytes], found: list[dict[str, Any]], n: int) -> None:
             entry = decode_line(line)
             if entry is not None:
                 found.append(entry)
-
-
-def _storage_error(what: str, path: Path, exc: OSError) -> StorageError:
-    return StorageError(
-        f"history: {what} {path}: {exc.strerror or exc}",
-        detail={"path": str(path), "errno": exc.errno},
-    )

@@ -15,8 +15,8 @@ log gives the state. Compaction (every ``QUEUE_COMPACT_EVERY`` finished items, a
 when the log holds finished items, and on ``clear``) atomically rewrites the file with the
 live items only. Items that crash the process twice go to ``state/dead.jsonl``.
 
-The JSON-lines helpers at the top (:func:`encode_line`, :func:`decode_line`,
-:func:`truncate_torn_tail`) are shared with :mod:`ateam.agent.history`.
+The JSON-lines helpers and the append descriptor live in :mod:`ateam._jsonl`, shared with
+:mod:`ateam.agent.history`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import heapq
-import json
 import logging
 import os
 import re
@@ -36,8 +35,8 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from ateam._fs import append_durably, atomic_write, fsync_dir, open_append
+from ateam._jsonl import AppendLog, decode_line, encode_line, storage_error, truncate_torn_tail
 from ateam.constants import QUEUE_COMPACT_EVERY, QUEUE_TAIL_SCAN
-from ateam.errors import StorageError
 from ateam.paths import private_dir
 
 __all__ = [
@@ -47,10 +46,7 @@ __all__ = [
     "DurableQueue",
     "QueueItem",
     "RecoveryReport",
-    "decode_line",
-    "encode_line",
     "next_queue_id",
-    "truncate_torn_tail",
 ]
 
 log = logging.getLogger(__name__)
@@ -61,91 +57,8 @@ DEAD_REASON = "crashed twice while processing"
 
 _ID_RE = re.compile(r"q-(\d+)-([0-9a-f]+)")
 _COUNTER_MAX = 0xFFF
-_SCAN_BLOCK = 64 * 1024
 _RECENT_RIDS = 1024
 """Finished items remembered for :meth:`DurableQueue.find_rid`, newest kept."""
-
-
-# --- JSON lines --------------------------------------------------------------------------
-
-
-def encode_line(obj: Mapping[str, Any]) -> bytes:
-    """Serialise ``obj`` as one compact JSON line, newline included.
-
-    The newline is the line's only one (JSON escapes those inside strings), which is what
-    lets :func:`truncate_torn_tail` recognise a torn write.
-
-    Raises:
-        TypeError: if ``obj`` holds something JSON cannot represent.
-    """
-    try:
-        return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-    except UnicodeEncodeError:
-        # Lone surrogates (from undecodable input) have no UTF-8 form; escaped JSON keeps them.
-        return (json.dumps(obj, separators=(",", ":")) + "\n").encode("ascii")
-
-
-def decode_line(line: bytes) -> dict[str, Any] | None:
-    """Parse one line; ``None`` if it is not a JSON object (damaged or foreign)."""
-    try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
-def truncate_torn_tail(path: Path, *, max_scan: int | None = QUEUE_TAIL_SCAN) -> int:
-    """Cut the unterminated last line a killed write left behind, fsynced.
-
-    Every line ends with its only newline, so the bytes after the last newline are exactly
-    what a write that died half-way left. They must go before anything else is appended,
-    or the next line would be glued onto them and become unreadable too.
-
-    Args:
-        path: the JSON-lines file; a missing file is fine.
-        max_scan: how far back from the end to look for a newline; ``None`` for no limit.
-
-    Returns:
-        The number of bytes dropped (0 when the file was intact).
-
-    Raises:
-        StorageError: no newline within ``max_scan`` bytes of the end of a longer file:
-            that is a damaged file rather than a torn line, and needs a person.
-        OSError: the file cannot be read or truncated.
-    """
-    try:
-        handle = path.open("r+b")
-    except FileNotFoundError:
-        return 0
-    with handle:
-        size = handle.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        handle.seek(size - 1)
-        if handle.read(1) == b"\n":
-            return 0
-        floor = 0 if max_scan is None else max(0, size - max_scan)
-        cut = 0
-        end = size
-        while end > floor:
-            start = max(floor, end - _SCAN_BLOCK)
-            handle.seek(start)
-            newline = handle.read(end - start).rfind(b"\n")
-            if newline >= 0:
-                cut = start + newline + 1
-                break
-            end = start
-        else:
-            if floor > 0:
-                raise StorageError(
-                    f"{path}: the last {max_scan} bytes hold no line break; the file is "
-                    "damaged beyond automatic repair (move it aside to start afresh)",
-                    detail={"path": str(path), "size": size},
-                )
-        handle.truncate(cut)
-        handle.flush()
-        os.fsync(handle.fileno())
-        return size - cut
 
 
 # --- ids ---------------------------------------------------------------------------------
@@ -390,13 +303,12 @@ class DurableQueue:
         self.state_dir = Path(state_dir)
         self.path = self.state_dir / QUEUE_FILE
         self.dead_path = self.state_dir / DEAD_FILE
-        self._fd: int | None = None
+        self._log = AppendLog(self.path, label="queue")
         # Finished items by rid; kept across close() and open() for the process's life.
         self._recent: OrderedDict[str, QueueItem] = OrderedDict()
         self._reset()
 
     def _reset(self) -> None:
-        self._size = 0
         self._heap: list[_HeapEntry] = []
         self._order: dict[str, int] = {}  # pending and current ids -> file order
         self._next_order = 0
@@ -417,7 +329,7 @@ class DurableQueue:
         Raises:
             StorageError: the files cannot be read or written, or are damaged beyond repair.
         """
-        if self._fd is not None:
+        if self._log.is_open:
             raise RuntimeError("DurableQueue.open() called twice")
         self._reset()  # the file is the truth, also when reopening after close()
         report = RecoveryReport()
@@ -431,7 +343,7 @@ class DurableQueue:
             with contextlib.suppress(FileNotFoundError):
                 replay.feed(self.path.read_bytes())
         except OSError as exc:
-            raise self._storage_error("cannot read", self.path, exc) from exc
+            raise storage_error("queue", "cannot read", self.path, exc) from exc
         report.skipped = replay.skipped
         self._load(replay)
         self._recover(report)
@@ -439,16 +351,14 @@ class DurableQueue:
             if replay.garbage or replay.skipped or report.requeued or report.dead:
                 self._rewrite(self._render(self._pending_unordered()))
             else:
-                self._reopen_fd()
+                self._log.reopen()
         except OSError as exc:
-            raise self._storage_error("cannot write", self.path, exc) from exc
+            raise storage_error("queue", "cannot write", self.path, exc) from exc
         return report
 
     def close(self) -> None:
         """Release the file; safe to call twice."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._log.close()
 
     # -- the worker's side
 
@@ -564,7 +474,7 @@ class DurableQueue:
         try:
             self._rewrite(self._render([]))
         except OSError as exc:
-            raise self._storage_error("cannot write", self.path, exc) from exc
+            raise storage_error("queue", "cannot write", self.path, exc) from exc
         self._heap = []
         self._head.clear()
         for item in dropped:
@@ -578,7 +488,7 @@ class DurableQueue:
         except FileNotFoundError:
             return []
         except OSError as exc:
-            raise self._storage_error("cannot read", self.dead_path, exc) from exc
+            raise storage_error("queue", "cannot read", self.dead_path, exc) from exc
         entries = (decode_line(line) for line in data.split(b"\n") if line.strip())
         return [entry for entry in entries if entry is not None]
 
@@ -614,7 +524,7 @@ class DurableQueue:
         try:
             atomic_write(self.dead_path, b"".join(map(encode_line, unusable)), mode=0o600)
         except OSError as exc:
-            raise self._storage_error("cannot write", self.dead_path, exc) from exc
+            raise storage_error("queue", "cannot write", self.dead_path, exc) from exc
         return items
 
     # -- internals
@@ -654,7 +564,7 @@ class DurableQueue:
                     os.close(fd)
                 fsync_dir(self.state_dir)
             except OSError as exc:
-                raise self._storage_error("cannot write", self.dead_path, exc) from exc
+                raise storage_error("queue", "cannot write", self.dead_path, exc) from exc
         self._retire(item)
         report.dead.append(item.id)
 
@@ -705,33 +615,10 @@ class DurableQueue:
     def _rewrite(self, data: bytes) -> None:
         atomic_write(self.path, data, mode=0o600)
         # The old descriptor points at the replaced inode: appends through it would vanish.
-        self._reopen_fd()
+        self._log.reopen()
         self._finished_since_compact = 0
 
-    def _reopen_fd(self) -> None:
-        self.close()
-        created = not self.path.exists()
-        self._fd = open_append(self.path)
-        if created:
-            fsync_dir(self.state_dir)
-        self._size = os.fstat(self._fd).st_size
-
     def _write(self, data: bytes) -> None:
-        if self._fd is None:
+        if not self._log.is_open:
             raise RuntimeError("DurableQueue.open() was not called")
-        try:
-            append_durably(self._fd, data)
-        except OSError as exc:
-            # A half-written line would swallow the next one; cut it off so the log stays
-            # line-aligned and the caller, who gets the error, owes nobody an ack.
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, self._size)
-            raise self._storage_error("cannot write", self.path, exc) from exc
-        self._size += len(data)
-
-    @staticmethod
-    def _storage_error(what: str, path: Path, exc: OSError) -> StorageError:
-        return StorageError(
-            f"queue: {what} {path}: {exc.strerror or exc}",
-            detail={"path": str(path), "errno": exc.errno},
-        )
+        self._log.write(data)

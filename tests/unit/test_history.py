@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from ateam import _jsonl as jsonl_mod
 from ateam._fs import append_durably
 from ateam.agent import history as history_mod
 from ateam.agent.history import History, SummaryLog
@@ -88,7 +89,7 @@ def test_append_many_is_one_write(
         writes.append(data)
         real(fd, data)
 
-    monkeypatch.setattr(history_mod, "append_durably", counting)
+    monkeypatch.setattr(jsonl_mod, "append_durably", counting)
     history.append_many([turn(n) for n in range(4)])
     assert len(writes) == 1 and writes[0].count(b"\n") == 4
     assert history.count() == 4
@@ -112,7 +113,7 @@ def test_a_failed_write_leaves_no_fragment(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     with monkeypatch.context() as patch:
-        patch.setattr(history_mod, "append_durably", disk_full)
+        patch.setattr(jsonl_mod, "append_durably", disk_full)
         with pytest.raises(StorageError, match="No space left"):
             history.append(turn(1))
     history.append(turn(2))

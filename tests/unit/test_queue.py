@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ateam import _jsonl as jsonl_mod
 from ateam.agent import queue as queue_mod
 from ateam.agent.queue import (
     DEAD_REASON,
@@ -254,7 +255,7 @@ def test_a_failed_write_leaves_no_fragment(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     with monkeypatch.context() as patch:
-        patch.setattr(queue_mod, "append_durably", disk_full)
+        patch.setattr(jsonl_mod, "append_durably", disk_full)
         with pytest.raises(StorageError, match="No space left"):
             queue.append("b", source="cli")
     assert len(queue) == 1
