@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -163,6 +164,9 @@ class Agent:
         self._tasks.append(asyncio.create_task(self._maintain(), name="maintain"))
         self._worker = asyncio.create_task(self._supervise_worker(), name="worker")
         self._set_state(AgentState.IDLE)
+        # Everything loaded so far (config schemas, SDKs) lives as long as the process:
+        # keep it out of the collector so full collections don't pause event streaming.
+        gc.freeze()
         log.info("agent %s serving (fence %s, pid %s)", self.id, self.lock.fence, os.getpid())
 
     def request_shutdown(self, code: int = 0) -> None:
@@ -179,10 +183,8 @@ class Agent:
             self.control.interrupt()
         self._work.set()  # wake an idle worker so it sees the stop
         if self._worker is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._worker), 5.0)
-            except (TimeoutError, Exception):
-                await cancel_quietly(self._worker)
+            await asyncio.wait({self._worker}, timeout=5.0)
+            await cancel_quietly(self._worker)
         self.history.close()
         self.queue.close()
         for task in self._tasks:
@@ -237,8 +239,13 @@ class Agent:
     async def _maintain(self) -> None:
         """Heartbeat, lock refresh and owner watch, every 3 s or sooner on news."""
         while True:
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the
+            # cancel that shutdown sends, leaving this loop refreshing the lock forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._registry_dirty.wait(), HEARTBEAT_INTERVAL_S)
+                async with asyncio.timeout(HEARTBEAT_INTERVAL_S):
+                    await self._registry_dirty.wait()
+            if self._stop.is_set():
+                return
             changed = self._registry_dirty.is_set()
             self._registry_dirty.clear()
             try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -147,9 +146,11 @@ class TaskRunner:
         }
 
 
-async def cancel_quietly(task: asyncio.Task[Any] | None) -> None:
+async def cancel_quietly(task: asyncio.Task[Any] | None, *, grace: float = 2.0) -> None:
+    """Cancel ``task`` and wait for it, but never longer than ``grace`` seconds."""
     if task is None or task.done():
         return
     task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
+    await asyncio.wait({task}, timeout=grace)
+    if task.done() and not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved

@@ -90,7 +90,13 @@ def make_client(target: RedisTarget, **overrides: Any) -> aioredis.Redis:
     # No socket_timeout (redis-py >= 8 defaults to 5 s): it would cut blocking reads
     # (BLPOP/XREAD BLOCK) short, and on Python 3.11 the asyncio.wait_for it wraps every
     # send in can swallow a task's cancellation, so loops cancelled at shutdown never end.
-    kwargs: dict[str, Any] = {"socket_connect_timeout": 3.0, "socket_timeout": None}
+    # Blocking reads each hold a pooled connection; a console following and calling many
+    # agents needs more than redis-py's default pool of 100.
+    kwargs: dict[str, Any] = {
+        "socket_connect_timeout": 3.0,
+        "socket_timeout": None,
+        "max_connections": 1000,
+    }
     if not target.url.startswith("unix://"):
         # Unix-socket connections take no keepalive option; TCP ones should notice a
         # silently vanished peer.

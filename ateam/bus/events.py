@@ -191,7 +191,8 @@ class EventPublisher:
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything emitted so far is in Redis; False on timeout."""
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
         except TimeoutError:
             return False
         return True

@@ -17,7 +17,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -248,10 +248,6 @@ class RpcClient:
     client: aioredis.Redis
     keys: Keys
     caller: str | None = None
-    _script: Any = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self._script = self.client.register_script(_SEND_LUA)
 
     async def call(
         self,
@@ -303,10 +299,19 @@ class RpcClient:
                 raise RpcTimeout(f"{agent} did not answer in time", detail={"agent": agent})
             try:
                 pipe = self.client.pipeline(transaction=False)
-                await self._script(
-                    keys=[self.keys.alive(agent), self.keys.rpc(agent), reply_key],
-                    args=[rid.encode() + b"\n" + body, not_found, 60_000],
-                    client=pipe,
+                # EVAL, not EVALSHA: a pipelined script object makes redis-py send SCRIPT
+                # EXISTS first (an extra round trip per call), and a NOSCRIPT after a
+                # Redis restart would leave the BLPOP behind it waiting out the deadline.
+                # Redis caches the compiled body, so EVAL costs only its ~300 bytes.
+                pipe.eval(
+                    _SEND_LUA,
+                    3,
+                    self.keys.alive(agent),
+                    self.keys.rpc(agent),
+                    reply_key,
+                    rid.encode() + b"\n" + body,
+                    not_found,
+                    60_000,
                 )
                 pipe.blpop([reply_key], timeout=max(remaining, 0.01))
                 _, popped = await pipe.execute()

@@ -171,7 +171,8 @@ class ConsoleController:
             if self.attached not in self.known:
                 break
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._tasks_changed.wait(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await self._tasks_changed.wait()
 
     # commands -------------------------------------------------------------------------
 

@@ -76,3 +76,17 @@ async def test_status_reports_state_and_offsets(agent: Agent) -> None:
     assert mutating == {
         "input", "interrupt", "cancel", "queue.clear", "queue.retry", "history.clear", "shutdown",
     }  # fmt: skip
+
+
+async def test_shutdown_right_after_start_does_not_hang(
+    target: RedisTarget, tmp_path: Path
+) -> None:
+    """A stop requested with no await in between used to leave the heartbeat running."""
+    for _ in range(3):
+        a = Agent(standalone_agent("proj", "quick", tmp_path), target, EchoProvider())
+        await a._start()
+        a.request_shutdown()
+        stopping = asyncio.create_task(a._shutdown())
+        done, _ = await asyncio.wait({stopping}, timeout=10)
+        assert stopping in done, "shutdown hung"
+        assert a.state == "shutdown"

@@ -1,0 +1,145 @@
+"""``ateam ps`` of 200 registered agents: ``Registry.list()`` vs a raw HGETALL.
+
+SPEC §13: ``ateam ps`` of 200 registered agents (in-process listing) ≤ 20 ms.
+
+200 agents are registered the way agents register themselves, with
+``Heartbeat(client, keys, AgentEntry(...)).beat()`` (realistic entries: model, cwd,
+host, pid, usage, current task...). The measure is one ``Registry.list()`` — the call
+``ateam ps`` and the console make: one pipelined round trip (HGETALL registry, HGETALL
+heartbeats, TIME), msgpack decoding and liveness for every agent. The baseline is a raw
+redis-py asyncio ``HGETALL`` of the same registry hash (no decoding). Heartbeats are
+renewed between timed blocks so every agent stays connected, as in real life.
+
+    python benchmarks/bench_ps.py [--quick] [--tcp]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+
+import redis.asyncio as aioredis
+from _common import RedisServer, Row, environment, ns_to_ms, parser, percentile, report
+
+from ateam.bus.connection import RedisTarget, make_client
+from ateam.bus.keys import Keys
+from ateam.bus.registry import AgentEntry, Heartbeat, Registry
+
+AGENTS = 200
+
+
+def entry(i: int) -> AgentEntry:
+    return AgentEntry(
+        id=f"proj{i % 7}/agent{i:03d}",
+        name=f"agent{i:03d}",
+        project=f"proj{i % 7}",
+        model="claude-sonnet-4" if i % 2 else "gpt-5-codex",
+        cwd=f"/home/dev/src/proj{i % 7}/worktrees/agent{i:03d}",
+        host=f"build-{i % 5}.example.internal",
+        pid=10_000 + i,
+        started_at=time.time() - i * 60,
+        state=("idle", "busy", "waiting")[i % 3],
+        ctx_pct=round((i * 37) % 100 + 0.5, 1),
+        queue_len=i % 4,
+        current_task=f"q-{1700000000000 + i}-000" if i % 3 == 1 else None,
+        last_error=None if i % 10 else "model.rate_limited: 429 from provider, retry in 20 s",
+        fence=i + 1,
+        owner=f"console-{i % 3:04x}" if i % 2 else None,
+        usage={"input_tokens": 1000 * i, "output_tokens": 100 * i, "cost_usd": round(i * 0.013, 3)},
+    )
+
+
+async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[str]]:
+    target = RedisTarget(url, "bench", namespace="bench:")
+    keys = Keys(target.namespace)
+    client = make_client(target)
+    raw = aioredis.Redis.from_url(url)
+    beats = [Heartbeat(client, keys, entry(i)) for i in range(AGENTS)]
+
+    async def beat_all() -> None:
+        # One after another: 200 agents beat from 200 processes, not from one pool.
+        for hb in beats:
+            await hb.beat()
+
+    registry = Registry(client, keys)
+    list_ns: list[int] = []
+    raw_ns: list[int] = []
+    try:
+        await beat_all()
+        views = await registry.list()
+        assert len(views) == AGENTS and all(v.connected for v in views), "agents not all listed"
+        hash_bytes = sum(len(v) for v in (await raw.hgetall(keys.registry)).values())
+        done = 0
+        while done < warmup + iterations:
+            await beat_all()
+            for _ in range(min(250, warmup + iterations - done)):
+                # Interleaved, alternating which goes first.
+                if done % 2:
+                    t0 = time.perf_counter_ns()
+                    views = await registry.list()
+                    t1 = time.perf_counter_ns()
+                    data = await raw.hgetall(keys.registry)
+                    t2 = time.perf_counter_ns()
+                    a, b = t1 - t0, t2 - t1
+                else:
+                    t0 = time.perf_counter_ns()
+                    data = await raw.hgetall(keys.registry)
+                    t1 = time.perf_counter_ns()
+                    views = await registry.list()
+                    t2 = time.perf_counter_ns()
+                    a, b = t2 - t1, t1 - t0
+                if done >= warmup:
+                    list_ns.append(a)
+                    raw_ns.append(b)
+                done += 1
+        assert len(views) == AGENTS and len(data) == AGENTS
+    finally:
+        await client.aclose()
+        await raw.aclose()
+    lst, rw = ns_to_ms(list_ns), ns_to_ms(raw_ns)
+    l50, l99 = percentile(lst, 50), percentile(lst, 99)
+    r50, r99 = percentile(rw, 50), percentile(rw, 99)
+    rows = [
+        Row(
+            "ps_list_p50",
+            "ps (Registry.list) 200 agents p50",
+            l50,
+            "ms",
+            r50,
+            "HGETALL p50",
+            "<=20 ms",
+            l50 <= 20,
+        ),
+        Row(
+            "ps_list_p99",
+            "ps (Registry.list) 200 agents p99",
+            l99,
+            "ms",
+            r99,
+            "HGETALL p99",
+            "<=20 ms",
+            l99 <= 20,
+        ),
+    ]
+    notes = [
+        f"{iterations} interleaved listings after {warmup} warm-up; registry hash {hash_bytes} "
+        f"bytes of msgpack entries ({hash_bytes // AGENTS} per agent)",
+    ]
+    return rows, notes
+
+
+def main() -> int:
+    args = parser(__doc__ or "").parse_args()
+    iterations, warmup = (500, 50) if args.quick else (3_000, 200)
+    print(f"bench_ps: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    with RedisServer(tcp=args.tcp) as server:
+        rows, notes = asyncio.run(run(server.url, iterations, warmup))
+    report("ateam ps of 200 agents (SPEC §13)", rows, notes)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.pop("ATEAM_REDIS_URL", None)
+    sys.exit(main())
