@@ -14,8 +14,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from ateam import __version__
-from ateam.bus.connection import RedisTarget, ensure_reachable, make_client, resolve_target
+from ateam.bus.connection import (
+    RedisTarget,
+    bus_error,
+    ensure_reachable,
+    make_client,
+    resolve_target,
+)
 from ateam.bus.events import EventTail, Gap
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
@@ -24,6 +32,7 @@ from ateam.bus.rpc import RpcClient
 from ateam.config import AgentConfig, ProjectConfig, load_project, standalone_agent
 from ateam.console.controller import PS_COLUMNS
 from ateam.errors import (
+    AgentNotFound,
     AteamError,
     ConfigError,
     UsageError,
@@ -128,7 +137,10 @@ async def _with_client(target: RedisTarget, work: Callable[[Any, Keys], Awaitabl
     client = make_client(target)
     try:
         await ensure_reachable(client, target)
-        return await work(client, Keys(target.namespace))
+        try:
+            return await work(client, Keys(target.namespace))
+        except RedisError as exc:
+            raise bus_error(exc) from exc
     finally:
         await client.aclose()
 
@@ -179,6 +191,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
         # The agent leaves the registry as the last step of its shutdown; poll for that.
         while time.monotonic() < deadline and await registry.get(args.id) is not None:  # noqa: ASYNC110
             await asyncio.sleep(0.1)
+        if await registry.get(args.id) is not None:
+            print(f"{args.id} was asked to stop but is still registered", file=sys.stderr)
+            return 1
         print(f"stopped {args.id}")
         return 0
 
@@ -189,6 +204,13 @@ def cmd_tail(args: argparse.Namespace) -> int:
     from ateam.console.plain import PlainView
 
     async def work(client: Any, keys: Keys) -> int:
+        # A stopped agent's retained events are still worth reading; an id with
+        # neither a stream nor a registry entry is a typo.
+        known = await client.exists(keys.events(args.id)) or await Registry(client, keys).get(
+            args.id
+        )
+        if not known:
+            raise AgentNotFound(f"no agent {args.id!r} and no events for it on this bus")
         view = PlainView(asyncio.Queue())
         tail = EventTail(client, keys)
         after = None if args.from_offset is None else max(args.from_offset - 1, 0)
@@ -254,9 +276,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 def _down(project: ProjectConfig) -> int:
     from ateam.supervisor import stop_agents
 
-    for line in stop_agents(project):
+    lines, ok = stop_agents(project)
+    for line in lines:
         print(line)
-    return 0
+    return 0 if ok else 1
 
 
 def cmd_server(args: argparse.Namespace) -> int:

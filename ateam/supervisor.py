@@ -56,7 +56,14 @@ def supervisor_pid(project: ProjectConfig) -> int | None:
     except (OSError, ValueError):
         return None
     pid = data.get("supervisor") if isinstance(data, dict) else None
-    return pid if isinstance(pid, int) and pid_is_running(pid) else None
+    if not isinstance(pid, int) or not pid_is_running(pid):
+        return None
+    # After a reboot or a kill -9 the pid may belong to something else: never signal it.
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return pid  # no /proc: the liveness check is all there is
+    return pid if b"ateam.supervisor" in cmdline else None
 
 
 # the `ateam up` side ----------------------------------------------------------------------
@@ -118,19 +125,22 @@ async def _wait_registered(target: RedisTarget, ids: list[str], supervisor: int)
     return ready
 
 
-def stop_agents(project: ProjectConfig) -> list[str]:
-    """SIGTERM the project's supervisor and wait until it (and its agents) are gone."""
+def stop_agents(project: ProjectConfig) -> tuple[list[str], bool]:
+    """SIGTERM the project's supervisor and wait until it (and its agents) are gone.
+
+    Returns the lines to print and whether everything stopped.
+    """
     pid = supervisor_pid(project)
     if pid is None:
-        return [f"no agents of {project.name} are running under `ateam up`"]
+        return [f"no agents of {project.name} are running under `ateam up`"], True
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S + 5
     while time.monotonic() < deadline and pid_is_running(pid):
         time.sleep(0.05)
     if pid_is_running(pid):
-        return [f"{project.name}: the supervisor (pid {pid}) is still running"]
-    return [f"{agent.id}: stopped" for agent in project.agents.values()]
+        return [f"{project.name}: the supervisor (pid {pid}) is still running"], False
+    return [f"{agent.id}: stopped" for agent in project.agents.values()], True
 
 
 def _tail(path: Path, lines: int = 8) -> str:

@@ -16,17 +16,18 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from ateam.agent.history import History
 from ateam.agent.queue import DurableQueue, QueueItem
 from ateam.agent.runner import TaskControl, TaskRunner, cancel_quietly
 from ateam.bus.backoff import CONNECTION_ERRORS
-from ateam.bus.connection import RedisTarget, ensure_reachable, make_client
+from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
 from ateam.bus.events import EventPublisher, EventType
 from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock
@@ -120,8 +121,12 @@ class Agent:
         # Signals first: a SIGTERM that arrives during start-up still shuts down cleanly.
         self._install_signals()
         try:
-            await self._start()
+            try:
+                await self._start()
+            except RedisError as exc:
+                raise bus_error(exc) from exc
         except AteamError as exc:
+            await self._abandon_start()
             print(
                 exc.message if exc.code == "duplicate.instance" else exc.one_line(), file=sys.stderr
             )
@@ -162,12 +167,26 @@ class Agent:
         )
         self.rpc.start()
         self._tasks.append(asyncio.create_task(self._maintain(), name="maintain"))
+        self._tasks.append(asyncio.create_task(self._watchdog(), name="watchdog"))
         self._worker = asyncio.create_task(self._supervise_worker(), name="worker")
         self._set_state(AgentState.IDLE)
         # Everything loaded so far (config schemas, SDKs) lives as long as the process:
         # keep it out of the collector so full collections don't pause event streaming.
         gc.freeze()
         log.info("agent %s serving (fence %s, pid %s)", self.id, self.lock.fence, os.getpid())
+
+    async def _abandon_start(self) -> None:
+        """Undo a half-done start: stop what started, give the lock back if we took it."""
+        if self.rpc is not None:
+            await self.rpc.aclose()
+        for task in self._tasks:
+            await cancel_quietly(task)
+        await cancel_quietly(self._worker)
+        with contextlib.suppress(Exception):
+            await self.events.aclose(flush_timeout=0.5)
+        if self.lock.fence:
+            with contextlib.suppress(Exception):
+                await self.lock.release()
 
     def request_shutdown(self, code: int = 0) -> None:
         if not self._stop.is_set():
@@ -177,8 +196,10 @@ class Agent:
     async def _shutdown(self) -> None:
         """Stop RPC, stop the worker, fsync, leave the registry, release the lock, close."""
         self._set_state(AgentState.SHUTDOWN)
+        # After a lost lock the bus is presumed gone: don't spend seconds on each step.
+        bus_wait = 0.3 if self.exit_code == EXIT_LOCK_LOST else 2.0
         if self.rpc is not None:
-            await self.rpc.aclose()
+            await self.rpc.aclose(wait=bus_wait)
         if self.control is not None:
             self.control.interrupt()
         self._work.set()  # wake an idle worker so it sees the stop
@@ -189,17 +210,16 @@ class Agent:
         self.queue.close()
         for task in self._tasks:
             await cancel_quietly(task)
-        await self.events.aclose()
-        with contextlib.suppress(*CONNECTION_ERRORS):
-            await self.heartbeat.leave()
-        with contextlib.suppress(*CONNECTION_ERRORS):
-            await self.lock.release()
-        await self._close_client()
+        await self.events.aclose(flush_timeout=bus_wait)
+        # Each bus step is bounded: a frozen Redis must not keep a stopping agent alive
+        # (the lock then simply expires on its own).
+        await _bounded(self.heartbeat.leave(), bus_wait)
+        await _bounded(self.lock.release(), bus_wait)
+        await _bounded(self.client.aclose(), bus_wait)
         log.info("agent %s stopped", self.id)
 
     async def _close_client(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.client.aclose()
+        await _bounded(self.client.aclose())
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -263,7 +283,21 @@ class Agent:
                 self._lock_lost("could not refresh the instance lock before it expired")
                 return
 
+    async def _watchdog(self) -> None:
+        """Stop work when the lock may have lapsed, even if a Redis call hangs.
+
+        The maintenance loop checks too, but only between calls; on a silent network
+        partition its refresh can block for as long as TCP takes to give up.
+        """
+        while not self._stop.is_set():
+            await asyncio.sleep(0.5)
+            if self.lock.expired_locally():
+                self._lock_lost("could not refresh the instance lock before it expired")
+                return
+
     def _lock_lost(self, why: str) -> None:
+        if self._stop.is_set():
+            return
         log.error("stopping: %s", why)
         print(f"ateam agent {self.id}: stopping: {why}", file=sys.stderr)
         if self.control is not None:
@@ -379,6 +413,11 @@ class Agent:
         finally:
             self.control = None
             self.entry.current_task = None
+        if self._stop.is_set() and not outcome.ok:
+            # Cut short by shutdown or a lost lock, not by a person: the acknowledged
+            # input goes back to the head and runs again after the restart.
+            self.queue.release(item.id)
+            return
         self.queue.done(item.id, ok=outcome.ok, error=outcome.error)
         if outcome.error and outcome.error not in ("interrupted", "cancelled"):
             self.entry.last_error = outcome.error
@@ -392,3 +431,10 @@ class Agent:
     async def restart_marker(self) -> None:
         with contextlib.suppress(*CONNECTION_ERRORS):
             await self.heartbeat.grace(GRACE_MARKER_S)
+
+
+async def _bounded(step: Awaitable[Any], seconds: float = 2.0) -> None:
+    """Run one shutdown step against the bus, giving up quietly after ``seconds``."""
+    with contextlib.suppress(TimeoutError, *CONNECTION_ERRORS):
+        async with asyncio.timeout(seconds):
+            await step

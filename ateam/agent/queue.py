@@ -5,8 +5,9 @@
 - ``{"op": "add", ...item}``: an item was enqueued;
 - ``{"op": "start", "id", "attempts"}``: processing began (the attempt number, absolute);
 - ``{"op": "done", "id", "ok", "error"}``: processing finished;
-- ``{"op": "requeue", "id"}``: the item was in progress when the process died and goes
-  back to the head;
+- ``{"op": "requeue", "id", "attempts"?}``: the item was in progress when the process
+  died, or was released by a graceful stop, and goes back to the head (a release also
+  gives the attempt back, so a stop never counts as a crash);
 - ``{"op": "last", "last_id"}``: the highest id ever issued, so ids keep increasing after
   compaction has emptied the file.
 
@@ -272,6 +273,9 @@ class _Replay:
         if item_id not in self.items:
             self.garbage += 1
             return
+        attempts = obj.get("attempts")
+        if _is_int(attempts):
+            self.items[item_id].attempts = attempts
         self.head.add(item_id)
         if self.current == item_id:
             self.current = None
@@ -435,6 +439,23 @@ class DurableQueue:
                 # The done is already durable; a failed compaction only costs disk space
                 # and is tried again at the next done.
                 log.warning("queue: compaction of %s failed: %s", self.path, exc)
+
+    def release(self, item_id: str) -> None:
+        """Put the item in progress back at the head, unfinished (a graceful stop).
+
+        Unlike a crash, a release does not use up one of the item's attempts.
+
+        Raises:
+            ValueError: ``item_id`` is not the item in progress.
+        """
+        item = self._current
+        if item is None or item.id != item_id:
+            raise ValueError(f"queue: {item_id} is not the item in progress")
+        attempts = max(item.attempts - 1, 0)
+        self._write(encode_line({"op": "requeue", "id": item_id, "attempts": attempts}))
+        self._current = None
+        item.attempts = attempts
+        self._admit(item, head=True)
 
     # -- inspection
 

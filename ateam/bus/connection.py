@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from ateam.constants import DEFAULT_NAMESPACE
 from ateam.errors import RedisUnavailable, UsageError
@@ -121,3 +122,8 @@ async def ensure_reachable(client: aioredis.Redis, target: RedisTarget) -> None:
         await client.ping()
     except Exception as exc:  # connection, auth and protocol errors all mean "not usable"
         raise RedisUnavailable(f"cannot reach Redis at {target.describe()}: {exc}") from exc
+
+
+def bus_error(exc: RedisError) -> RedisUnavailable:
+    """A redis-py error at a command boundary, as ateam's one-line error (exit 2 / 13)."""
+    return RedisUnavailable(f"Redis refused or failed the request: {type(exc).__name__}: {exc}")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from ateam._fs import atomic_write
 from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
@@ -198,6 +199,8 @@ class EventPublisher:
         return True
 
     async def aclose(self, flush_timeout: float = 3.0) -> None:
+        if self._task is None:
+            return  # never started: nothing to flush, and no offset of ours to record
         await self.flush(flush_timeout)
         if self._task is not None:
             self._task.cancel()
@@ -248,7 +251,9 @@ class EventPublisher:
                     msg=f"{dropped} events were dropped while the bus was unreachable",
                     code="events.dropped",
                 )
-            if batch[-1][0] % 1000 == 0:
+            # Persist the offset locally whenever a batch crosses a multiple of 1000, so a
+            # restart against a Redis that lost the stream never reuses many offsets.
+            if (batch[0][0] - 1) // 1000 != batch[-1][0] // 1000:
                 self._write_local_offset()
 
     async def _set_connected(self, connected: bool, failures: int) -> None:
@@ -394,9 +399,12 @@ def encode_chunk(data: bytes) -> dict[str, Any]:
 
 
 def decode_chunk(data: dict[str, Any]) -> bytes:
-    """Inverse of :func:`encode_chunk`."""
+    """Inverse of :func:`encode_chunk`; malformed base64 becomes a visible marker."""
     if "b64" in data:
-        return base64.b64decode(data["b64"])
+        try:
+            return base64.b64decode(str(data["b64"]), validate=True)
+        except ValueError:
+            return b"<undecodable binary chunk>"
     return str(data.get("text", "")).encode()
 
 
@@ -459,6 +467,13 @@ class EventTail:
         while True:
             try:
                 items = await self.poll()
+            except ResponseError as exc:
+                # e.g. WRONGTYPE on a stream key someone overwrote: not a reason to stop
+                # following every other agent; say so and keep retrying slowly.
+                log.warning("event tail: %s", exc)
+                self._set_connected(False, backoff.failures + 1)
+                await asyncio.sleep(backoff.next_delay())
+                continue
             except CONNECTION_ERRORS:
                 self._set_connected(False, backoff.failures + 1)
                 await asyncio.sleep(backoff.next_delay())
@@ -499,8 +514,11 @@ class EventTail:
                 cursor.last = offset
                 try:
                     out.append(Event.decode(agent, offset, fields[b"d"]))
-                except (BadRequest, KeyError):
-                    out.append(Event(agent, offset, EventType.WARN, 0.0, {"msg": "undecodable"}))
+                except (BadRequest, KeyError, ValueError, TypeError):
+                    # Keep the offset (so nothing looks lost) but say it was unreadable.
+                    out.append(
+                        Event(agent, offset, EventType.WARN, 0.0, {"msg": "undecodable event"})
+                    )
         return out
 
     async def _resolve_backlogs(self) -> None:

@@ -96,25 +96,34 @@ class RpcServer:
         self._on_bad_request = on_bad_request
         self._recent: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
         self.served = 0
 
     def start(self) -> None:
+        self._closing = False
         self._task = asyncio.create_task(self._run(), name=f"rpc:{self._agent}")
 
-    async def aclose(self) -> None:
-        """Stop accepting requests; those still in the list wait for the next instance."""
+    async def aclose(self, *, wait: float = 3.0) -> None:
+        """Stop accepting requests; those still in the list wait for the next instance.
+
+        The loop is asked to stop rather than cancelled: cancelling a BLPOP could drop
+        a request Redis had already handed over. Its 0.5 s poll bounds the wait.
+        """
+        self._closing = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task}, timeout=wait)
+            if not self._task.done():
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
             self._task = None
 
     async def _run(self) -> None:
         key = self._keys.rpc(self._agent)
         backoff = Backoff()
-        while True:
+        while not self._closing:
             try:
-                popped = await self._client.blpop([key], timeout=1)
+                popped = await self._client.blpop([key], timeout=0.5)
             except CONNECTION_ERRORS:
                 await asyncio.sleep(backoff.next_delay())
                 continue
@@ -314,7 +323,13 @@ class RpcClient:
                     60_000,
                 )
                 pipe.blpop([reply_key], timeout=max(remaining, 0.01))
-                _, popped = await pipe.execute()
+                # Bounded even if the connection silently stalls (no socket timeout).
+                async with asyncio.timeout(remaining + 1.0):
+                    _, popped = await pipe.execute()
+            except TimeoutError as exc:
+                raise RpcTimeout(
+                    f"{agent} did not answer in time", detail={"agent": agent}
+                ) from exc
             except CONNECTION_ERRORS as exc:
                 if time.time() + 0.05 >= deadline:
                     raise RedisUnavailable(f"Redis unreachable: {exc}") from exc

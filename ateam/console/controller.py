@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.codec import unpack
-from ateam.bus.connection import RedisTarget, ensure_reachable, make_client
+from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
 from ateam.bus.events import Event, EventTail, EventType, Gap
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
@@ -107,14 +108,29 @@ class ConsoleController:
     async def start(self) -> None:
         """Connect and start watching; raises RedisUnavailable if Redis is not there."""
         await ensure_reachable(self.client, self.target)
-        await self.refresh_agents(announce=False)
+        try:
+            await self.refresh_agents(announce=False)
+        except RedisError as exc:
+            raise bus_error(exc) from exc
         for coro, name in (
             (self._tail_loop(), "tail"),
             (self._watch_loop(), "watch"),
             (self._registry_poll(), "registry"),
             (self._owner_refresh(), "owner"),
         ):
-            self._background.append(asyncio.create_task(coro, name=f"console:{name}"))
+            task = asyncio.create_task(coro, name=f"console:{name}")
+            task.add_done_callback(self._background_ended)
+            self._background.append(task)
+
+    def _background_ended(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            self.view.banner(
+                f"console task {task.get_name()} failed: {exc!r}; restart the console",
+                level="warn",
+            )
 
     async def aclose(self) -> None:
         for task in self._background:
@@ -141,6 +157,12 @@ class ConsoleController:
         text = line.rstrip("\n")
         if not text.strip():
             return
+        try:
+            await self._dispatch(text)
+        except RedisError as exc:  # NOPERM, LOADING, a dropped link: one line, not a trace
+            raise bus_error(exc) from exc
+
+    async def _dispatch(self, text: str) -> None:
         if not text.startswith("/"):
             await self.send_input(text)
             return
@@ -168,7 +190,9 @@ class ConsoleController:
         """Block until every input this console sent has finished (used at end of input)."""
         while self.pending_tasks and self.attached:
             self._tasks_changed.clear()
-            if self.attached not in self.known:
+            view = self.known.get(self.attached)
+            if view is None or not view.connected:
+                self.view.banner(f"{self.attached} is gone; not waiting for its answers")
                 break
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(1.0):
@@ -388,7 +412,13 @@ class ConsoleController:
                     self.view.gap(item)
                     self.offsets.set(item.agent, item.last)
                     continue
-                self.view.event(item)
+                try:
+                    self.view.event(item)
+                except Exception as exc:  # one bad event must not end the stream
+                    self.view.banner(
+                        f"could not show event {item.offset} of {item.agent}: {exc!r}",
+                        level="warn",
+                    )
                 pending = self.view.unsettled(item.agent)
                 self.offsets.set(item.agent, item.offset if pending is None else pending - 1)
                 if item.type == EventType.TASK_END and item.task_id:

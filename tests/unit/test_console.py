@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ateam.agent.process import Agent
+from ateam.bus.codec import pack
 from ateam.bus.connection import RedisTarget
 from ateam.bus.events import Event, Gap
 from ateam.config import standalone_agent
@@ -231,3 +232,23 @@ async def test_console_saves_its_place_before_a_half_shown_line(
     finally:
         c.tail.remove("proj/zeus")  # simulate a crash: nothing flushed on the way out
         await c.aclose()
+
+
+async def test_a_malformed_event_does_not_stop_the_console(
+    agent: Agent, console: tuple[ConsoleController, RecordingView]
+) -> None:
+    c, view = console
+    await c.execute("/tail proj/zeus")
+    await agent.events.flush(5)
+    keys = agent.keys
+    bad = agent.events.last_offset + 1
+    # A foreign writer puts junk into the stream: not msgpack, then a wrong-typed field.
+    await agent.client.xadd(keys.events("proj/zeus"), {"d": b"\xc1junk"}, id=f"{bad}-0")
+    await agent.client.xadd(
+        keys.events("proj/zeus"), {"d": pack({"type": "token", "ts": "later"})}, id=f"{bad + 1}-0"
+    )
+    agent.events._next = bad + 2  # the agent carries on after them
+    agent.events.emit("warn", msg="still here")
+    await view.wait_for(lambda: any(e.data.get("msg") == "still here" for e in view.events))
+    undecodable = [e for e in view.events if e.data.get("msg") == "undecodable event"]
+    assert [e.offset for e in undecodable] == [bad, bad + 1]

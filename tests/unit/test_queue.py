@@ -522,3 +522,24 @@ def test_queue_item_round_trips_through_dict() -> None:
         QueueItem.from_dict({**item.to_dict(), "text": 5})
     with pytest.raises(TypeError):
         QueueItem.from_dict({"id": "q-1-000"})
+
+
+def test_release_puts_the_item_back_without_using_an_attempt(tmp_path: Path) -> None:
+    queue = DurableQueue(tmp_path)
+    queue.open()
+    first = queue.append("a", source="cli")
+    queue.append("b", source="cli")
+    item = queue.take()
+    assert item is not None and item.id == first.id
+    queue.release(item.id)
+    assert queue.pending()[0].id == first.id
+    queue.close()
+    # Released twice across restarts and it is still not dead-lettered.
+    for _ in range(2):
+        reopened = DurableQueue(tmp_path)
+        report = reopened.open()
+        assert report.dead == [] and report.requeued == []
+        again = reopened.take()
+        assert again is not None and again.id == first.id and again.attempts == 1
+        reopened.release(again.id)
+        reopened.close()
