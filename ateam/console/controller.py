@@ -91,7 +91,8 @@ class ConsoleController:
         self.rpc = RpcClient(self.client, self.keys, caller=self.session)
         self.ownership = Ownership(self.client, self.keys, self.session)
         self.tail = EventTail(self.client, self.keys, on_connection_change=self._on_connection)
-        self.offsets = offsets or OffsetStore(target.namespace)
+        # Keyed by Redis endpoint too: the same agent id on another bus is another stream.
+        self.offsets = offsets or OffsetStore(f"{target.describe()} {target.namespace}")
         self.attached: str | None = None
         self.read_only = False
         self.tailed: set[str] = set()

@@ -11,7 +11,10 @@ from ateam.paths import ateam_home, private_dir
 
 
 class OffsetStore:
-    """``~/.ateam/console/offsets.json``: ``{"<namespace><agent>": last_offset}``.
+    """``~/.ateam/console/offsets.json``: ``{"<bus prefix><agent>": last_offset}``.
+
+    The prefix names the Redis endpoint and namespace, so offsets of one bus never
+    apply to another.
 
     Written after every rendered batch with a rename (no fsync: a killed console must
     not lose its place, but a power cut replaying a few events is acceptable).

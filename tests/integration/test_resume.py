@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ateam.bus.connection import RedisTarget
+
 from .conftest import (
     KEYS,
     START_TIMEOUT_S,
@@ -20,6 +22,11 @@ from .conftest import (
 )
 
 pytestmark = pytest.mark.integration
+
+
+def offset_key(redis_url: str, agent_id: str) -> str:
+    """How the console names an agent in offsets.json: bus endpoint, namespace, id."""
+    return f"{RedisTarget(redis_url, 'test').describe()} {KEYS.ns}{agent_id}"
 
 
 def test_restarted_console_resumes_without_duplicates_or_holes(
@@ -48,7 +55,7 @@ def test_restarted_console_resumes_without_duplicates_or_holes(
     assert before.wait_exit() == 0
     assert task_id not in bus.task_ends(agent_id), "the task ended before the console left"
     offsets = json.loads((isolated_home / "console" / "offsets.json").read_text())
-    assert offsets[f"{KEYS.ns}{agent_id}"] > 0
+    assert offsets[offset_key(redis_url, agent_id)] > 0
 
     after = start_console()  # …and comes back
     after.send(f"/tail {agent_id}")
@@ -109,7 +116,7 @@ def test_offset_older_than_the_log_reports_a_gap(
     # A console whose remembered offset has been trimmed says so too, then carries on.
     offsets = isolated_home / "console" / "offsets.json"
     offsets.parent.mkdir(parents=True, exist_ok=True)
-    offsets.write_text(json.dumps({f"{KEYS.ns}{agent_id}": 1}))
+    offsets.write_text(json.dumps({offset_key(redis_url, agent_id): 1}))
     console = start_console()
     console.send(f"/tail {agent_id}")
     console.wait_line(prefix + f"tail gap: events 2..{first_kept - 1} are no longer available")
