@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -49,6 +50,20 @@ return 0
 """
 
 
+def machine_identity() -> dict[str, Any]:
+    """What makes two processes' pids comparable: same boot and same pid namespace.
+
+    A hostname alone is not enough: containers sharing the host's network share its
+    hostname but cannot see each other's pids.
+    """
+    identity: dict[str, Any] = {"boot_id": "", "pidns": 0}
+    with contextlib.suppress(OSError):
+        identity["boot_id"] = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    with contextlib.suppress(OSError):
+        identity["pidns"] = os.stat("/proc/self/ns/pid").st_ino
+    return identity
+
+
 def pid_is_running(pid: int) -> bool:
     """Whether ``pid`` is a live process on this host (zombies count as dead)."""
     try:
@@ -87,6 +102,7 @@ class InstanceLock:
                 "host": self.host,
                 "pid": self.pid,
                 "since": time.time(),
+                **machine_identity(),
             }
         )
 
@@ -121,6 +137,9 @@ class InstanceLock:
         pid = holder.get("pid")
         if holder.get("host") != self.host or not isinstance(pid, int):
             return False
+        mine = machine_identity()
+        if any(holder.get(key) != value for key, value in mine.items()):
+            return False  # another boot or pid namespace: its pid means nothing here
         if pid == self.pid or pid_is_running(pid):
             return False
         self.warnings.append(

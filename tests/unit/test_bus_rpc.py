@@ -339,3 +339,19 @@ async def test_registry_lists_and_marks_disconnected(
     assert left is not None and unpack(left["data"])["event"] == "leave"
     assert await Registry(client, keys).list() == []
     await pubsub.aclose()
+
+
+async def test_lock_of_another_pid_namespace_is_never_taken(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    """Same hostname (e.g. a --network host container) but pids from another namespace."""
+    keys = Keys(target.namespace)
+    dead = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await dead.wait()
+    ghost = InstanceLock(client, keys, AGENT, pid=dead.pid)
+    value = unpack(ghost._value)
+    value["pidns"] = -1
+    ghost._value = pack(value)
+    await ghost.acquire()
+    with pytest.raises(DuplicateInstance):
+        await InstanceLock(client, keys, AGENT).acquire()
