@@ -102,6 +102,24 @@ class Gap:
         return f"tail gap: events {self.first}..{self.last} are no longer available"
 
 
+@dataclass(frozen=True)
+class Reset(Gap):
+    """The saved position ``saved`` lies beyond the stream's top ``last``.
+
+    Seen when offsets saved for one bus meet a stream that restarted lower (a Redis that
+    lost its data together with the agent's local record). Following continues from the
+    top instead of waiting, silently, for offsets that may never come.
+    """
+
+    saved: int = 0
+
+    def message(self) -> str:
+        return (
+            f"tail reset: the stream is at event {self.last}, behind the remembered "
+            f"{self.saved}; following from there"
+        )
+
+
 # Appends a batch with explicit ids and trims the log. The fencing check makes a
 # process that lost its instance lock unable to write into its successor's stream. An
 # id at or below the stream's top can only come from a stale writer; it is skipped.
@@ -415,6 +433,8 @@ class _Cursor:
     backlog: int = 100
     quiet_gap: bool = False
     """Set when the start point was chosen by backlog: a jump there is not a loss."""
+    checked: bool = False
+    """Whether an explicit start point has been compared with the stream's top."""
 
 
 Item = Event | Gap
@@ -486,7 +506,7 @@ class EventTail:
 
     async def poll(self, *, wait: bool = True) -> list[Item]:
         """One read across all followed streams, blocking up to ``block_ms`` if ``wait``."""
-        await self._resolve_backlogs()
+        notices = await self._resolve_starts()
         if not self._cursors:
             if wait:
                 await asyncio.sleep(self.block_ms / 1000)
@@ -497,7 +517,7 @@ class EventTail:
             count=self.count,
             block=self.block_ms if wait else None,
         )
-        out: list[Item] = []
+        out: list[Item] = list(notices)
         for key, entries in reply or []:
             agent = self.keys.agent_from_events_key(key.decode())
             cursor = self._cursors.get(agent)
@@ -521,10 +541,19 @@ class EventTail:
                     )
         return out
 
-    async def _resolve_backlogs(self) -> None:
+    async def _resolve_starts(self) -> list[Item]:
+        notices: list[Item] = []
         for agent, cursor in self._cursors.items():
             if cursor.last is not None:
+                if not cursor.checked:
+                    cursor.checked = True
+                    top: Any = await self.client.xrevrange(self.keys.events(agent), count=1)
+                    top_offset = int(top[0][0].split(b"-")[0]) if top else None
+                    if top_offset is not None and top_offset < cursor.last:
+                        notices.append(Reset(agent, top_offset + 1, top_offset, cursor.last))
+                        cursor.last = top_offset
                 continue
+            cursor.checked = True
             cursor.quiet_gap = True
             recent: Any = await self.client.xrevrange(
                 self.keys.events(agent), count=cursor.backlog + 1
@@ -537,6 +566,7 @@ class EventTail:
                 # Nothing published yet: everything from now on is new. Offsets start at
                 # 1, so "after 0" covers the very first event without a false gap.
                 cursor.last = 0
+        return notices
 
     def _set_connected(self, connected: bool, failures: int) -> None:
         changed = connected != self._connected

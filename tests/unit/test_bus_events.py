@@ -17,6 +17,7 @@ from ateam.bus.events import (
     EventPublisher,
     EventTail,
     Gap,
+    Reset,
     _utf8_safe_cut,
     decode_chunk,
     encode_chunk,
@@ -230,3 +231,23 @@ async def test_coalescer_flushes_output_soon_after_a_newline() -> None:
     await asyncio.sleep(0.2)
     assert frames == [{"text": "line one\n"}]
     co.close()
+
+
+async def test_a_position_beyond_the_stream_top_is_reset_not_waited_on(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    for i in range(5):
+        pub.emit("token", text=str(i))
+    await pub.flush(5)
+    tail = EventTail(client, keys)
+    tail.add(AGENT, after=50)  # remembered from a bus that has since lost its data
+    (reset,) = await tail.poll()
+    assert isinstance(reset, Reset) and reset.last == 5 and reset.saved == 50
+    assert "behind the remembered 50" in reset.message()
+    pub.emit("token", text="new")
+    (new,) = await collect(tail, 1)
+    assert isinstance(new, Event) and new.offset == 6
+    await pub.aclose()
