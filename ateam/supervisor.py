@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ateam._fs import atomic_write
+from ateam._proc import pid_is_running
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.keys import Keys
-from ateam.bus.lock import pid_is_running
 from ateam.bus.registry import Registry
 from ateam.config import ProjectConfig, load_project
 from ateam.errors import AteamError

@@ -7,14 +7,15 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
-from ateam.bus.connection import RedisTarget
+from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.embedded import find_redis_server
 
 
@@ -107,6 +108,14 @@ def namespace() -> str:
 @pytest.fixture
 def target(redis_server: RedisProcess, namespace: str) -> RedisTarget:
     return RedisTarget(redis_server.url, "test", namespace=namespace)
+
+
+@pytest.fixture
+async def client(target: RedisTarget) -> AsyncIterator[aioredis.Redis]:
+    """An asyncio client for the test's Redis (integration tests rebind it to their own)."""
+    c = make_client(target)
+    yield c
+    await c.aclose()
 
 
 @pytest.fixture(autouse=True)

@@ -47,6 +47,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from ateam._fs import atomic_write, open_append
+from ateam._proc import pid_is_running
 from ateam.bus.connection import RedisTarget
 from ateam.errors import AteamError, EmbeddedServerError, UsageError, cli_exit_code
 from ateam.paths import ateam_home, runtime_dir
@@ -338,7 +339,7 @@ class EmbeddedServer:
             if state is _Probe.LOCKED_OUT:
                 raise self._locked_out()
             pid = _read_pid(self.paths.pid_file)
-            if pid is not None and not _alive(pid):
+            if pid is not None and not pid_is_running(pid):
                 raise self._failure(f"redis-server (pid {pid}) exited during start-up")
             if time.monotonic() >= deadline:
                 raise self._failure("redis-server did not answer in time")
@@ -381,7 +382,7 @@ class EmbeddedServer:
         return pid
 
     def _wait_gone(self, pid: int | None, deadline: float) -> None:
-        while self.paths.socket.exists() or (pid is not None and _alive(pid)):
+        while self.paths.socket.exists() or (pid is not None and pid_is_running(pid)):
             if time.monotonic() >= deadline:
                 raise EmbeddedServerError(f"embedded redis-server (pid {pid}) did not exit in time")
             time.sleep(_POLL_S)
@@ -507,30 +508,13 @@ def _signal(pid: int, signum: signal.Signals) -> None:
         pass
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` exists and has not exited (a zombie has exited)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # The daemon's parent is init, or in a container whatever PID 1 is, which may
-    # not reap it promptly; a zombie must not look like a running server.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
-
-
 def _serves_dir(pid: int, data_dir: Path) -> bool:
     """Whether live process ``pid`` is a redis-server working in ``data_dir``.
 
     Redis changes into its ``dir``, so where ``/proc`` exists the working directory
     tells our server apart from an unrelated process that reused a stale pid.
     """
-    if not _alive(pid):
+    if not pid_is_running(pid):
         return False
     proc = Path(f"/proc/{pid}")
     if proc.is_dir():

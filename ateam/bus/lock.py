@@ -14,6 +14,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from ateam._proc import pid_is_running
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
 from ateam.constants import LOCK_SAFETY_MARGIN_S, LOCK_TTL_S
@@ -62,22 +63,6 @@ def machine_identity() -> dict[str, Any]:
     with contextlib.suppress(OSError):
         identity["pidns"] = os.stat("/proc/self/ns/pid").st_ino
     return identity
-
-
-def pid_is_running(pid: int) -> bool:
-    """Whether ``pid`` is a live process on this host (zombies count as dead)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        # Field 3 is the state; a zombie has exited and only awaits its parent's wait().
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 @dataclass

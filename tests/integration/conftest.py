@@ -29,6 +29,7 @@ import pytest
 import redis
 
 from ateam.bus.codec import unpack
+from ateam.bus.connection import RedisTarget
 from ateam.bus.keys import Keys
 
 T = TypeVar("T")
@@ -157,6 +158,18 @@ class Bus:
             if body.get("type") == "task.end"
         }
 
+    def task_end_list(self, agent: str) -> list[dict[str, Any]]:
+        """Every ``task.end`` in offset order (a re-run task ends more than once)."""
+        return [body for _, body in self.events(agent) if body.get("type") == "task.end"]
+
+    def wait_streaming(self, agent: str, timeout: float = 10.0) -> None:
+        """Until the agent has published at least one model token."""
+        wait_until(
+            lambda: any(b.get("type") == "token" for _, b in self.events(agent)),
+            timeout,
+            f"{agent} to stream",
+        )
+
     def close(self) -> None:
         self.client.close()
 
@@ -165,6 +178,12 @@ class Bus:
 def redis_url(own_redis: Any) -> str:
     """URL of this test's own redis-server (restartable with ``own_redis.restart()``)."""
     return str(own_redis.url)
+
+
+@pytest.fixture
+def target(redis_url: str) -> RedisTarget:
+    """Integration tests talk to their own restartable Redis, in the CLI's namespace."""
+    return RedisTarget(redis_url, "test")
 
 
 @pytest.fixture
@@ -400,3 +419,11 @@ def start_console(own_redis: Any, tmp_path: Path) -> Iterator[ConsoleFactory]:
             console.kill9()
         if console.proc.stdout is not None:
             console.proc.stdout.close()
+
+
+def attach_and_send(console: ConsoleProcess, agent: str, *texts: str) -> None:
+    """Attach ``console`` as the writer of ``agent`` and type each of ``texts``."""
+    console.send(f"/attach {agent}")
+    console.wait_line(lambda line: f"attached to {agent}" in line)
+    for text in texts:
+        console.send(text)

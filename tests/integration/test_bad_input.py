@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 
 from ateam.bus.codec import pack, unpack
-from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.rpc import RpcClient
 from ateam.constants import RPC_MAX_PAYLOAD
 from ateam.errors import NoSuchMethod, PayloadTooLarge
@@ -21,13 +19,6 @@ from .conftest import KEYS, AgentFactory, AgentProcess, Bus
 pytestmark = pytest.mark.integration
 
 AGENT = "rough/zeus"
-
-
-@pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    c = make_client(RedisTarget(redis_url, "test"))
-    yield c
-    await c.aclose()
 
 
 @pytest.fixture

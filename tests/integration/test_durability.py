@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 
-from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.ownership import Ownership
 from ateam.bus.rpc import RpcClient
 
@@ -25,13 +23,6 @@ from .conftest import (
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    c = make_client(RedisTarget(redis_url, "test"))
-    yield c
-    await c.aclose()
 
 
 def history_turns(state_dir: Path) -> list[dict[str, object]]:

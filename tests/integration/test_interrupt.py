@@ -7,15 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import AgentFactory, Bus, ConsoleFactory, wait_until, write_project
+from .conftest import AgentFactory, Bus, ConsoleFactory, attach_and_send, wait_until, write_project
 
 pytestmark = pytest.mark.integration
 
 LONG = " ".join(f"w{i}" for i in range(200))  # 200 words at 50 ms: ten seconds of answer
-
-
-def task_ends(bus: Bus, agent: str) -> list[dict[str, object]]:
-    return [b for _, b in bus.events(agent) if b.get("type") == "task.end"]
 
 
 def test_sigint_interrupts_the_task_and_the_agent_stays_up(
@@ -24,18 +20,13 @@ def test_sigint_interrupts_the_task_and_the_agent_stays_up(
     root = write_project(tmp_path / "sig", "sig")
     agent = start_agent("sig/zeus", cwd=root)
     console = start_console()
-    console.send("/attach sig/zeus")
-    console.wait_line(lambda line: "attached to sig/zeus" in line)
-    console.send(LONG)
-    console.send("after the interrupt")
-    wait_until(
-        lambda: any(b.get("type") == "token" for _, b in bus.events("sig/zeus")), 10, "tokens"
-    )
+    attach_and_send(console, "sig/zeus", LONG, "after the interrupt")
+    bus.wait_streaming("sig/zeus")
 
     agent.proc.send_signal(signal.SIGINT)
 
-    wait_until(lambda: len(task_ends(bus, "sig/zeus")) == 2, 15, "both tasks to end")
-    first, second = task_ends(bus, "sig/zeus")
+    wait_until(lambda: len(bus.task_end_list("sig/zeus")) == 2, 15, "both tasks to end")
+    first, second = bus.task_end_list("sig/zeus")
     assert (first["ok"], first["error"]) == (False, "interrupted")
     assert second["ok"] is True
     assert agent.running()
@@ -56,17 +47,12 @@ def test_console_interrupt_and_cancel_then_the_next_item_runs(
     root = write_project(tmp_path / "stop", "stop")
     start_agent("stop/zeus", cwd=root)
     console = start_console()
-    console.send("/attach stop/zeus")
-    console.wait_line(lambda line: "attached to stop/zeus" in line)
-    console.send(LONG)
-    console.send("next one")
-    wait_until(
-        lambda: any(b.get("type") == "token" for _, b in bus.events("stop/zeus")), 10, "tokens"
-    )
+    attach_and_send(console, "stop/zeus", LONG, "next one")
+    bus.wait_streaming("stop/zeus")
 
     console.send(command)
 
     console.wait_line(lambda line: line == "[A:stop/zeus] echo: next one", timeout=15)
-    first, second = task_ends(bus, "stop/zeus")
+    first, second = bus.task_end_list("stop/zeus")
     assert (first["ok"], first["error"]) == (False, error)
     assert second["ok"] is True

@@ -10,15 +10,19 @@ from typing import Any
 
 import pytest
 
-from .conftest import AgentFactory, Bus, ConsoleFactory, run_ateam, wait_until, write_project
+from .conftest import (
+    AgentFactory,
+    Bus,
+    ConsoleFactory,
+    attach_and_send,
+    run_ateam,
+    wait_until,
+    write_project,
+)
 
 pytestmark = pytest.mark.integration
 
 LONG = " ".join(f"w{i}" for i in range(60))  # three seconds of answer at 50 ms a word
-
-
-def task_ends(bus: Bus, agent: str) -> list[dict[str, Any]]:
-    return [b for _, b in bus.events(agent) if b.get("type") == "task.end"]
 
 
 def test_sigterm_mid_task_gives_the_item_back_and_the_restart_runs_it(
@@ -27,19 +31,15 @@ def test_sigterm_mid_task_gives_the_item_back_and_the_restart_runs_it(
     root = write_project(tmp_path / "life", "life")
     agent = start_agent("life/zeus", cwd=root)
     console = start_console()
-    console.send("/attach life/zeus")
-    console.wait_line(lambda line: "attached to life/zeus" in line)
-    console.send(LONG)
-    wait_until(
-        lambda: any(b.get("type") == "token" for _, b in bus.events("life/zeus")), 10, "tokens"
-    )
+    attach_and_send(console, "life/zeus", LONG)
+    bus.wait_streaming("life/zeus")
 
     assert agent.terminate() == 0
 
-    first_try = task_ends(bus, "life/zeus")
+    first_try = bus.task_end_list("life/zeus")
     start_agent("life/zeus", cwd=root)
-    wait_until(lambda: len(task_ends(bus, "life/zeus")) > len(first_try), 20, "the re-run")
-    last = task_ends(bus, "life/zeus")[-1]
+    wait_until(lambda: len(bus.task_end_list("life/zeus")) > len(first_try), 20, "the re-run")
+    last = bus.task_end_list("life/zeus")[-1]
     assert last["ok"] is True
     assert last["task_id"] == first_try[-1]["task_id"]  # the same item, run to the end
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 import redis.asyncio as aioredis
 
-from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.rpc import RpcClient
 from ateam.errors import OwnershipDenied
 
@@ -24,13 +21,6 @@ from .conftest import (
 pytestmark = pytest.mark.integration
 
 AGENT = "guard/zeus"
-
-
-@pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    c = make_client(RedisTarget(redis_url, "test"))
-    yield c
-    await c.aclose()
 
 
 async def test_attach_is_exclusive_takeover_works_and_the_agent_enforces_it(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ateam.bus.lock import pid_is_running
+from ateam._proc import pid_is_running
 
 from .conftest import START_TIMEOUT_S, run_ateam, subprocess_env, wait_until
 

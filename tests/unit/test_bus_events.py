@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import redis.asyncio as aioredis
 
 from ateam.bus.connection import RedisTarget, make_client
@@ -25,13 +23,6 @@ from ateam.bus.events import (
 from ateam.bus.keys import Keys
 
 AGENT = "proj/zeus"
-
-
-@pytest.fixture
-async def client(target: RedisTarget) -> AsyncIterator[aioredis.Redis]:
-    c = make_client(target)
-    yield c
-    await c.aclose()
 
 
 async def collect(tail: EventTail, count: int, timeout: float = 5.0) -> list[Event | Gap]:

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from ateam.bus.codec import pack, unpack
-from ateam.bus.connection import RedisTarget, make_client
+from ateam.bus.connection import RedisTarget
 from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock
 from ateam.bus.ownership import Ownership
@@ -32,13 +32,6 @@ from ateam.errors import (
 )
 
 AGENT = "proj/zeus"
-
-
-@pytest.fixture
-async def client(target: RedisTarget) -> AsyncIterator[aioredis.Redis]:
-    c = make_client(target)
-    yield c
-    await c.aclose()
 
 
 @pytest.fixture
