@@ -242,3 +242,15 @@ async def test_a_position_beyond_the_stream_top_is_reset_not_waited_on(
     (new,) = await collect(tail, 1)
     assert isinstance(new, Event) and new.offset == 6
     await pub.aclose()
+
+
+async def test_coalescer_widens_its_window_above_the_frame_rate_limit() -> None:
+    frames: list[dict[str, Any]] = []
+    co = Coalescer(frames.append, window=0.005, hard_fps=20)
+    for _ in range(60):  # a chunk every ~10 ms: ~100 frames/s if never hardened
+        co.feed(b"x")
+        await asyncio.sleep(0.01)
+    co.close()
+    assert co._window > 0.005
+    assert len(frames) < 50
+    assert sum(len(f["text"]) for f in frames) == 60  # coalesced, nothing dropped
