@@ -118,6 +118,8 @@ def cmd_console(args: argparse.Namespace) -> int:
     except AteamError as exc:
         print(exc.one_line(), file=sys.stderr)
         return cli_exit_code(exc)
+    if args.panes:
+        print("ateam: panes mode is not available yet; using plain mode", file=sys.stderr)
     interactive = sys.stdin.isatty()
     return asyncio.run(run_plain(target, interactive=interactive))
 
