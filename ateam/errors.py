@@ -11,6 +11,14 @@ The tree::
     ├── LockLost                    lock.lost
     ├── StorageError                storage.corrupt
     ├── UsageError                  bad_request            (exit 4)
+    ├── FsDenied                    fs.denied
+    ├── FsConflict                  fs.conflict
+    ├── ProviderError               provider.error         (a model provider failed)
+    │   ├── RateLimited             provider.rate_limited  (HTTP 429)
+    │   ├── Overloaded              provider.overloaded    (HTTP 529, 503)
+    │   ├── ProviderUnavailable     provider.unavailable   (other 5xx, connection)
+    │   ├── ContextTooLong          provider.context_too_long
+    │   └── AuthFailed              provider.auth          (401/403, missing key)
     └── RpcError                    (code of the remote error)
         ├── OwnershipDenied         ownership.denied       (exit 3)
         ├── AgentNotFound           agent.not_found
@@ -25,6 +33,7 @@ for people and may be reworded.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -40,6 +49,7 @@ class Code(StrEnum):
     PROMPT_PROTECTED_VIOLATION = "prompt.protected_violation"
     TOOL_DENIED = "tool.denied"
     FS_DENIED = "fs.denied"
+    FS_CONFLICT = "fs.conflict"
     KB_INGEST_DENIED = "kb.ingest.denied"
     PAYLOAD_TOO_LARGE = "payload.too_large"
     TIMEOUT = "timeout"
@@ -48,6 +58,12 @@ class Code(StrEnum):
     INTERNAL = "internal"
     LOCK_LOST = "lock.lost"
     STORAGE_CORRUPT = "storage.corrupt"
+    PROVIDER_ERROR = "provider.error"
+    PROVIDER_RATE_LIMITED = "provider.rate_limited"
+    PROVIDER_OVERLOADED = "provider.overloaded"
+    PROVIDER_UNAVAILABLE = "provider.unavailable"
+    PROVIDER_CONTEXT_TOO_LONG = "provider.context_too_long"
+    PROVIDER_AUTH = "provider.auth"
 
 
 class AteamError(Exception):
@@ -120,6 +136,148 @@ class UsageError(AteamError):
 
     code = Code.BAD_REQUEST
     hint = "see /help or `ateam --help`"
+
+
+class FsDenied(AteamError):
+    """A file-system tool was refused a path: outside the sandbox, a device, a NUL byte."""
+
+    code = Code.FS_DENIED
+
+
+class FsConflict(AteamError):
+    """A patch was refused because its file changed since it was read (SPEC §5.5)."""
+
+    code = Code.FS_CONFLICT
+    hint = "read the file again and propose a new patch"
+
+
+class ProviderError(AteamError):
+    """A model provider failed; the subclass tells the router how (SPEC §7).
+
+    Every provider error carries ``status`` (the HTTP status, ``None`` when there was no
+    response) and, in ``detail``, ``status``, ``provider`` (``openai``, ``scripted``, ...)
+    and ``model`` (the model entry id the agent routes by). A failure that fits none of
+    the subclasses (say a malformed request) is a plain ``ProviderError``.
+    """
+
+    code = Code.PROVIDER_ERROR
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        retry_after_s: float | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        full: dict[str, Any] = {"status": status, "provider": provider, "model": model}
+        if retry_after_s is not None:
+            full["retry_after_s"] = retry_after_s
+        super().__init__(message, detail={**full, **(detail or {})})
+        self.status = status
+        self.provider = provider
+        self.model = model
+        self.retry_after_s = retry_after_s
+        """Seconds the provider asked us to wait (``Retry-After``), when it said."""
+
+
+class RateLimited(ProviderError):
+    """HTTP 429: the provider's rate limit or quota is exhausted for now."""
+
+    code = Code.PROVIDER_RATE_LIMITED
+
+
+class Overloaded(ProviderError):
+    """HTTP 529 (Anthropic) or 503: the provider is up but shedding load."""
+
+    code = Code.PROVIDER_OVERLOADED
+
+
+class ProviderUnavailable(ProviderError):
+    """Any other 5xx, or no response at all (connection refused, reset, timed out)."""
+
+    code = Code.PROVIDER_UNAVAILABLE
+
+
+class ContextTooLong(ProviderError):
+    """The request does not fit the model's context window."""
+
+    code = Code.PROVIDER_CONTEXT_TOO_LONG
+
+
+class AuthFailed(ProviderError):
+    """HTTP 401/403, or the API key's environment variable is not set."""
+
+    code = Code.PROVIDER_AUTH
+    hint = "check the variable named by the model's api_key_env in models.yaml"
+
+    @classmethod
+    def missing_key(cls, env: str, *, provider: str, model: str) -> AuthFailed:
+        """The error for an unset API key variable, raised at the first call, not at start-up."""
+        return cls(
+            f"environment variable {env} (api_key_env of model {model!r}) is not set",
+            provider=provider,
+            model=model,
+            detail={"api_key_env": env},
+        )
+
+
+_STATUS_ERRORS: dict[int, type[ProviderError]] = {
+    401: AuthFailed,
+    403: AuthFailed,
+    429: RateLimited,
+    503: Overloaded,
+    529: Overloaded,
+}
+
+# Providers report an oversized prompt as a plain 400 (413 for some proxies); only the
+# wording tells it apart. Seen: OpenAI/vLLM/OpenRouter "maximum context length is",
+# OpenAI "context_length_exceeded", Anthropic "prompt is too long", llama.cpp
+# "exceeds the available context size".
+_CONTEXT_TOO_LONG = re.compile(
+    r"context[ _](length|size|window)|maximum context|prompt is too long|too many tokens",
+    re.IGNORECASE,
+)
+
+
+def provider_error_from_status(
+    status: int | None,
+    message: str,
+    *,
+    provider: str,
+    model: str,
+    retry_after_s: float | None = None,
+    detail: dict[str, Any] | None = None,
+) -> ProviderError:
+    """The typed error for a failed provider call, so every adapter classifies alike.
+
+    Args:
+        status: the HTTP status, or ``None`` when no response arrived (connection error).
+        message: the provider's error message; for a 400 or 413 it decides whether the
+            request was too long for the context window.
+        provider: the provider kind (``openai``, ``anthropic``, ``scripted``, ...).
+        model: the model entry id.
+        retry_after_s: the server's ``Retry-After``, if it sent one.
+        detail: extra detail to carry (e.g. the provider's own error type).
+    """
+    cls = _STATUS_ERRORS.get(status) if status is not None else ProviderUnavailable
+    if cls is None:
+        if status is not None and status >= 500:
+            cls = ProviderUnavailable
+        elif status in (400, 413) and _CONTEXT_TOO_LONG.search(message):
+            cls = ContextTooLong
+        else:
+            cls = ProviderError
+    return cls(
+        message,
+        status=status,
+        provider=provider,
+        model=model,
+        retry_after_s=retry_after_s,
+        detail=detail,
+    )
 
 
 class RpcError(AteamError):

@@ -1,4 +1,4 @@
-"""Model providers behind one interface; ``echo`` is the offline default."""
+"""Model providers behind one interface; ``echo`` and ``scripted`` work offline."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from ateam.config.schema import ModelEntry
 from ateam.errors import ConfigError
 from ateam.providers.base import Chunk, Message, Provider, TextDelta, ToolCall, Usage
 from ateam.providers.echo import EchoProvider
+from ateam.providers.scripted import ScriptedProvider
 
 __all__ = [
     "Chunk",
     "EchoProvider",
     "Message",
     "Provider",
+    "ScriptedProvider",
     "TextDelta",
     "ToolCall",
     "Usage",
@@ -39,6 +41,13 @@ def _echo(entry: ModelEntry) -> Provider:
     return EchoProvider(entry.id, context_window=entry.context_window, token_delay_s=delay)
 
 
+def _scripted(entry: ModelEntry) -> Provider:
+    if entry.script is None:  # the schema requires it; this keeps the type honest
+        raise ConfigError("a scripted model needs `script: PATH`", field=f"models[{entry.id}]")
+    return ScriptedProvider(entry.script, entry.id, context_window=entry.context_window)
+
+
 _FACTORIES: dict[str, Callable[[ModelEntry], Provider]] = {
     "echo": _echo,
+    "scripted": _scripted,
 }
