@@ -68,6 +68,7 @@ def _project(start: Path | None = None) -> ProjectConfig:
 def cmd_agent(args: argparse.Namespace) -> int:
     from ateam.agent.process import Agent
     from ateam.providers import build_provider
+    from ateam.redact import Redactor
 
     logging.basicConfig(
         level=logging.INFO,
@@ -90,7 +91,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
         return agent_exit_code(exc)
     if sys.stdin.isatty() and not args.no_repl:
         print("ateam: the local REPL is not available yet; running without it", file=sys.stderr)
-    agent = Agent(config, target, provider)
+    redactor = Redactor.from_config(project)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(redactor.logging_filter())  # agent.log never holds a secret
+    agent = Agent(config, target, provider, redactor=redactor)
     return asyncio.run(agent.run())
 
 

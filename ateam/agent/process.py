@@ -49,6 +49,7 @@ from ateam.errors import (
     agent_exit_code,
 )
 from ateam.providers.base import Provider
+from ateam.redact import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +66,19 @@ class AgentState(StrEnum):
 class Agent:
     """One agent identity, running until shut down."""
 
-    def __init__(self, config: AgentConfig, target: RedisTarget, provider: Provider) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        target: RedisTarget,
+        provider: Provider,
+        *,
+        redactor: Redactor | None = None,
+    ) -> None:
         self.config = config
         self.id = config.id
         self.target = target
         self.keys = Keys(target.namespace)
+        self.redactor = redactor or Redactor()
         self.state = AgentState.INIT
         self.queue = DurableQueue(config.state_dir)
         self.history = History(config.state_dir)
@@ -84,6 +93,7 @@ class Agent:
             fence=lambda: self.lock.fence,
             on_fenced=self._on_fenced,
             on_connection_change=self._on_bus_change,
+            scrub=self.redactor.redact_obj,
         )
         self.entry = AgentEntry(
             id=self.id,
@@ -102,6 +112,7 @@ class Agent:
             provider,
             system_prompt=self.system_prompt,
             fence=lambda: self.lock.fence,
+            scrub=self.redactor.redact_obj,
         )
         self.rpc: RpcServer | None = None
         self.control: TaskControl | None = None

@@ -52,6 +52,7 @@ class TaskRunner:
         system_prompt: Callable[[], str],
         history_turns: int = 20,
         fence: Callable[[], int] = lambda: 0,
+        scrub: Callable[[dict[str, Any]], dict[str, Any]] = lambda turn: turn,
     ) -> None:
         self._events = publisher
         self._history = history
@@ -59,6 +60,7 @@ class TaskRunner:
         self._system_prompt = system_prompt
         self._history_turns = history_turns
         self._fence = fence
+        self._scrub = scrub
         self.context_tokens = 0
 
     def build_context(self, item: QueueItem) -> list[Message]:
@@ -78,7 +80,7 @@ class TaskRunner:
             EventType.TASK_START, text=item.text, source=item.source, attempt=item.attempts, **ids
         )
         messages = self.build_context(item)
-        self._history.append(self._turn("user", item.text, item, source=item.source))
+        self._history.append(self._scrub(self._turn("user", item.text, item, source=item.source)))
 
         def token_frame(frame: dict[str, Any]) -> None:
             self._events.emit(EventType.TOKEN, **frame, **ids)
@@ -118,7 +120,7 @@ class TaskRunner:
         if text or error is None:
             turn = self._turn("assistant", text, item, source="model")
             turn.update(tokens_in=usage.tokens_in, tokens_out=tokens_out)
-            self._history.append(turn)
+            self._history.append(self._scrub(turn))
         self.context_tokens = usage.tokens_in + tokens_out
         self._events.emit(
             EventType.TASK_END,

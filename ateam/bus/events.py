@@ -157,6 +157,7 @@ class EventPublisher:
         on_connection_change: Callable[[bool, int], Awaitable[None] | None] | None = None,
         fence: Callable[[], int] | None = None,
         on_fenced: Callable[[], None] | None = None,
+        scrub: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self._client = client
         self._keys = keys
@@ -176,6 +177,7 @@ class EventPublisher:
         self._on_connection_change = on_connection_change
         self._fence = fence
         self._on_fenced = on_fenced
+        self._scrub = scrub
         self.connected = True
         self.skipped = 0
 
@@ -198,7 +200,10 @@ class EventPublisher:
         offset = self._next
         self._next += 1
         body = {"type": etype, "ts": time.time(), "offset": offset, "agent": self._agent}
-        body.update({k: v for k, v in fields.items() if v is not None})
+        payload = {k: v for k, v in fields.items() if v is not None}
+        # Secrets are removed before anything leaves the process (SPEC §11). Frames are
+        # already coalesced here, so a key split across two model chunks is whole.
+        body.update(self._scrub(payload) if self._scrub is not None else payload)
         self._buffer.append((offset, pack(body)))
         if len(self._buffer) > self._buffer_max:
             self._buffer.popleft()

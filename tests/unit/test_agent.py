@@ -90,3 +90,18 @@ async def test_shutdown_right_after_start_does_not_hang(
         done, _ = await asyncio.wait({stopping}, timeout=10)
         assert stopping in done, "shutdown hung"
         assert a.state == "shutdown"
+
+
+async def test_secrets_never_reach_events_or_history(agent: Agent) -> None:
+    from ateam.bus.codec import unpack
+
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 2
+    agent.enqueue(f"please use {key} for the build", source="test")
+    await wait_for(lambda: any(t.get("role") == "assistant" for t in agent.history.tail(5)))
+    await agent.events.flush(5)
+    history = (agent.config.state_dir / "history.jsonl").read_text()
+    events = await agent.client.xrange(agent.keys.events(agent.id))
+    bodies = [unpack(fields[b"d"]) for _, fields in events]
+    assert key not in history and "****" in history
+    assert not any(key in str(body) for body in bodies)
+    assert any("****" in str(body.get("text", "")) for body in bodies)
