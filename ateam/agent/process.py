@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 from ateam.agent.history import History
 from ateam.agent.queue import DurableQueue, QueueItem
 from ateam.agent.runner import TaskControl, TaskRunner, cancel_quietly
+from ateam.agent.service import build_methods
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
 from ateam.bus.events import EventPublisher, EventType
@@ -166,8 +167,6 @@ class Agent:
         self.entry.queue_len = len(self.queue)
         self._set_state(AgentState.REGISTERED)
         await self.heartbeat.beat()
-        from ateam.agent.service import build_methods
-
         self.rpc = RpcServer(
             self.client,
             self.keys,
