@@ -11,6 +11,7 @@ The tree::
     ├── LockLost                    lock.lost
     ├── StorageError                storage.corrupt
     ├── UsageError                  bad_request            (exit 4)
+    ├── ToolDenied                  tool.denied
     ├── FsDenied                    fs.denied
     ├── FsConflict                  fs.conflict
     ├── ProviderError               provider.error         (a model provider failed)
@@ -136,6 +137,13 @@ class UsageError(AteamError):
 
     code = Code.BAD_REQUEST
     hint = "see /help or `ateam --help`"
+
+
+class ToolDenied(AteamError):
+    """A tool call was refused: the tool is unknown, not allowed, or its approval is ``deny``."""
+
+    code = Code.TOOL_DENIED
+    hint = "add the tool to tools.allow in agent.yaml (globs such as fs.* work)"
 
 
 class FsDenied(AteamError):
