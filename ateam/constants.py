@@ -58,3 +58,6 @@ QUEUE_TAIL_SCAN = 1024 * 1024
 HISTORY_ROTATE_BYTES = 50 * 1024 * 1024
 HISTORY_KEEP = 5
 SUMMARY_KEEP = 200
+
+PROMPT_POLL_S = 1.0
+"""How often the agent checks its prompt files' mtimes (SPEC §5.6)."""

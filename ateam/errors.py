@@ -159,6 +159,13 @@ class FsConflict(AteamError):
     hint = "read the file again and propose a new patch"
 
 
+class PromptProtectedViolation(AteamError):
+    """An edit of a prompt file would change or remove a protected block (SPEC §5.6)."""
+
+    code = Code.PROMPT_PROTECTED_VIOLATION
+    hint = "leave the <!-- ateam-protect:... --> blocks exactly as they are"
+
+
 class ProviderError(AteamError):
     """A model provider failed; the subclass tells the router how (SPEC §7).
 

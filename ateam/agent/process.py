@@ -23,7 +23,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from ateam.agent.history import History
+from ateam.agent.history import History, SummaryLog
+from ateam.agent.prompts import Prompts
 from ateam.agent.queue import DurableQueue, QueueItem
 from ateam.agent.runner import TaskControl, TaskRunner, cancel_quietly
 from ateam.agent.service import build_methods
@@ -32,13 +33,15 @@ from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_
 from ateam.bus.events import EventPublisher, EventType
 from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock
-from ateam.bus.registry import AgentEntry, Heartbeat
+from ateam.bus.registry import AgentEntry, Heartbeat, Registry
 from ateam.bus.rpc import RpcServer
 from ateam.config import AgentConfig
+from ateam.config.schema import Approval
 from ateam.constants import (
     BACKOFF_WARN_AFTER,
     GRACE_MARKER_S,
     HEARTBEAT_INTERVAL_S,
+    PROMPT_POLL_S,
     WORKER_CRASH_WINDOW_S,
     WORKER_RESTART_DELAY_S,
 )
@@ -51,6 +54,11 @@ from ateam.errors import (
 )
 from ateam.providers.base import Provider
 from ateam.redact import Redactor
+from ateam.tools.approvals import Answer, ApprovalRequest, Approvals
+from ateam.tools.builtin import default_registry
+from ateam.tools.fs import Sandbox
+from ateam.tools.pty import ExecLimits
+from ateam.tools.registry import ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +82,7 @@ class Agent:
         provider: Provider,
         *,
         redactor: Redactor | None = None,
+        tools: ToolRegistry | None = None,
     ) -> None:
         self.config = config
         self.id = config.id
@@ -107,14 +116,50 @@ class Agent:
             started_at=time.time(),
         )
         self.heartbeat = Heartbeat(self.client, self.keys, self.entry)
+        self.summaries = SummaryLog(config.state_dir)
+        self.tool_registry, self._plugin_warnings = (
+            (tools, []) if tools is not None else default_registry()
+        )
+        self.policy = self.tool_registry.for_agent(
+            config.tools_allow, config.tools_deny, config.approval
+        )
+        self.prompts = Prompts(
+            config.base_prompt_path,
+            config.overlay_prompt_path,
+            agent_id=self.id,
+            toolbox=self.policy.schemas,
+        )
+        self.approvals = Approvals(
+            on_change=self._on_approvals_change,
+            announce=self._announce_approval,
+            resolved=self._approval_resolved,
+        )
+        self.sandbox = Sandbox(config.cwd, config.fs_whitelist)
+        spec = config.exec
+        self.exec_limits = ExecLimits(
+            timeout_s=spec.timeout_s,
+            cpu_s=spec.cpu_s,
+            output_limit=spec.output_limit_bytes,
+            inherit_env=spec.inherit_env,
+            env_allow=spec.env_allow,
+        )
         self.runner = TaskRunner(
             self.events,
             self.history,
             provider,
-            system_prompt=self.system_prompt,
+            system_prompt=self.prompts.effective,
+            summaries=self.summaries,
+            policy=self.policy,
+            approvals=self.approvals,
+            tool_context=self._tool_context,
+            max_iterations=config.spec.max_iterations,
+            approval_timeout_s=config.spec.tools.approval_timeout_s,
             fence=lambda: self.lock.fence,
             scrub=self.redactor.redact_obj,
+            scrub_text=self.redactor.redact,
+            scrub_bytes=self.redactor.redact_bytes,
         )
+        self._prompt_reload_pending = False
         self.rpc: RpcServer | None = None
         self.control: TaskControl | None = None
         self.owner: str | None = None
@@ -154,7 +199,12 @@ class Agent:
         self.config.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         report = self.queue.open()
         torn = self.history.open()
+        self.prompts.load()
         await self.events.start()
+        if self.prompts.last_warning:
+            self.events.emit(EventType.WARN, msg=self.prompts.last_warning, code="prompt.load")
+        for warning in self._plugin_warnings:
+            self.events.emit(EventType.WARN, msg=warning, code="tool.plugin")
         for warning in self.lock.warnings:
             self.events.emit(EventType.WARN, msg=warning, code="lock.takeover")
         for message in report.messages():
@@ -165,6 +215,10 @@ class Agent:
             )
         self.entry.fence = self.lock.fence
         self.entry.queue_len = len(self.queue)
+        # What the model would see now, rebuilt from disk: after a restart /ctx and
+        # memory.stats are right before the first task runs.
+        self.runner.context_tokens = self.runner.build_context().tokens
+        self._update_ctx_pct()
         self._set_state(AgentState.REGISTERED)
         await self.heartbeat.beat()
         self.rpc = RpcServer(
@@ -178,6 +232,7 @@ class Agent:
         self.rpc.start()
         self._tasks.append(asyncio.create_task(self._maintain(), name="maintain"))
         self._tasks.append(asyncio.create_task(self._watchdog(), name="watchdog"))
+        self._tasks.append(asyncio.create_task(self._watch_prompts(), name="prompts"))
         self._worker = asyncio.create_task(self._supervise_worker(), name="worker")
         self._set_state(AgentState.IDLE)
         # Everything loaded so far (config schemas, SDKs) lives as long as the process:
@@ -212,6 +267,7 @@ class Agent:
             await self.rpc.aclose(wait=bus_wait)
         if self.control is not None:
             self.control.interrupt()
+        self.approvals.reject_all("the agent is shutting down")
         self._work.set()  # wake an idle worker so it sees the stop
         if self._worker is not None:
             await asyncio.wait({self._worker}, timeout=5.0)
@@ -369,15 +425,102 @@ class Agent:
         self.control.interrupt(hard=hard)
         return self.queue.current.id
 
-    def _reload_prompts(self) -> None:
-        self.events.emit(EventType.WARN, msg="prompts reloaded (SIGHUP)", code="prompt.reload")
+    # prompts -------------------------------------------------------------------------
 
-    def system_prompt(self) -> str:
-        parts = []
-        for path in (self.config.base_prompt_path, self.config.overlay_prompt_path):
-            with contextlib.suppress(OSError):
-                parts.append(path.read_text(encoding="utf-8").strip())
-        return "\n\n".join(p for p in parts if p) or f"You are {self.id}, a coding agent."
+    def _reload_prompts(self) -> None:
+        """SIGHUP: reload now when idle, after the current task when busy."""
+        self.request_prompt_reload("SIGHUP")
+
+    def request_prompt_reload(self, reason: str) -> bool:
+        """Reload the prompt files; returns whether it happened now (else after the task)."""
+        if self.state in (AgentState.BUSY, AgentState.WAITING):
+            self._prompt_reload_pending = True
+            self.events.emit(
+                EventType.PROMPT,
+                action="reload_deferred",
+                reason=reason,
+                version=self.prompts.version,
+            )
+            return False
+        self._apply_prompt_reload(reason)
+        return True
+
+    def _apply_prompt_reload(self, reason: str) -> None:
+        self._prompt_reload_pending = False
+        result = self.prompts.reload()
+        if result.refused:
+            self.events.emit(EventType.WARN, msg=result.refused, code="prompt.protected_violation")
+        self.events.emit(
+            EventType.PROMPT,
+            action="reloaded",
+            reason=reason,
+            changed=result.changed,
+            version=self.prompts.version,
+        )
+
+    def prompt_changed(self, reason: str) -> None:
+        """The overlay was edited through ateam (``# text``, ``/sys edit``)."""
+        self.events.emit(
+            EventType.PROMPT, action="updated", reason=reason, version=self.prompts.version
+        )
+
+    async def _watch_prompts(self) -> None:
+        """Poll the prompt files' mtimes every second (SPEC §5.6)."""
+        while not self._stop.is_set():
+            await asyncio.sleep(PROMPT_POLL_S)
+            try:
+                if self.prompts.changed_on_disk():
+                    self.request_prompt_reload("file changed")
+            except OSError as exc:
+                log.warning("prompt poll failed: %s", exc)
+
+    # approvals and tools ---------------------------------------------------------------
+
+    def _on_approvals_change(self, open_requests: int) -> None:
+        if open_requests:
+            self._set_state(AgentState.WAITING)
+        elif self.state is AgentState.WAITING:
+            self._set_state(AgentState.BUSY if self.control is not None else AgentState.IDLE)
+
+    def _announce_approval(self, request: ApprovalRequest) -> None:
+        kind = EventType.DIFF_PROPOSED if request.kind == "diff" else EventType.APPROVAL_REQUEST
+        self.events.emit(kind, **request.to_wire())
+
+    def _approval_resolved(self, request: ApprovalRequest, answer: Answer) -> None:
+        self.events.emit(
+            EventType.APPROVAL_RESOLVED,
+            request_id=request.id,
+            decision=answer.decision.value,
+            by=answer.by,
+            reason=answer.reason,
+            task_id=request.task_id,
+            trace_id=request.trace_id,
+        )
+
+    def _tool_context(
+        self,
+        item: QueueItem,
+        approval: Approval,
+        on_output: Callable[[bytes], None],
+        control: TaskControl,
+    ) -> ToolContext:
+        return ToolContext(
+            agent_id=self.id,
+            cwd=self.config.cwd,
+            task_id=item.id,
+            trace_id=item.trace_id,
+            sandbox=self.sandbox,
+            approval=approval,
+            on_output=on_output,
+            exec_limits=self.exec_limits,
+            track=control.track,
+            plan_path=self.config.dir / "plan.md",
+            list_agents=self._list_agents,
+        )
+
+    async def _list_agents(self) -> list[dict[str, Any]]:
+        views = await Registry(self.client, self.keys).list()
+        return [view.to_json() for view in views]
 
     async def _supervise_worker(self) -> None:
         """Restart a crashed worker once after 1 s; a second crash within 5 s exits 15."""
@@ -423,6 +566,8 @@ class Agent:
         finally:
             self.control = None
             self.entry.current_task = None
+            if self._prompt_reload_pending:
+                self._apply_prompt_reload("deferred until the task ended")
         if self._stop.is_set() and not outcome.ok:
             # Cut short by shutdown or a lost lock, not by a person: the acknowledged
             # input goes back to the head and runs again after the restart.
@@ -431,12 +576,15 @@ class Agent:
         self.queue.done(item.id, ok=outcome.ok, error=outcome.error)
         if outcome.error and outcome.error not in ("interrupted", "cancelled"):
             self.entry.last_error = outcome.error
+        self._update_ctx_pct()
+        self.entry.queue_len = len(self.queue)
+        self._registry_dirty.set()
+
+    def _update_ctx_pct(self) -> None:
         if self.provider.context_window:
             self.entry.ctx_pct = round(
                 100 * self.runner.context_tokens / self.provider.context_window, 1
             )
-        self.entry.queue_len = len(self.queue)
-        self._registry_dirty.set()
 
     async def restart_marker(self) -> None:
         with contextlib.suppress(*CONNECTION_ERRORS):

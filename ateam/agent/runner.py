@@ -1,17 +1,65 @@
-"""The task loop (SPEC §5.4): one queue item in, a streamed, recorded answer out."""
+"""The task loop (SPEC §5.4): one queue item in, a streamed, recorded answer out.
+
+For each item: ``task.start``; build the context from durable state (:mod:`.context`);
+stream the model's reply as ``token`` frames; run each requested tool call
+(``tool.start`` → ``tool.output``* → ``tool.end``) and feed the results back; repeat
+until the model answers without tool calls or the iteration limit is hit; ``task.end``.
+Every turn — the input, each assistant reply with its tool calls, each tool result — is
+appended to the history (fsynced) as soon as it exists, so a crash mid-task loses
+nothing that happened, and every event carries the task's ``task_id`` and ``trace_id``.
+
+Stopping: ``interrupt`` is cooperative — the stream stops after the current chunk, a
+running command gets SIGINT (then SIGTERM, SIGKILL), an open approval is rejected, and
+no further tool call or model call starts. ``cancel --hard`` kills the running command's
+whole process group and abandons the model stream at once. Either way the loop records
+what happened and ends the task; the agent then takes the next item.
+
+A tool's failure — denied, bad arguments, a sandbox refusal, a timeout — is not the
+task's failure: the model gets the one-line error with its stable code as the tool
+result and decides what to do next, like a developer reading an error message.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from ateam.agent.history import History
+from ateam.agent import context as ctxbuild
+from ateam.agent.history import History, SummaryLog
 from ateam.agent.queue import QueueItem
 from ateam.bus.events import Coalescer, EventPublisher, EventType
-from ateam.providers.base import Message, Provider, TextDelta, Usage, estimate_tokens
+from ateam.config.schema import Approval
+from ateam.errors import AteamError, ToolDenied
+from ateam.providers.base import (
+    Headroom,
+    Message,
+    Provider,
+    TextDelta,
+    ToolCall,
+    Usage,
+    estimate_tokens,
+)
+from ateam.tools.approvals import Approvals, Decision
+from ateam.tools.registry import ToolContext, ToolPolicy
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_ITERATIONS = 25
+HISTORY_CANDIDATES = 400
+"""How many of the newest history turns are offered to the context builder."""
+
+
+class Stoppable(Protocol):
+    """A running tool process as the loop can stop it (see :class:`ateam.tools.pty`)."""
+
+    def interrupt(self) -> None: ...
+    def kill(self) -> None: ...
 
 
 @dataclass
@@ -21,14 +69,32 @@ class TaskControl:
     interrupted: asyncio.Event = field(default_factory=asyncio.Event)
     hard: bool = False
     stream_task: asyncio.Task[None] | None = None
+    tool_task: asyncio.Task[Any] | None = None
+    process: Stoppable | None = None
+    approvals: Approvals | None = None
 
     def interrupt(self, *, hard: bool = False) -> None:
         self.interrupted.set()
+        if self.approvals is not None:
+            self.approvals.reject_all("interrupted" if not hard else "cancelled")
         if hard:
             self.hard = True
-            # A hard cancel does not wait for the next chunk: stop the stream now.
+            # A hard cancel does not wait for the next chunk: stop the stream now, and
+            # kill the running command's whole group.
             if self.stream_task is not None:
                 self.stream_task.cancel()
+            if self.process is not None:
+                self.process.kill()
+            elif self.tool_task is not None:
+                self.tool_task.cancel()
+        elif self.process is not None:
+            self.process.interrupt()
+
+    def track(self, process: Any) -> None:
+        self.process = process
+        # An interrupt that raced the start of the command still reaches it.
+        if process is not None and self.interrupted.is_set():
+            process.kill() if self.hard else process.interrupt()
 
 
 @dataclass
@@ -38,10 +104,23 @@ class TaskOutcome:
     text: str
     tokens_in: int
     tokens_out: int
+    iterations: int = 0
+
+
+@dataclass
+class _Reply:
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage | None = None
+    headroom: Headroom | None = None
+    error: AteamError | Exception | None = None
+
+
+ContextFactory = Callable[[QueueItem, Approval, Callable[[bytes], None], TaskControl], ToolContext]
 
 
 class TaskRunner:
-    """Runs one item through the model and publishes every step as events."""
+    """Runs one item through the model and its tools, publishing every step as events."""
 
     def __init__(
         self,
@@ -50,88 +129,256 @@ class TaskRunner:
         provider: Provider,
         *,
         system_prompt: Callable[[], str],
-        history_turns: int = 20,
+        summaries: SummaryLog | None = None,
+        policy: ToolPolicy | None = None,
+        approvals: Approvals | None = None,
+        tool_context: ContextFactory | None = None,
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
+        approval_timeout_s: float = 600.0,
         fence: Callable[[], int] = lambda: 0,
         scrub: Callable[[dict[str, Any]], dict[str, Any]] = lambda turn: turn,
+        scrub_text: Callable[[str], str] = lambda text: text,
+        scrub_bytes: Callable[[bytes], bytes] = lambda data: data,
     ) -> None:
         self._events = publisher
         self._history = history
         self.provider = provider
         self._system_prompt = system_prompt
-        self._history_turns = history_turns
+        self._summaries = summaries
+        self.policy = policy
+        self._approvals = approvals
+        self._tool_context = tool_context
+        self.max_iterations = max_iterations
+        self._approval_timeout_s = approval_timeout_s
         self._fence = fence
         self._scrub = scrub
+        self._scrub_text = scrub_text
+        self._scrub_bytes = scrub_bytes
         self.context_tokens = 0
+        """Estimated or reported tokens of the last model call's context plus its reply."""
+        self.headroom: Headroom | None = None
 
-    def build_context(self, item: QueueItem) -> list[Message]:
-        """System prompt, then the newest turns of history, then the new input."""
-        messages = [Message("system", self._system_prompt())]
-        for turn in self._history.tail(self._history_turns):
-            role = turn.get("role")
-            if role in ("user", "assistant"):
-                messages.append(Message(str(role), str(turn.get("content", ""))))
-        messages.append(Message("user", item.text))
-        return messages
+    # context --------------------------------------------------------------------------
+
+    def tool_specs(self) -> list[dict[str, Any]]:
+        return self.policy.schemas() if self.policy is not None else []
+
+    def build_context(self, new_input: str | None = None) -> ctxbuild.Context:
+        """System prompt + summaries + the newest turns that fit + ``new_input``."""
+        return ctxbuild.build(
+            system=self._system_prompt(),
+            summaries=self._summaries.all() if self._summaries is not None else [],
+            turns=self._history.tail(HISTORY_CANDIDATES),
+            new_input=new_input,
+            window=self.provider.context_window,
+        )
+
+    # the loop -------------------------------------------------------------------------
 
     async def run(self, item: QueueItem, control: TaskControl) -> TaskOutcome:
         ids = {"task_id": item.id, "trace_id": item.trace_id}
         started = time.monotonic()
+        control.approvals = self._approvals
         self._events.emit(
             EventType.TASK_START, text=item.text, source=item.source, attempt=item.attempts, **ids
         )
-        messages = self.build_context(item)
-        self._history.append(self._scrub(self._turn("user", item.text, item, source=item.source)))
+        context = self.build_context(item.text)
+        messages = context.messages
+        self._record(self._turn("user", item.text, item, source=item.source))
+        tools = self.tool_specs()
+        tokens_in = tokens_out = iterations = 0
+        error: str | None = None
+        final_text = ""
+        while True:
+            if iterations >= self.max_iterations:
+                error = f"iteration limit reached ({self.max_iterations} model calls)"
+                self._events.emit(EventType.WARN, msg=error, code="task.iteration_limit", **ids)
+                break
+            iterations += 1
+            reply = await self._stream(messages, tools, control, ids)
+            usage = reply.usage or Usage(sum(ctxbuild.message_tokens(m) for m in messages), 0)
+            out = usage.tokens_out or estimate_tokens(reply.text)
+            tokens_in += usage.tokens_in
+            tokens_out += out
+            self.context_tokens = usage.tokens_in + out
+            final_text = reply.text
+            calls = [dataclasses.asdict(call) for call in reply.calls]
+            if reply.text or calls or reply.error is None:
+                turn = self._turn("assistant", reply.text, item, source="model")
+                turn.update(tokens_in=usage.tokens_in, tokens_out=out)
+                if calls:
+                    turn["tool_calls"] = calls
+                self._record(turn)
+            if reply.error is not None:
+                error = _describe(reply.error)
+                self._events.emit(EventType.ERROR, msg=f"model call failed: {error}", **ids)
+                break
+            if control.interrupted.is_set():
+                break
+            if not reply.calls:
+                break
+            messages.append(Message("assistant", reply.text, tool_calls=calls))
+            for call in reply.calls:
+                if control.interrupted.is_set():
+                    break  # the remaining calls never ran; the context builder notes it
+                result = await self._run_tool(call, item, control, ids)
+                messages.append(Message("tool", result, tool_call_id=call.id))
+            if control.interrupted.is_set():
+                break
+        if control.interrupted.is_set() and error is None:
+            error = "cancelled" if control.hard else "interrupted"
+        self._events.emit(
+            EventType.TASK_END,
+            ok=error is None,
+            error=error,
+            duration_s=round(time.monotonic() - started, 4),
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            iterations=iterations,
+            **ids,
+        )
+        return TaskOutcome(error is None, error, final_text, tokens_in, tokens_out, iterations)
+
+    async def _stream(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        control: TaskControl,
+        ids: dict[str, Any],
+    ) -> _Reply:
+        """One model call, streamed as ``token`` frames; never raises a provider error."""
+        reply = _Reply()
+        parts: list[str] = []
 
         def token_frame(frame: dict[str, Any]) -> None:
             self._events.emit(EventType.TOKEN, **frame, **ids)
 
         coalescer = Coalescer(token_frame)
-        parts: list[str] = []
-        usage = Usage(sum(estimate_tokens(m.content) for m in messages), 0)
 
         async def consume() -> None:
-            nonlocal usage
-            async for chunk in self.provider.stream(messages):
+            async for chunk in self.provider.stream(messages, tools=tools or None):
                 if isinstance(chunk, TextDelta):
                     parts.append(chunk.text)
                     coalescer.feed(chunk.text)
+                elif isinstance(chunk, ToolCall):
+                    reply.calls.append(chunk)
                 elif isinstance(chunk, Usage):
-                    usage = chunk
+                    reply.usage = chunk
+                elif isinstance(chunk, Headroom):
+                    reply.headroom = self.headroom = chunk
                 if control.interrupted.is_set():
+                    reply.calls.clear()  # a cut-short reply's calls are not acted on
                     return
 
-        error: str | None = None
         control.stream_task = asyncio.create_task(consume())
         try:
             await control.stream_task
         except asyncio.CancelledError:
             if not control.hard:
                 raise
+            reply.calls.clear()
         except Exception as exc:  # a provider failure ends the task, not the agent
-            error = f"{type(exc).__name__}: {exc}"
-            self._events.emit(EventType.ERROR, msg=f"model call failed: {error}", **ids)
+            reply.error = exc
         finally:
             control.stream_task = None
             coalescer.close()
-        if control.interrupted.is_set() and error is None:
-            error = "cancelled" if control.hard else "interrupted"
-        text = "".join(parts)
-        tokens_out = usage.tokens_out or estimate_tokens(text)
-        if text or error is None:
-            turn = self._turn("assistant", text, item, source="model")
-            turn.update(tokens_in=usage.tokens_in, tokens_out=tokens_out)
-            self._history.append(self._scrub(turn))
-        self.context_tokens = usage.tokens_in + tokens_out
+        reply.text = "".join(parts)
+        return reply
+
+    async def _run_tool(
+        self, call: ToolCall, item: QueueItem, control: TaskControl, ids: dict[str, Any]
+    ) -> str:
+        """Run one tool call with its events; returns what the model is told."""
+        started = time.monotonic()
+        base = {"call_id": call.id, "name": call.name, **ids}
+        self._events.emit(EventType.TOOL_START, input=call.args, **base)
+
+        def output_frame(frame: dict[str, Any]) -> None:
+            self._events.emit(EventType.TOOL_OUTPUT, **frame, **base)
+
+        # Redact the raw bytes before framing: a base64 frame would hide a key from the
+        # text scrubbing every event payload gets.
+        coalescer = Coalescer.for_output(output_frame)
+        end: dict[str, Any] = {}
+        try:
+            value = await self._invoke(call, item, control, coalescer, ids)
+            result = _result_text(value)
+            end.update(_end_fields(value))
+            end.setdefault("ok", True)
+        except asyncio.CancelledError:
+            if not control.hard:
+                raise
+            result = "error [cancelled]: the tool was cancelled by the owner"
+            end.update(ok=False, code="cancelled", error="cancelled")
+        except AteamError as exc:
+            result = exc.one_line()
+            end.update(ok=False, code=exc.code, error=exc.message)
+        except OSError as exc:
+            result = f"error [os.error]: {exc.strerror or exc}" + (
+                f": {exc.filename}" if exc.filename else ""
+            )
+            end.update(ok=False, code="os.error", error=result)
+        finally:
+            coalescer.close()
+            control.tool_task = None
+        result = self._scrub_text(result)
+        log.info("task %s: %s %s -> %s", item.id, call.name, _status(end), _clip(result))
         self._events.emit(
-            EventType.TASK_END,
-            ok=error is None,
-            error=error,
-            duration_s=round(time.monotonic() - started, 4),
-            tokens_in=usage.tokens_in,
-            tokens_out=tokens_out,
-            **ids,
+            EventType.TOOL_END, duration_s=round(time.monotonic() - started, 4), **end, **base
         )
-        return TaskOutcome(error is None, error, text, usage.tokens_in, tokens_out)
+        turn = self._turn("tool", result, item, source=call.name)
+        turn.update(tool_call_id=call.id, name=call.name, ok=end.get("ok", False))
+        self._record(turn)
+        return result
+
+    async def _invoke(
+        self,
+        call: ToolCall,
+        item: QueueItem,
+        control: TaskControl,
+        coalescer: Coalescer,
+        ids: dict[str, Any],
+    ) -> Any:
+        if self.policy is None or self._tool_context is None:
+            raise _denied(call.name)
+        approval = self.policy.check(call.name)  # ToolDenied for anything not allowed
+        tool = self.policy.tools[call.name]
+        if approval is Approval.ASK and not tool.self_approving:
+            answer = await self._ask("tool", call, ids, {})
+            if answer.decision is not Decision.APPROVE:
+                why = f" ({answer.reason})" if answer.reason else ""
+                return {"ok": False, "rejected": True, "result": f"rejected by the owner{why}"}
+
+        def feed(data: bytes) -> None:
+            coalescer.feed(self._scrub_bytes(data))
+
+        context = self._tool_context(item, approval, feed, control)
+        if tool.self_approving:
+            context = dataclasses.replace(
+                context, ask=lambda kind, extra: self._ask(kind, call, ids, extra)
+            )
+        control.tool_task = asyncio.create_task(self.policy.call(call.name, call.args, context))
+        return await control.tool_task
+
+    def _ask(
+        self, kind: str, call: ToolCall, ids: dict[str, Any], extra: dict[str, Any]
+    ) -> Awaitable[Any]:
+        if self._approvals is None:
+            raise _denied(call.name, "needs approval and nobody can answer")
+        return self._approvals.ask(
+            kind=kind,
+            tool=call.name,
+            args=call.args,
+            task_id=ids.get("task_id"),
+            trace_id=ids.get("trace_id"),
+            timeout_s=self._approval_timeout_s,
+            extra=extra,
+        )
+
+    # recording ------------------------------------------------------------------------
+
+    def _record(self, turn: dict[str, Any]) -> None:
+        self._history.append(self._scrub(turn))
 
     def _turn(self, role: str, content: str, item: QueueItem, *, source: str) -> dict[str, Any]:
         return {
@@ -146,6 +393,52 @@ class TaskRunner:
             "trace_id": item.trace_id,
             "fence": self._fence(),
         }
+
+
+def _denied(name: str, why: str = "is not available") -> ToolDenied:
+    return ToolDenied(f"tool {name} {why}", detail={"tool": name})
+
+
+def _status(end: dict[str, Any]) -> str:
+    if "exit_code" in end:
+        return f"exit {end['exit_code']} ({end.get('reason')})"
+    return "ok" if end.get("ok") else f"failed [{end.get('code')}]"
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, AteamError):
+        return exc.one_line()
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _result_text(value: Any) -> str:
+    """What the model reads: text as is, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    text_for_model = getattr(value, "text_for_model", None)
+    if callable(text_for_model):
+        return str(text_for_model())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _end_fields(value: Any) -> dict[str, Any]:
+    """Extra ``tool.end`` fields: a command's exit code and how it ended."""
+    if isinstance(value, dict) and value.get("rejected"):
+        return {"ok": False, "code": "tool.rejected", "error": value.get("result")}
+    fields: dict[str, Any] = {}
+    for name in ("exit_code", "signal", "reason", "total_bytes", "truncated"):
+        if hasattr(value, name):
+            fields[name] = getattr(value, name)
+    if "exit_code" in fields:
+        fields["ok"] = fields["exit_code"] == 0
+    return fields
 
 
 async def cancel_quietly(task: asyncio.Task[Any] | None, *, grace: float = 2.0) -> None:

@@ -13,11 +13,19 @@ from typing import TYPE_CHECKING, Any
 
 from ateam.bus.rpc import Call, Method
 from ateam.errors import BadRequest
+from ateam.tools.approvals import parse_decision
 
 if TYPE_CHECKING:
     from ateam.agent.process import Agent
 
 MAX_HISTORY_TAIL = 1000
+
+
+def _text_param(call: Call, name: str) -> str:
+    value = call.params.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequest(f"'{name}' must be a non-empty string")
+    return value
 
 
 def _int_param(call: Call, name: str, default: int, *, low: int = 0, high: int = 10**9) -> int:
@@ -108,12 +116,79 @@ class AgentService:
     async def memory_stats(self, call: Call) -> dict[str, Any]:
         window = self.agent.provider.context_window
         used = self.agent.runner.context_tokens
+        preview = self.agent.runner.build_context()
+        headroom = self.agent.runner.headroom
         return {
             "model": self.agent.provider.model,
             "context_window": window,
             "tokens_in_context": used,
             "ctx_pct": round(100 * used / window, 1) if window else 0.0,
+            "next_context_tokens": preview.tokens,
+            "turns_in_context": preview.turns_used,
+            "turns_dropped": preview.turns_dropped,
             "history_turns": self.agent.history.count(),
+            "summaries": len(self.agent.summaries.all()),
+            "rate_limit_headroom": headroom.fraction if headroom is not None else None,
+        }
+
+    # approvals --------------------------------------------------------------------------
+
+    async def approval_list(self, call: Call) -> dict[str, Any]:
+        full = bool(call.params.get("full", False))
+        return {"pending": [req.to_wire(full=full) for req in self.agent.approvals.pending()]}
+
+    async def approval_answer(self, call: Call) -> dict[str, Any]:
+        request_id = call.params.get("request_id")
+        if request_id is not None and not isinstance(request_id, str):
+            raise BadRequest("'request_id' must be a string")
+        content = call.params.get("content")
+        if content is not None and not isinstance(content, str):
+            raise BadRequest("'content' must be a string")
+        decision = parse_decision(call.params.get("decision"))
+        request = self.agent.approvals.answer(request_id, decision, content=content, by=call.caller)
+        return {"request_id": request.id, "decision": decision.value}
+
+    # prompts ----------------------------------------------------------------------------
+
+    async def prompt_show(self, call: Call) -> dict[str, Any]:
+        prompts = self.agent.prompts
+        return {"text": prompts.effective(), "marked": prompts.show(), "version": prompts.version}
+
+    async def prompt_overlay(self, call: Call) -> dict[str, Any]:
+        prompts = self.agent.prompts
+        return {"text": prompts.overlay_text(), "path": str(self.agent.config.overlay_prompt_path)}
+
+    async def prompt_append(self, call: Call) -> dict[str, Any]:
+        text = _text_param(call, "text")
+        self.agent.prompts.append_overlay(text)
+        self.agent.prompt_changed("overlay line added")
+        return {"version": self.agent.prompts.version}
+
+    async def prompt_set(self, call: Call) -> dict[str, Any]:
+        text = call.params.get("text")
+        if not isinstance(text, str):
+            raise BadRequest("'text' must be a string")
+        self.agent.prompts.set_overlay(text)
+        self.agent.prompt_changed("overlay edited")
+        return {"version": self.agent.prompts.version}
+
+    async def prompt_reload(self, call: Call) -> dict[str, Any]:
+        applied = self.agent.request_prompt_reload("/reloadsysprompt")
+        return {"applied": applied, "deferred": not applied, "version": self.agent.prompts.version}
+
+    async def tools_list(self, call: Call) -> dict[str, Any]:
+        policy = self.agent.policy
+        return {
+            "tools": [
+                {
+                    "name": item.name,
+                    "description": item.description.split("\n", 1)[0],
+                    "approval": policy.approval_for(item.name).value,
+                }
+                for item in policy.available()
+            ],
+            "allow": list(policy.allow),
+            "deny": list(policy.deny),
         }
 
     async def shutdown(self, call: Call) -> dict[str, Any]:
@@ -138,6 +213,14 @@ def build_methods(agent: Agent) -> dict[str, Method]:
         ("history.tail", svc.history_tail, False, "newest turns {n}"),
         ("history.clear", svc.history_clear, True, "erase history {confirm_id: agent id}"),
         ("memory.stats", svc.memory_stats, False, "tokens in context and ctx %"),
+        ("approval.list", svc.approval_list, False, "requests waiting for the owner"),
+        ("approval.answer", svc.approval_answer, True, "{request_id?, decision, content?}"),
+        ("prompt.show", svc.prompt_show, False, "effective system prompt, plain and marked"),
+        ("prompt.overlay", svc.prompt_overlay, False, "the overlay file's text and path"),
+        ("prompt.append", svc.prompt_append, True, "add a line to the overlay {text}"),
+        ("prompt.set", svc.prompt_set, True, "replace the overlay, validated {text}"),
+        ("prompt.reload", svc.prompt_reload, True, "reload prompt files (after the task if busy)"),
+        ("tools.list", svc.tools_list, False, "tools this agent may call, with approvals"),
         ("shutdown", svc.shutdown, True, "graceful stop {restart?}"),
     ]
     return {name: Method(name, fn, mutating, doc) for name, fn, mutating, doc in table}

@@ -56,6 +56,9 @@ class EventType(StrEnum):
     MODEL_SWITCH = "model.switch"
     HANDOFF = "handoff"
     DIFF_PROPOSED = "diff.proposed"
+    APPROVAL_REQUEST = "approval.request"
+    APPROVAL_RESOLVED = "approval.resolved"
+    PROMPT = "prompt"
     OWNERSHIP = "ownership"
     CONTEXT = "context"
 

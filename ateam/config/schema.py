@@ -316,6 +316,8 @@ class AgentToolsSpec(_Spec):
     """Tool-name globs this agent may call; every other tool is denied."""
     approval: dict[str, Approval] = Field(default_factory=dict)
     """Tool-name glob → ``allow`` | ``ask`` | ``deny``."""
+    approval_timeout_s: float = Field(default=600.0, gt=0)
+    """How long a call under ``ask`` waits for the owner before it counts as rejected."""
 
 
 class FsSpec(_Spec):
@@ -340,4 +342,6 @@ class AgentSpec(_Spec):
     fs: FsSpec = FsSpec()
     exec: ExecSpec = ExecSpec()
     """Overrides of ``tools.yaml`` ``exec`` for this agent."""
+    max_iterations: int = Field(default=25, ge=1, le=1000)
+    """Model calls per task before the loop stops (a runaway tool loop ends here)."""
     description: str = ""

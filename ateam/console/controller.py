@@ -14,10 +14,12 @@ import json
 import os
 import shlex
 import socket
+import tempfile
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import redis.asyncio as aioredis
@@ -164,6 +166,9 @@ class ConsoleController:
             raise bus_error(exc) from exc
 
     async def _dispatch(self, text: str) -> None:
+        if text.startswith("#"):
+            await self.add_overlay_line(text[1:].strip())
+            return
         if not text.startswith("/"):
             await self.send_input(text)
             return
@@ -186,6 +191,13 @@ class ConsoleController:
         if task_id not in self._ended:
             self.pending_tasks.add(task_id)
         self._tasks_changed.set()
+
+    async def add_overlay_line(self, text: str) -> None:
+        """``# text``: a standing instruction, appended to the overlay for the next turn."""
+        if not text:
+            raise UsageError("usage: # TEXT (a line for the agent's system prompt overlay)")
+        reply = await self.rpc.call(self._require_writer(), "prompt.append", {"text": text})
+        self.view.info(f"overlay updated (prompt v{reply['version']}); applies to the next turn")
 
     async def wait_for_pending(self) -> None:
         """Block until every input this console sent has finished (used at end of input)."""
@@ -216,6 +228,14 @@ class ConsoleController:
             ("queue", self._cmd_queue, "/queue [clear|retry]", "show or change the queue"),
             ("history", self._cmd_history, "/history [N]", "the newest N turns"),
             ("ctx", self._cmd_ctx, "/ctx", "tokens in context and ctx %"),
+            ("sys", self._cmd_sys, "/sys show|edit", "show the system prompt or edit the overlay"),
+            ("reloadsysprompt", self._cmd_reload, "/reloadsysprompt", "reload the prompt files"),
+            ("tools", self._cmd_tools, "/tools", "tools the attached agent may call"),
+            ("approve", self._cmd_approve, "/approve [REQ]", "approve the waiting tool call"),
+            ("apply", self._cmd_approve, "/apply [REQ]", "apply the proposed diff"),
+            ("reject", self._cmd_reject, "/reject [REQ]", "reject the waiting call or diff"),
+            ("edit", self._cmd_edit, "/edit [REQ]", "edit the proposed file in $EDITOR, apply it"),
+            ("pending", self._cmd_pending, "/pending", "requests waiting for an answer"),
             ("quit", self._cmd_quit, "/quit", "leave the console (agents keep running)"),
         ]
         return {name: Command(name, fn, usage, text) for name, fn, usage, text in rows}
@@ -353,6 +373,98 @@ class ConsoleController:
             f"model {stats['model']}: {stats['tokens_in_context']} of {stats['context_window']} "
             f"tokens in context ({stats['ctx_pct']}%), {stats['history_turns']} turns in history"
         )
+        if "next_context_tokens" in stats:
+            self.view.info(
+                f"next context: ~{stats['next_context_tokens']} tokens, "
+                f"{stats['turns_in_context']} turns ({stats['turns_dropped']} older left out), "
+                f"{stats['summaries']} summaries"
+            )
+
+    async def _cmd_sys(self, args: list[str]) -> None:
+        action = args[0] if args else "show"
+        if action == "show":
+            reply = await self.rpc.call(self._require_attached(), "prompt.show")
+            for line in str(reply["marked"]).splitlines():
+                self.view.info(line)
+        elif action == "edit":
+            agent = self._require_writer()
+            current = await self.rpc.call(agent, "prompt.overlay")
+            edited = await self.edit_text(str(current["text"]), suffix=".md")
+            if edited is None or edited == current["text"]:
+                self.view.info("overlay unchanged")
+                return
+            reply = await self.rpc.call(agent, "prompt.set", {"text": edited})
+            self.view.info(f"overlay saved (prompt v{reply['version']})")
+        else:
+            raise UsageError("usage: /sys show|edit")
+
+    async def _cmd_reload(self, args: list[str]) -> None:
+        reply = await self.rpc.call(self._require_writer(), "prompt.reload")
+        when = "now" if reply["applied"] else "after the current task"
+        self.view.info(f"prompt files reload {when}")
+
+    async def _cmd_tools(self, args: list[str]) -> None:
+        reply = await self.rpc.call(self._require_attached(), "tools.list")
+        for item in reply["tools"]:
+            self.view.info(f"{item['name']:<14} [{item['approval']}] {item['description']}")
+        if not reply["tools"]:
+            self.view.info("no tools allowed (tools.allow in agent.yaml)")
+
+    async def _cmd_pending(self, args: list[str]) -> None:
+        reply = await self.rpc.call(self._require_attached(), "approval.list")
+        for request in reply["pending"]:
+            what = request.get("path") or json.dumps(request.get("args"))
+            self.view.info(f"{request['request_id']}: {request['tool']} {what}")
+        if not reply["pending"]:
+            self.view.info("nothing is waiting")
+
+    async def _answer(self, args: list[str], decision: str, **extra: Any) -> None:
+        params: dict[str, Any] = {"decision": decision, **extra}
+        if args:
+            params["request_id"] = args[0]
+        reply = await self.rpc.call(self._require_writer(), "approval.answer", params)
+        self.view.info(f"{reply['request_id']}: {reply['decision']}")
+
+    async def _cmd_approve(self, args: list[str]) -> None:
+        await self._answer(args, "approve")
+
+    async def _cmd_reject(self, args: list[str]) -> None:
+        await self._answer(args, "reject")
+
+    async def _cmd_edit(self, args: list[str]) -> None:
+        agent = self._require_writer()
+        pending = (await self.rpc.call(agent, "approval.list", {"full": True}))["pending"]
+        wanted = [
+            r
+            for r in pending
+            if r.get("kind") == "diff" and (not args or r["request_id"] == args[0])
+        ]
+        if not wanted:
+            raise UsageError(
+                "no proposed diff is waiting" + (f" with id {args[0]}" if args else "")
+            )
+        request = wanted[0]
+        suffix = os.path.splitext(str(request.get("path", "")))[1] or ".txt"
+        edited = await self.edit_text(str(request.get("new_content", "")), suffix=suffix)
+        if edited is None:
+            self.view.info("editor failed; nothing was answered")
+            return
+        await self._answer([request["request_id"]], "edit", content=edited)
+
+    async def edit_text(self, text: str, *, suffix: str) -> str | None:
+        """Open ``text`` in ``$VISUAL``/``$EDITOR`` and return what was saved."""
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        fd, name = tempfile.mkstemp(prefix="ateam-", suffix=suffix)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            proc = await asyncio.create_subprocess_exec(*shlex.split(editor), name)
+            if await proc.wait() != 0:
+                return None
+            return await asyncio.to_thread(Path(name).read_text, encoding="utf-8")
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
 
     async def _cmd_quit(self, args: list[str]) -> None:
         self.quit_requested = True

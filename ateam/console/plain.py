@@ -29,9 +29,16 @@ def prefix(agent: str) -> str:
 class PlainView:
     """Renders events as lines, joining streamed tokens into whole lines per agent."""
 
-    def __init__(self, lines: asyncio.Queue[str | None], out: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        lines: asyncio.Queue[str | None],
+        out: TextIO | None = None,
+        *,
+        color: bool | None = None,
+    ) -> None:
         self._lines = lines
         self._out = out or sys.stdout
+        self._color = color if color is not None else _isatty(self._out)
         self._partial: dict[str, str] = {}
         self._partial_from: dict[str, int] = {}
         """Offset of the first event whose text is still held in an unprinted line."""
@@ -136,6 +143,77 @@ class PlainView:
             self._flush_partial(event.agent)
             self._print(f"{prefix(event.agent)} state: {state}")
 
+    def _tool_start(self, event: Event) -> None:
+        self._flush_partial(event.agent)
+        args = event.data.get("input") or {}
+        name = event.data.get("name")
+        shown = (
+            f"$ {args.get('cmd')}"
+            if name == "os.exec" and isinstance(args, dict)
+            else (f"{name} {json.dumps(args, ensure_ascii=False)}")
+        )
+        self._print(f"{prefix(event.agent)} ▶ {shown}")
+
+    def _tool_output(self, event: Event) -> None:
+        # Bytes as the command wrote them: colour escapes pass through untouched, and
+        # output that is not UTF-8 shows replacement marks instead of breaking the line.
+        text = decode_chunk(event.data).decode("utf-8", "replace")
+        self._stream_text(event.agent, text, event.offset)
+
+    def _tool_end(self, event: Event) -> None:
+        self._flush_partial(event.agent)
+        data = event.data
+        took = data.get("duration_s")
+        if data.get("exit_code") is not None or data.get("reason") not in (None, "exited"):
+            status = f"exit {data.get('exit_code')}"
+            if data.get("reason") not in (None, "exited"):
+                status += f" ({data.get('reason')})"
+        elif data.get("ok"):
+            status = "ok"
+        else:
+            status = f"failed [{data.get('code')}]: {data.get('error')}"
+        self._print(f"{prefix(event.agent)} ◀ {data.get('name')} {status} ({took}s)")
+
+    def _diff_proposed(self, event: Event) -> None:
+        self._flush_partial(event.agent)
+        data = event.data
+        tag = prefix(event.agent)
+        self._print(f"{tag} *** {data.get('tool')} wants to change {data.get('path')}:")
+        for line in str(data.get("diff", "")).splitlines():
+            self._print(f"{tag} {self._paint_diff(line)}")
+        self._print(f"{tag} *** waiting for you: /apply, /reject or /edit {data.get('request_id')}")
+
+    def _approval_request(self, event: Event) -> None:
+        self._flush_partial(event.agent)
+        data = event.data
+        args = json.dumps(data.get("args"), ensure_ascii=False)
+        self._print(
+            f"{prefix(event.agent)} *** approval needed: {data.get('tool')} {args} — "
+            f"/approve or /reject {data.get('request_id')}"
+        )
+
+    def _approval_resolved(self, event: Event) -> None:
+        data = event.data
+        reason = f" ({data.get('reason')})" if data.get("reason") else ""
+        self._print(
+            f"{prefix(event.agent)} {data.get('request_id')}: {data.get('decision')}{reason}"
+        )
+
+    def _prompt(self, event: Event) -> None:
+        data = event.data
+        self._print(
+            f"{prefix(event.agent)} prompt {data.get('action')} (v{data.get('version')}): "
+            f"{data.get('reason')}"
+        )
+
+    def _paint_diff(self, line: str) -> str:
+        if not self._color:
+            return line
+        for start, colour in _DIFF_COLOURS:
+            if line.startswith(start):
+                return f"\x1b[{colour}m{line}\x1b[0m"
+        return line
+
     def _ownership(self, event: Event) -> None:
         self._flush_partial(event.agent)
         owner = event.data.get("owner") or "nobody"
@@ -150,7 +228,30 @@ _RENDERERS: dict[str, Callable[[PlainView, Event], None]] = {
     EventType.ERROR: PlainView._warn,
     EventType.STATE: PlainView._state,
     EventType.OWNERSHIP: PlainView._ownership,
+    EventType.TOOL_START: PlainView._tool_start,
+    EventType.TOOL_OUTPUT: PlainView._tool_output,
+    EventType.TOOL_END: PlainView._tool_end,
+    EventType.DIFF_PROPOSED: PlainView._diff_proposed,
+    EventType.APPROVAL_REQUEST: PlainView._approval_request,
+    EventType.APPROVAL_RESOLVED: PlainView._approval_resolved,
+    EventType.PROMPT: PlainView._prompt,
 }
+
+# Order matters: "+++"/"---" headers are bold before "+"/"-" lines are coloured.
+_DIFF_COLOURS: tuple[tuple[str, str], ...] = (
+    ("+++", "1"),
+    ("---", "1"),
+    ("@@", "36"),
+    ("+", "32"),
+    ("-", "31"),
+)
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _cell(value: Any) -> str:

@@ -6,13 +6,14 @@ from collections.abc import Callable
 
 from ateam.config.schema import ModelEntry
 from ateam.errors import ConfigError
-from ateam.providers.base import Chunk, Message, Provider, TextDelta, ToolCall, Usage
+from ateam.providers.base import Chunk, Headroom, Message, Provider, TextDelta, ToolCall, Usage
 from ateam.providers.echo import EchoProvider
 from ateam.providers.scripted import ScriptedProvider
 
 __all__ = [
     "Chunk",
     "EchoProvider",
+    "Headroom",
     "Message",
     "Provider",
     "ScriptedProvider",
@@ -47,7 +48,34 @@ def _scripted(entry: ModelEntry) -> Provider:
     return ScriptedProvider(entry.script, entry.id, context_window=entry.context_window)
 
 
+def _sdk_missing(entry: ModelEntry, package: str) -> ConfigError:
+    return ConfigError(
+        f"model {entry.id!r} uses provider {entry.provider!s}, which needs the {package} "
+        f"package: pip install 'ateam[{package}]'",
+        field=f"models[{entry.id}].provider",
+    )
+
+
+def _openai(entry: ModelEntry) -> Provider:
+    # Imported on demand: the SDKs are optional extras and slow to import.
+    try:
+        from ateam.providers import openai as adapter
+    except ImportError:
+        raise _sdk_missing(entry, "openai") from None
+    return adapter.from_entry(entry)
+
+
+def _anthropic(entry: ModelEntry) -> Provider:
+    try:
+        from ateam.providers import anthropic as adapter
+    except ImportError:
+        raise _sdk_missing(entry, "anthropic") from None
+    return adapter.from_entry(entry)
+
+
 _FACTORIES: dict[str, Callable[[ModelEntry], Provider]] = {
     "echo": _echo,
     "scripted": _scripted,
+    "openai": _openai,
+    "anthropic": _anthropic,
 }

@@ -39,7 +39,23 @@ class Usage:
     tokens_out: int
 
 
-Chunk = TextDelta | ToolCall | Usage
+@dataclass(frozen=True)
+class Headroom:
+    """What is left of the provider's rate limits, from its response headers.
+
+    ``fraction`` is the smallest remaining/limit ratio among the limits the headers
+    gave (requests, tokens, input/output tokens), so ``0.05`` means "5 % left of the
+    scarcest limit". The router switches models when it falls under its threshold.
+    """
+
+    fraction: float
+    remaining: dict[str, int] = field(default_factory=dict)
+    """Limit name (``requests``, ``tokens``, ...) → what is left of it."""
+    limits: dict[str, int] = field(default_factory=dict)
+    """Limit name → its size."""
+
+
+Chunk = TextDelta | ToolCall | Usage | Headroom
 
 
 class Provider(Protocol):

@@ -40,15 +40,20 @@ import fnmatch
 import importlib.metadata
 import inspect
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ateam.config.schema import Approval
 from ateam.errors import BadRequest, RpcTimeout, ToolDenied
+from ateam.tools.approvals import Answer
+
+if TYPE_CHECKING:
+    from ateam.tools.fs import Sandbox
+    from ateam.tools.pty import ExecLimits
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -88,9 +93,17 @@ def default_approval_for(name: str) -> Approval:
     return _APPROVALS.get(name, Approval.ALLOW)
 
 
+AskFn = Callable[[str, dict[str, Any]], Awaitable[Answer]]
+"""``ask(kind, extra)``: open an approval request and wait for the owner's answer."""
+
+
 @dataclass(frozen=True)
 class ToolContext:
-    """What the agent passes to every tool call; not part of any schema."""
+    """What the agent passes to every tool call; not part of any schema.
+
+    The optional services are ``None`` outside an agent (plain unit tests, plugins run
+    on their own); a tool that needs one and finds it missing fails with a clear error.
+    """
 
     agent_id: str
     """The calling agent, ``project/name``."""
@@ -100,6 +113,24 @@ class ToolContext:
     """The task the call belongs to, when there is one."""
     trace_id: str | None = None
     """The trace id carried by every event of the task."""
+    sandbox: Sandbox | None = field(default=None, repr=False)
+    """The agent's file sandbox (cwd plus ``fs.whitelist``)."""
+    approval: Approval = Approval.ALLOW
+    """This call's resolved approval; self-approving tools ask when it is ``ask``."""
+    ask: AskFn | None = field(default=None, repr=False)
+    """How a self-approving tool asks the owning console."""
+    on_output: Callable[[bytes], None] | None = field(default=None, repr=False)
+    """Live output of a running command, streamed as ``tool.output`` events."""
+    exec_limits: ExecLimits | None = None
+    """The agent's ``os.exec`` limits."""
+    track: Callable[[Any], None] | None = field(default=None, repr=False)
+    """Registers the running process (or ``None``) so interrupt and cancel reach it."""
+    plan_path: Path | None = None
+    """The agent's ``plan.md``."""
+    list_agents: Callable[[], Awaitable[list[dict[str, Any]]]] | None = field(
+        default=None, repr=False
+    )
+    """The live registry, for ``agents.list``."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +153,9 @@ class Tool:
     """Whether ``fn``'s first parameter is the :class:`ToolContext`."""
     param_names: Mapping[str, str] = field(repr=False)
     """Field name in :attr:`args_model` → parameter name of ``fn``."""
+    self_approving: bool = False
+    """The tool asks the owner itself (through :attr:`ToolContext.ask`), because what
+    the owner must see — a diff — only exists once the tool has done part of its work."""
 
     @classmethod
     def from_function(
@@ -131,6 +165,7 @@ class Tool:
         name: str,
         timeout_s: float | None = None,
         default_approval: Approval | None = None,
+        self_approving: bool = False,
     ) -> Tool:
         """Build a tool from a typed function; raises ``TypeError`` for unusable signatures."""
         if not _NAME.fullmatch(name):
@@ -169,6 +204,7 @@ class Tool:
             default_approval=default_approval or default_approval_for(name),
             takes_context=takes_context,
             param_names=param_names,
+            self_approving=self_approving,
         )
 
     @property
@@ -222,7 +258,11 @@ class Tool:
 
 
 def tool(
-    name: str, *, timeout_s: float | None = None, default_approval: Approval | None = None
+    name: str,
+    *,
+    timeout_s: float | None = None,
+    default_approval: Approval | None = None,
+    self_approving: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Decorator turning a typed function into a :class:`Tool`.
 
@@ -231,11 +271,16 @@ def tool(
         timeout_s: wall-clock limit per call; defaults to the SPEC's for the namespace.
         default_approval: approval when the agent's mapping says nothing; defaults to
             ``ask`` for ``fs.patch`` and ``allow`` otherwise.
+        self_approving: the tool asks the owner itself (see :attr:`Tool.self_approving`).
     """
 
     def wrap(fn: Callable[..., Any]) -> Tool:
         return Tool.from_function(
-            fn, name=name, timeout_s=timeout_s, default_approval=default_approval
+            fn,
+            name=name,
+            timeout_s=timeout_s,
+            default_approval=default_approval,
+            self_approving=self_approving,
         )
 
     return wrap

@@ -427,3 +427,60 @@ def attach_and_send(console: ConsoleProcess, agent: str, *texts: str) -> None:
     console.wait_line(lambda line: f"attached to {agent}" in line)
     for text in texts:
         console.send(text)
+
+
+def write_scripted_project(
+    root: Path,
+    name: str,
+    turns: list[dict[str, Any]],
+    *,
+    agent: str = "zeus",
+    allow: tuple[str, ...] = ("os.exec",),
+    agent_yaml: dict[str, Any] | None = None,
+    token_delay_ms: int = 0,
+) -> Path:
+    """A project whose agent replays ``turns`` with the ``scripted`` provider (SPEC §7)."""
+    import yaml
+
+    ateam_dir = root / ".ateam"
+    (ateam_dir / "agents" / agent).mkdir(parents=True)
+    (ateam_dir / "project.yaml").write_text(f"name: {name}\n")
+    (ateam_dir / "models.yaml").write_text(
+        "models:\n  - id: script\n    provider: scripted\n    script: script.yaml\n"
+    )
+    (ateam_dir / "script.yaml").write_text(
+        yaml.safe_dump({"turns": turns, "token_delay_ms": token_delay_ms})
+    )
+    spec: dict[str, Any] = {"model": "script", "tools": {"allow": list(allow)}}
+    for key, value in (agent_yaml or {}).items():
+        if isinstance(value, dict) and isinstance(spec.get(key), dict):
+            spec[key] = {**spec[key], **value}
+        else:
+            spec[key] = value
+    (ateam_dir / "agents" / agent / "agent.yaml").write_text(yaml.safe_dump(spec))
+    return root
+
+
+def history_turns(root: Path, agent: str = "zeus") -> list[dict[str, Any]]:
+    """The agent's ``state/history.jsonl`` as a list of turns."""
+    import json
+
+    path = root / ".ateam" / "agents" / agent / "state" / "history.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def group_alive(pgid: int) -> list[int]:
+    """Pids whose process group is ``pgid`` (zombies count as gone)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Field 3 is the state, field 5 the pgrp; the command name may contain spaces.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(entry.name))
+    return alive

@@ -1,0 +1,229 @@
+"""The built-in tools (SPEC §5.5): ``os.exec``, ``fs.*``, ``plan.*`` and ``agents.list``.
+
+Each is a thin typed function over a component that does the real work — the PTY runner
+(:mod:`ateam.tools.pty`), the file sandbox (:mod:`ateam.tools.fs`), the registry — so the
+schema the model sees is generated from these signatures and their ``Args:`` sections.
+What a tool returns is what the model reads, so results are small JSON-able values and
+failures are typed :class:`~ateam.errors.AteamError` subclasses the task loop reports
+with their stable code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from ateam._fs import atomic_write
+from ateam.config.schema import Approval
+from ateam.errors import BadRequest, FsDenied
+from ateam.tools.approvals import Decision
+from ateam.tools.fs import DEFAULT_LIST_ENTRIES, DEFAULT_READ_BYTES, Sandbox
+from ateam.tools.pty import ExecLimits, ExecProcess, ExecResult
+from ateam.tools.registry import Tool, ToolContext, ToolRegistry, tool
+
+# The PTY runner enforces the command's own wall-clock limit and kills the process
+# group itself; the registry's timeout is only a backstop far beyond any exec limit.
+_EXEC_BACKSTOP_S = 7 * 24 * 3600.0
+
+
+def _sandbox(ctx: ToolContext) -> Sandbox:
+    return ctx.sandbox if ctx.sandbox is not None else Sandbox(ctx.cwd)
+
+
+def _plan_path(ctx: ToolContext) -> Path:
+    if ctx.plan_path is None:
+        raise BadRequest("this agent has no plan file")
+    return ctx.plan_path
+
+
+@tool("os.exec", timeout_s=_EXEC_BACKSTOP_S)
+async def os_exec(
+    ctx: ToolContext, cmd: str, timeout: float | None = None, cwd: str | None = None
+) -> ExecResult:
+    """Run a shell command in a pseudo-terminal and return its exit status and output.
+
+    The command runs with /bin/sh in its own process group; output streams live to the
+    console, and the last part of it (64 KiB by default) is returned.
+
+    Args:
+        cmd: The shell command line.
+        timeout: Wall-clock limit in seconds (at most the agent's configured limit).
+        cwd: Working directory, relative to the agent's working directory.
+    """
+    base = ctx.exec_limits or ExecLimits()
+    limits = base
+    if timeout is not None:
+        if timeout <= 0:
+            raise BadRequest("timeout must be positive")
+        limits = dataclasses.replace(base, timeout_s=min(timeout, base.timeout_s))
+    workdir = ctx.cwd
+    if cwd is not None:
+        workdir = _sandbox(ctx).resolve(cwd)
+        if not workdir.is_relative_to(ctx.cwd.resolve()):
+            raise FsDenied(f"cwd {cwd!r} is outside the agent's working directory")
+    process = await ExecProcess.start(
+        cmd, cwd=workdir, limits=limits, on_output=ctx.on_output or _discard
+    )
+    if ctx.track is not None:
+        ctx.track(process)
+    try:
+        result = await process.wait()
+    except BaseException:
+        process.kill()  # cancelled (hard cancel, shutdown): nothing of the group survives
+        raise
+    finally:
+        if ctx.track is not None:
+            ctx.track(None)
+    return result  # the loop reports exit_code and hands text_for_model() to the model
+
+
+def _discard(_: bytes) -> None:
+    pass
+
+
+@tool("fs.read")
+def fs_read(ctx: ToolContext, path: str, max_bytes: int = DEFAULT_READ_BYTES) -> dict[str, Any]:
+    """Read a file inside the sandbox; returns its content and the sha256 fs.patch needs.
+
+    Args:
+        path: File path, relative to the working directory.
+        max_bytes: Return at most this many bytes of the file.
+    """
+    return dataclasses.asdict(_sandbox(ctx).read(path, max_bytes=max_bytes))
+
+
+@tool("fs.list")
+def fs_list(
+    ctx: ToolContext, path: str = ".", max_entries: int = DEFAULT_LIST_ENTRIES
+) -> dict[str, Any]:
+    """List a directory inside the sandbox (name, type and size of each entry).
+
+    Args:
+        path: Directory path, relative to the working directory.
+        max_entries: Return at most this many entries.
+    """
+    return dataclasses.asdict(_sandbox(ctx).list(path, max_entries=max_entries))
+
+
+@tool("fs.write")
+def fs_write(ctx: ToolContext, path: str, content: str) -> dict[str, Any]:
+    """Create or replace a file inside the sandbox, atomically.
+
+    Args:
+        path: File path, relative to the working directory.
+        content: The whole new content.
+    """
+    return {"path": path, "sha256": _sandbox(ctx).write(path, content)}
+
+
+@tool("fs.patch", self_approving=True)
+async def fs_patch(ctx: ToolContext, path: str, content: str, base_sha256: str) -> dict[str, Any]:
+    """Propose new content for an existing text file; the owner sees a diff and decides.
+
+    The change is applied only if the file still has the sha256 returned by fs.read.
+
+    Args:
+        path: File path, relative to the working directory.
+        content: The whole proposed new content of the file.
+        base_sha256: The sha256 fs.read returned for the version this change is based on.
+    """
+    sandbox = _sandbox(ctx)
+    proposal = await asyncio.to_thread(
+        sandbox.propose_patch, path, content, based_on_sha=base_sha256
+    )
+    decision, edited = Decision.APPROVE, None
+    if ctx.approval is Approval.ASK:
+        if ctx.ask is None:
+            raise BadRequest("fs.patch needs an owner's approval, and nobody can be asked")
+        answer = await ctx.ask(
+            "diff",
+            {
+                "path": proposal.path,
+                "diff": proposal.diff,
+                "patch_id": proposal.id,
+                "new_content": proposal.new_content,
+            },
+        )
+        decision, edited = answer.decision, answer.content
+        if decision is Decision.REJECT:
+            why = f": {answer.reason}" if answer.reason else ""
+            return {
+                "path": proposal.path,
+                "applied": False,
+                "rejected": True,
+                "result": f"the owner rejected the change{why}; the file is unchanged",
+            }
+    if decision is Decision.EDIT and edited is not None:
+        sha = await asyncio.to_thread(sandbox.apply_edited, proposal, edited)
+        return {
+            "path": proposal.path,
+            "applied": True,
+            "decision": "edited by owner",
+            "sha256": sha,
+        }
+    sha = await asyncio.to_thread(sandbox.apply_patch, proposal)
+    return {"path": proposal.path, "applied": True, "decision": "applied", "sha256": sha}
+
+
+@tool("plan.read")
+def plan_read(ctx: ToolContext) -> str:
+    """Read the agent's plan (plan.md); empty when there is none yet."""
+    path = _plan_path(ctx)
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+@tool("plan.write")
+def plan_write(ctx: ToolContext, content: str) -> dict[str, Any]:
+    """Replace the agent's plan (plan.md) with new content.
+
+    Args:
+        content: The whole plan, Markdown.
+    """
+    path = _plan_path(ctx)
+    atomic_write(path, content.encode("utf-8"))
+    return {"bytes": len(content.encode("utf-8"))}
+
+
+@tool("plan.append")
+def plan_append(ctx: ToolContext, text: str) -> dict[str, Any]:
+    """Append text (a step, a note) to the agent's plan (plan.md).
+
+    Args:
+        text: What to add; a newline is added when missing.
+    """
+    path = _plan_path(ctx)
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    sep = "" if not old or old.endswith("\n") else "\n"
+    new = old + sep + text + ("" if text.endswith("\n") else "\n")
+    atomic_write(path, new.encode("utf-8"))
+    return {"bytes": len(new.encode("utf-8"))}
+
+
+@tool("agents.list", timeout_s=5.0)
+async def agents_list(ctx: ToolContext) -> list[dict[str, Any]]:
+    """List the running agents of the team: id, state, model, working directory, queue."""
+    if ctx.list_agents is None:
+        raise BadRequest("the agent registry is not available")
+    return await ctx.list_agents()
+
+
+BUILTIN_TOOLS: tuple[Tool, ...] = (
+    os_exec,
+    fs_read,
+    fs_list,
+    fs_write,
+    fs_patch,
+    plan_read,
+    plan_write,
+    plan_append,
+    agents_list,
+)
+
+
+def default_registry(*, plugins: bool = True) -> tuple[ToolRegistry, list[str]]:
+    """The built-ins plus, unless ``plugins`` is false, the ``ateam.tools`` entry points."""
+    registry = ToolRegistry(BUILTIN_TOOLS)
+    warnings = registry.load_entry_points() if plugins else []
+    return registry, warnings

@@ -1,0 +1,731 @@
+"""The engine behind ``os.exec`` (SPEC §5.5): one shell command in its own pseudo-terminal.
+
+:class:`ExecProcess` runs ``/bin/sh -c CMD`` through :mod:`ptyprocess`, which forks with
+``forkpty``: the child starts a new session, so its pid is also its process-group and
+session id, and the PTY is its controlling terminal (``test -t 1`` holds, programs colour
+their output and line-buffer it). :func:`run_command` is the start-and-wait shortcut.
+
+Design choices, and why:
+
+* **No thread per command.** On POSIX the PTY master is an ordinary selectable file
+  descriptor, so it is read with ``loop.add_reader`` and non-blocking ``os.read`` calls of
+  up to 64 KiB, looping until the kernel has nothing more. Every chunk goes to
+  ``on_output`` unchanged the moment it is read: bytes stay bytes (binary data, invalid
+  UTF-8 and ANSI escapes pass through); framing and coalescing (SPEC §4.5) are the
+  caller's job. The callback runs on the event loop and must not block.
+* **Leader exit is watched separately from end of output.** A ``pidfd`` (Linux ≥ 5.3)
+  becomes readable when the shell exits; elsewhere ``waitid(..., WNOWAIT)`` is polled with
+  a back-off. End of output alone cannot be trusted: ``cmd &`` leaves a process holding
+  the PTY open and the master would never report EOF, hanging the tool call.
+* **The whole group is killed when the command ends, whatever the reason.** As soon as
+  the shell has exited — while it is still an unreaped zombie, so its pid, which is the
+  group id, cannot have been recycled — the group gets ``SIGKILL``; only then is the
+  shell reaped. Nothing a command started in the background outlives the tool call
+  (``sleep 1000 & echo hi`` returns at once and leaves nothing behind), and the last
+  output is still drained: the kernel keeps what was written before the writers died,
+  and the master reports EOF (``EIO`` on Linux) once the buffer is empty and every slave
+  descriptor is closed. If EOF has not come ``_DRAIN_GRACE_S`` later, something outside
+  the group still holds the terminal: on Linux every process of the command's *session*
+  (a job that moved to a group of its own, e.g. under ``set -m``) is killed too, and after
+  another grace period the master is closed regardless. A process that started a
+  session of its own (``setsid``, daemons) has left the command's control, as it would in
+  a terminal; it is not hunted down, but it cannot hold the call either.
+* **Timeouts and stops act on the group.** The wall-clock timeout and :meth:`kill` send
+  ``SIGKILL`` to the group; :meth:`interrupt` sends ``SIGINT``, then ``SIGTERM`` after
+  ``_TERM_AFTER_S`` and ``SIGKILL`` ``_KILL_AFTER_S`` later if the shell still runs. The
+  first cause wins and becomes :attr:`ExecResult.reason`.
+* **CPU limit.** ``RLIMIT_CPU`` is set in the child before ``exec`` (soft = ``cpu_s``
+  rounded up to whole seconds, hard one second later): the kernel sends ``SIGXCPU`` at the
+  soft limit and ``SIGKILL`` at the hard one. The limit is inherited, but the kernel
+  counts it per process, so it caps each process of the command, not their sum. The end
+  is reported as ``cpu_limit`` when the shell died of ``SIGXCPU``, reported a child that
+  did (exit status 128 + ``SIGXCPU``), or was killed after using its whole budget.
+* **No output post-processing: ``ONLCR`` is off.** A terminal normally turns ``\\n`` into
+  ``\\r\\n``. We clear that flag on the slave before ``exec``, so what reaches
+  ``on_output`` and the model is exactly what the program wrote: ``cat`` of a binary file
+  is byte-exact and the model reads plain ``\\n`` line ends. Line-based and coloured
+  output still looks right where it is shown: the plain console writes it to a real
+  terminal, whose own ``ONLCR`` adds the carriage returns, and the Textual panes render
+  ``\\n`` as a new line. (A consumer that feeds the stream to a VT emulator should set its
+  newline mode.) Programs that draw the screen themselves set their own modes anyway.
+* **Bounded memory.** Only the last ``output_limit`` bytes are kept, in a ``bytearray``
+  trimmed from the front once it holds twice that (CPython drops a bytearray's head
+  without moving the rest), so each byte is copied O(1) times and 50 MB of output costs
+  ~128 KiB; :attr:`ExecResult.total_bytes` still counts everything.
+* **A clean child.** The environment is minimal (:func:`minimal_env`) unless the agent
+  inherits its own; signal dispositions the agent may have set to "ignore" (``SIGPIPE``,
+  which Python ignores, above all) and the signal mask are reset, core dumps are off,
+  and the working directory is checked first so a missing one is a
+  :class:`~ateam.errors.BadRequest`, not a traceback from a forked child.
+
+Everything here runs on the event loop's thread: call :meth:`ExecProcess.interrupt` and
+:meth:`ExecProcess.kill` from it. Cleanup (kill, reap, close) happens in loop callbacks,
+so a process is cleaned up even when nobody awaits :meth:`ExecProcess.wait`.
+
+Windows: this module is the POSIX backend. A ConPTY backend (pywinpty) would sit beside
+it with the same public surface — ``ExecProcess.start`` / ``wait`` / ``interrupt`` /
+``kill`` and the same :class:`ExecResult` — reading in a thread (a ConPTY pipe is not
+selectable) and using a Job Object in place of the process group; ``start`` would pick
+the backend by platform.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import math
+import os
+import resource
+import signal
+import sys
+import termios
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Final
+
+from ptyprocess import PtyProcess
+
+from ateam.errors import AteamError, BadRequest
+
+__all__ = [
+    "DEFAULT_COLS",
+    "DEFAULT_ROWS",
+    "EndReason",
+    "ExecLimits",
+    "ExecProcess",
+    "ExecResult",
+    "OutputCallback",
+    "minimal_env",
+    "run_command",
+]
+
+log = logging.getLogger(__name__)
+
+OutputCallback = Callable[[bytes], None]
+"""Receives each chunk of output as it is read, on the event loop's thread."""
+
+SHELL: Final = "/bin/sh"
+DEFAULT_COLS: Final = 120
+DEFAULT_ROWS: Final = 40
+DEFAULT_TERM: Final = "xterm-256color"
+DEFAULT_LANG: Final = "C.UTF-8"
+_DEFAULT_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
+_TERMINAL_VARS: Final = frozenset({"TERM", "COLUMNS", "LINES"})
+
+_CHUNK: Final = 64 * 1024
+"""Bytes asked for per ``os.read``; a Linux PTY hands out at most ~4 KiB at a time."""
+_READ_BUDGET: Final = 1 << 20
+"""Bytes read per readiness callback before the loop gets a turn (fairness)."""
+_TERM_AFTER_S: Final = 1.0
+_KILL_AFTER_S: Final = 2.0
+_DRAIN_GRACE_S: Final = 0.5
+_CANCEL_CLEANUP_S: Final = 5.0
+_POLL_FIRST_S: Final = 0.005
+_POLL_MAX_S: Final = 0.1
+
+# Dispositions that survive exec when set to SIG_IGN, and that a command expects at
+# their defaults (Python itself ignores SIGPIPE; a detached agent may ignore SIGINT/HUP).
+_RESET_SIGNALS: Final = (
+    signal.SIGPIPE,
+    signal.SIGXFSZ,
+    signal.SIGXCPU,
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGTSTP,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+)
+
+
+class EndReason(StrEnum):
+    """Why a command ended; the first cause wins."""
+
+    EXITED = "exited"
+    """It ended on its own: an exit status, or a signal nobody here sent (a crash)."""
+    TIMEOUT = "timeout"
+    """The wall-clock limit passed and the group was killed."""
+    CPU_LIMIT = "cpu_limit"
+    """A process exceeded the CPU-time limit (``SIGXCPU``)."""
+    INTERRUPTED = "interrupted"
+    """:meth:`ExecProcess.interrupt` was called."""
+    KILLED = "killed"
+    """:meth:`ExecProcess.kill` was called (or the awaiting task was cancelled)."""
+
+
+@dataclass(frozen=True)
+class ExecLimits:
+    """How long and how much a command may run and what it sees (``exec`` in the config)."""
+
+    timeout_s: float = 300.0
+    """Wall-clock limit; when it passes the whole process group is killed."""
+    cpu_s: float | None = None
+    """CPU-time limit per process (``RLIMIT_CPU``), or ``None`` for none."""
+    output_limit: int = 64 * 1024
+    """How many of the last output bytes are kept for the model."""
+    inherit_env: bool = False
+    """Pass the agent's whole environment instead of the minimal one."""
+    env_allow: tuple[str, ...] = ()
+    """Names of variables passed through from the agent's environment."""
+
+    def __post_init__(self) -> None:
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, not {self.timeout_s}")
+        if self.cpu_s is not None and not self.cpu_s > 0:
+            raise ValueError(f"cpu_s must be positive, not {self.cpu_s}")
+        if self.output_limit < 0:
+            raise ValueError(f"output_limit must not be negative, not {self.output_limit}")
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How a command ended and the tail of what it printed."""
+
+    exit_code: int | None
+    """The shell's exit status; ``None`` when it was ended by a signal."""
+    signal: int | None
+    """The signal that ended the shell, if one did."""
+    reason: EndReason
+    """Why it ended: ``exited``, ``timeout``, ``cpu_limit``, ``interrupted`` or ``killed``."""
+    duration_s: float
+    """Wall-clock seconds from start until the shell ended."""
+    total_bytes: int
+    """Every byte of output, including those no longer in :attr:`tail`."""
+    tail: bytes
+    """The last ``output_limit`` bytes of output, exactly as written."""
+    truncated: bool
+    """Whether output was dropped from the front of :attr:`tail`."""
+
+    @property
+    def status_text(self) -> str:
+        """``exit code N`` or ``terminated by signal SIGX``."""
+        if self.signal is not None:
+            return f"terminated by signal {_signal_name(self.signal)}"
+        if self.exit_code is not None:
+            return f"exit code {self.exit_code}"
+        return "exit status unknown"
+
+    def text_for_model(self) -> str:
+        """The tail as text, with a truncation note first and how it ended last.
+
+        Bytes that are not UTF-8 become U+FFFD; a character cut in two by the truncation
+        is dropped rather than shown as garbage.
+        """
+        tail = self.tail
+        if self.truncated:
+            cut = 0
+            while cut < min(3, len(tail)) and 0x80 <= tail[cut] < 0xC0:  # continuation bytes
+                cut += 1
+            tail = tail[cut:]
+        body = tail.decode("utf-8", errors="replace")
+        lines = []
+        if self.truncated:
+            lines.append(
+                f"[output truncated: showing the last {len(self.tail)} "
+                f"of {self.total_bytes} bytes]\n"
+            )
+        if body:
+            lines.append(body if body.endswith("\n") else body + "\n")
+        lines.append(
+            _END_LINES[self.reason].format(status=self.status_text, duration=self.duration_s)
+        )
+        return "".join(lines)
+
+
+_END_LINES: Final[dict[EndReason, str]] = {
+    EndReason.EXITED: "[{status}]",
+    EndReason.TIMEOUT: "[timed out after {duration:.1f} s; process group killed; {status}]",
+    EndReason.CPU_LIMIT: "[CPU time limit exceeded; {status}]",
+    EndReason.INTERRUPTED: "[interrupted; {status}]",
+    EndReason.KILLED: "[killed; {status}]",
+}
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+def minimal_env(limits: ExecLimits, base: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The environment a command gets (SPEC §5.5).
+
+    ``PATH`` and ``HOME`` from ``base``, ``LANG`` from ``base`` or ``C.UTF-8``, ``TERM``,
+    then every variable named in ``limits.env_allow`` that ``base`` has. With
+    ``inherit_env`` it is all of ``base``, ``PATH`` and ``LANG`` filled in when missing.
+
+    Either way ``TERM`` is ``xterm-256color`` and ``COLUMNS``/``LINES`` are dropped: they
+    describe the terminal, and the terminal is the one made for the command (its size is
+    set on the PTY), not the one the agent may have been started from.
+    """
+    if limits.inherit_env:
+        env = {k: v for k, v in base.items() if k not in _TERMINAL_VARS}
+        env.setdefault("PATH", _DEFAULT_PATH)
+        env.setdefault("LANG", DEFAULT_LANG)
+        env["TERM"] = DEFAULT_TERM
+        return env
+    env = {"PATH": base.get("PATH") or _DEFAULT_PATH}
+    if "HOME" in base:
+        env["HOME"] = base["HOME"]
+    env["LANG"] = base.get("LANG") or DEFAULT_LANG
+    env["TERM"] = DEFAULT_TERM
+    for name in limits.env_allow:
+        if name in base and name not in _TERMINAL_VARS:
+            env[name] = base[name]
+    return env
+
+
+def _check_args(cmd: str, workdir: Path, env: Mapping[str, str], rows: int, cols: int) -> None:
+    """Refuse, in the parent, what would otherwise blow up inside the forked child."""
+    if "\0" in cmd:
+        raise BadRequest("the command contains a NUL byte")
+    if "\0" in str(workdir):
+        raise BadRequest("the working directory contains a NUL byte")
+    for name, value in env.items():
+        if not name or "=" in name or "\0" in name or "\0" in value:
+            raise BadRequest(f"invalid environment variable {name!r}")
+    if not (0 < rows < 1 << 16 and 0 < cols < 1 << 16):
+        raise BadRequest(f"invalid terminal size {cols}x{rows}")
+    _check_cwd(workdir)
+
+
+def _check_cwd(workdir: Path) -> None:
+    detail = {"cwd": str(workdir)}
+    if not workdir.exists():
+        raise BadRequest(f"working directory {workdir} does not exist", detail=detail)
+    if not workdir.is_dir():
+        raise BadRequest(f"working directory {workdir} is not a directory", detail=detail)
+    if not os.access(workdir, os.X_OK):
+        raise BadRequest(f"working directory {workdir} is not accessible", detail=detail)
+
+
+def _child_setup(workdir: str, cpu_s: float | None) -> Callable[[], None]:
+    """What the forked child does before ``exec``; runs after fork, so no imports here.
+
+    ptyprocess reports an exception raised here back to the parent as the same builtin
+    exception type, so a directory removed since :func:`_check_cwd` still fails cleanly.
+    """
+
+    def setup() -> None:
+        os.chdir(workdir)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        for sig in _RESET_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        attrs = termios.tcgetattr(1)  # fd 1 is the slave side of the PTY
+        attrs[1] &= ~termios.ONLCR  # see the module docstring
+        termios.tcsetattr(1, termios.TCSANOW, attrs)
+        _, core_hard = resource.getrlimit(resource.RLIMIT_CORE)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, core_hard))
+        if cpu_s is not None:
+            soft = max(1, math.ceil(cpu_s))
+            hard = soft + 1
+            _, cur_hard = resource.getrlimit(resource.RLIMIT_CPU)
+            if cur_hard != resource.RLIM_INFINITY:
+                hard = min(hard, cur_hard)
+                soft = min(soft, hard)
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+    return setup
+
+
+class ExecProcess:
+    """One running command in its own PTY and session / process group.
+
+    Create it with :meth:`start`; :meth:`wait` returns the :class:`ExecResult` once the
+    command has ended, its group is dead and its output fully read.
+    """
+
+    pid: int
+    """The shell's pid."""
+    pgid: int
+    """The command's process group (and session) id: the same as :attr:`pid`."""
+
+    def __init__(
+        self,
+        child: PtyProcess,
+        *,
+        limits: ExecLimits,
+        on_output: OutputCallback,
+        loop: asyncio.AbstractEventLoop,
+        started: float,
+    ) -> None:
+        """Take over a freshly spawned child; use :meth:`start` rather than this."""
+        self._child = child
+        self._limits = limits
+        self._on_output = on_output
+        self._loop = loop
+        self._started = started
+        self.pid = child.pid
+        self.pgid = child.pid
+        self._fd: int = child.fd
+        self._pidfd: int | None = None
+        self._tail = bytearray()
+        self._total = 0
+        self._eof = False
+        self._reading = False
+        self._status: int | None = None
+        self._reaped = False
+        self._cpu_used = 0.0
+        self._ended_at: float | None = None
+        self._cause: EndReason | None = None
+        self._interrupting = False
+        self._drain_stage = 0
+        self._handles: list[asyncio.TimerHandle] = []
+        self._done: asyncio.Future[ExecResult] = loop.create_future()
+
+    @classmethod
+    async def start(
+        cls,
+        cmd: str,
+        *,
+        cwd: Path,
+        limits: ExecLimits,
+        on_output: OutputCallback,
+        env: Mapping[str, str] | None = None,
+        cols: int = DEFAULT_COLS,
+        rows: int = DEFAULT_ROWS,
+    ) -> ExecProcess:
+        """Start ``/bin/sh -c cmd`` in a new PTY, session and process group.
+
+        Args:
+            cmd: The shell command line.
+            cwd: Working directory; it must exist (else :class:`~ateam.errors.BadRequest`).
+            limits: Timeout, CPU limit, output limit and environment policy.
+            on_output: Called on the loop's thread with each chunk of output as read.
+            env: The complete environment; :func:`minimal_env` of ``limits`` by default.
+            cols: Terminal width.
+            rows: Terminal height.
+        """
+        loop = asyncio.get_running_loop()
+        workdir = Path(cwd)
+        environ = dict(env) if env is not None else minimal_env(limits)
+        _check_args(cmd, workdir, environ, rows, cols)
+        started = time.monotonic()
+        try:
+            with warnings.catch_warnings():
+                # Python >= 3.12 warns about forking a multi-threaded process. The child
+                # only makes a few system calls (no locks) before exec, which is safe.
+                warnings.filterwarnings("ignore", r".*multi-threaded", DeprecationWarning)
+                child = PtyProcess.spawn(
+                    [SHELL, "-c", cmd],
+                    env=environ,
+                    dimensions=(rows, cols),
+                    preexec_fn=_child_setup(str(workdir), limits.cpu_s),
+                )
+        except Exception as exc:  # fork, exec or the child's setup failed
+            _check_cwd(workdir)  # the directory vanished between the check and the fork
+            raise AteamError(f"could not start {SHELL}: {exc}") from exc
+        proc = cls(child, limits=limits, on_output=on_output, loop=loop, started=started)
+        proc._begin()
+        return proc
+
+    def _begin(self) -> None:
+        try:
+            pgid, sid = os.getpgid(self.pid), os.getsid(self.pid)
+        except ProcessLookupError:  # pragma: no cover - a zombie still has both
+            pgid = sid = self.pid
+        if pgid != self.pid or sid != self.pid:  # pragma: no cover - forkpty guarantees it
+            os.kill(self.pid, signal.SIGKILL)
+            self._on_leader_exit()
+            raise AteamError(f"{SHELL} did not start its own session (pgid {pgid}, sid {sid})")
+        os.set_blocking(self._fd, False)
+        self._loop.add_reader(self._fd, self._on_readable)
+        self._reading = True
+        self._watch_leader()
+        self._handles.append(self._loop.call_later(self._limits.timeout_s, self._on_timeout))
+
+    # -- public control ---------------------------------------------------------------
+
+    async def wait(self) -> ExecResult:
+        """Wait until the command ended, its group is dead and its output drained.
+
+        Cancelling this wait does not stop the command (see :func:`run_command`).
+        """
+        return await asyncio.shield(self._done)
+
+    @property
+    def done(self) -> bool:
+        """Whether the result is ready."""
+        return self._done.done()
+
+    def interrupt(self) -> None:
+        """Ask the command to stop: ``SIGINT`` to the group, then ``SIGTERM``, ``SIGKILL``.
+
+        ``SIGTERM`` follows after ~1 s and ``SIGKILL`` ~2 s after that, each only if the
+        shell is still running. Calling it again changes nothing.
+        """
+        if self._ended_at is not None or self._interrupting:
+            return
+        self._interrupting = True
+        self._cause = self._cause or EndReason.INTERRUPTED
+        self._signal_group(signal.SIGINT)
+        later = self._loop.call_later
+        self._handles.append(later(_TERM_AFTER_S, self._escalate, signal.SIGTERM))
+        self._handles.append(later(_TERM_AFTER_S + _KILL_AFTER_S, self._escalate, signal.SIGKILL))
+
+    def kill(self) -> None:
+        """Stop the command now: ``SIGKILL`` to the whole group at once."""
+        if self._done.done():
+            return
+        if self._ended_at is None:
+            self._cause = self._cause or EndReason.KILLED
+            self._signal_group(signal.SIGKILL)
+        else:  # the group is dead; something outside it holds the terminal: stop waiting
+            self._drain_now()
+            self._finish()
+
+    # -- the leader ---------------------------------------------------------------------
+
+    def _watch_leader(self) -> None:
+        pidfd_open = getattr(os, "pidfd_open", None)
+        if pidfd_open is not None:
+            try:
+                self._pidfd = int(pidfd_open(self.pid))
+            except OSError:
+                self._pidfd = None
+        if self._pidfd is not None:
+            self._loop.add_reader(self._pidfd, self._on_leader_exit)
+        else:
+            self._poll_leader(_POLL_FIRST_S)
+
+    def _poll_leader(self, delay: float) -> None:
+        if self._leader_has_exited():
+            self._on_leader_exit()
+            return
+        self._handles.append(
+            self._loop.call_later(delay, self._poll_leader, min(delay * 2, _POLL_MAX_S))
+        )
+
+    def _leader_has_exited(self) -> bool:
+        if hasattr(os, "waitid"):  # look without reaping, so the group id stays reserved
+            try:
+                return (
+                    os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+                )
+            except ChildProcessError:
+                return True
+        return self._reap(os.WNOHANG)
+
+    def _reap(self, options: int) -> bool:
+        """``wait4`` the shell; whether it has been reaped (now or before)."""
+        if self._reaped:
+            return True
+        try:
+            pid, status, usage = os.wait4(self.pid, options)
+        except ChildProcessError:  # someone else reaped it; its status is lost
+            self._reaped = True
+            return True
+        if pid == 0:
+            return False
+        self._status = status
+        self._cpu_used = usage.ru_utime + usage.ru_stime
+        self._reaped = True
+        return True
+
+    def _on_leader_exit(self) -> None:
+        if self._ended_at is not None:
+            return
+        self._ended_at = time.monotonic()
+        if self._pidfd is not None:
+            self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+        self._cancel_handles()
+        # The shell is a zombie at worst, so its pid is still the group's and cannot be
+        # reused: killing the group now cannot hit a stranger.
+        self._signal_group(signal.SIGKILL)
+        self._reap(0)
+        self._child.terminated = True  # tell ptyprocess not to waitpid() it again
+        if self._eof:
+            self._finish()
+        else:
+            self._handles.append(self._loop.call_later(_DRAIN_GRACE_S, self._drain_stalled))
+
+    def _drain_stalled(self) -> None:
+        """EOF is late after the group died: something else holds the terminal."""
+        self._drain_stage += 1
+        if self._drain_stage == 1:
+            _kill_session(self.pgid)
+            self._handles.append(self._loop.call_later(_DRAIN_GRACE_S, self._drain_stalled))
+            return
+        log.warning("exec %d: the terminal is still held open; closing it", self.pid)
+        self._drain_now()
+        self._finish()
+
+    # -- stops --------------------------------------------------------------------------
+
+    def _on_timeout(self) -> None:
+        if self._ended_at is None:
+            self._cause = self._cause or EndReason.TIMEOUT
+            self._signal_group(signal.SIGKILL)
+
+    def _escalate(self, sig: signal.Signals) -> None:
+        if self._ended_at is None:
+            self._signal_group(sig)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, sig)
+
+    # -- output -------------------------------------------------------------------------
+
+    def _on_readable(self) -> None:
+        fd, budget = self._fd, _READ_BUDGET
+        while budget > 0:
+            try:
+                data = os.read(fd, _CHUNK)
+            except BlockingIOError:
+                return
+            except OSError as exc:  # EIO: the buffer is empty and every slave fd is closed
+                if exc.errno != errno.EIO:
+                    log.warning("exec %d: reading the terminal failed: %s", self.pid, exc)
+                self._at_eof()
+                return
+            if not data:
+                self._at_eof()
+                return
+            self._take(data)
+            budget -= len(data)
+
+    def _take(self, data: bytes) -> None:
+        self._total += len(data)
+        limit = self._limits.output_limit
+        if limit:
+            tail = self._tail
+            if len(data) >= limit:
+                tail[:] = data[-limit:]
+            else:
+                tail += data
+                if len(tail) > 2 * limit:
+                    del tail[: len(tail) - limit]
+        try:
+            self._on_output(data)
+        except Exception:
+            # A broken consumer must neither stall the command nor lose the result.
+            log.exception("exec %d: the output callback failed; live output stops", self.pid)
+            self._on_output = _discard
+
+    def _drain_now(self) -> None:
+        """Read what the terminal holds right now, without waiting for more."""
+        if self._reading:
+            self._on_readable()
+
+    def _at_eof(self) -> None:
+        self._eof = True
+        self._stop_reading()
+        if self._ended_at is not None:
+            self._finish()
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            self._loop.remove_reader(self._fd)
+            self._reading = False
+
+    # -- the end ------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        if self._done.done():
+            return
+        self._cancel_handles()
+        self._stop_reading()
+        # Close through ptyprocess's file object, which owns the descriptor, and mark it
+        # closed so its __del__ neither closes a recycled fd number nor sleeps.
+        self._child.fileobj.close()
+        self._child.closed = True
+        self._done.set_result(self._result())
+
+    def _result(self) -> ExecResult:
+        exit_code: int | None = None
+        sig: int | None = None
+        if self._status is not None:
+            if os.WIFSIGNALED(self._status):
+                sig = os.WTERMSIG(self._status)
+            else:
+                exit_code = os.waitstatus_to_exitcode(self._status)
+        self._child.exitstatus, self._child.signalstatus = exit_code, sig
+        reason = self._cause
+        if reason is None:
+            reason = (
+                EndReason.CPU_LIMIT if self._hit_cpu_limit(exit_code, sig) else EndReason.EXITED
+            )
+        limit = self._limits.output_limit
+        tail = bytes(self._tail[-limit:]) if limit else b""
+        ended = self._ended_at if self._ended_at is not None else time.monotonic()
+        return ExecResult(
+            exit_code=exit_code,
+            signal=sig,
+            reason=reason,
+            duration_s=ended - self._started,
+            total_bytes=self._total,
+            tail=tail,
+            truncated=self._total > len(tail),
+        )
+
+    def _hit_cpu_limit(self, exit_code: int | None, sig: int | None) -> bool:
+        cpu_s = self._limits.cpu_s
+        if cpu_s is None:
+            return False
+        return (
+            sig == signal.SIGXCPU
+            or exit_code == 128 + signal.SIGXCPU  # the shell reporting a child's death
+            or (sig == signal.SIGKILL and self._cpu_used >= math.ceil(cpu_s))
+        )
+
+    def _cancel_handles(self) -> None:
+        for handle in self._handles:
+            handle.cancel()
+        self._handles.clear()
+
+
+def _discard(_: bytes) -> None:
+    pass
+
+
+def _kill_session(sid: int) -> None:
+    """``SIGKILL`` every process of session ``sid`` (Linux ``/proc``; elsewhere nothing)."""
+    if not sys.platform.startswith("linux"):
+        return
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+            # After the command name: state, ppid, pgrp, session, ...
+            session = int(stat.rsplit(b")", 1)[1].split()[3])
+        except (OSError, IndexError, ValueError):
+            continue
+        if session == sid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+async def run_command(
+    cmd: str,
+    *,
+    cwd: Path,
+    limits: ExecLimits,
+    on_output: OutputCallback,
+    env: Mapping[str, str] | None = None,
+) -> ExecResult:
+    """Run ``cmd`` to its end (see :meth:`ExecProcess.start` for the arguments).
+
+    If the awaiting task is cancelled, the command's whole group is killed and, within a
+    few seconds at most, reaped and closed before the cancellation propagates.
+    """
+    proc = await ExecProcess.start(cmd, cwd=cwd, limits=limits, on_output=on_output, env=env)
+    try:
+        return await proc.wait()
+    except asyncio.CancelledError:
+        proc.kill()
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+            await asyncio.wait_for(proc.wait(), _CANCEL_CLEANUP_S)
+        raise

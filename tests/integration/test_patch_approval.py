@@ -1,0 +1,99 @@
+"""``fs.patch`` under ``ask`` (SPEC §5.5): waiting, reject, apply, conflict and $EDITOR."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import (
+    AgentFactory,
+    Bus,
+    ConsoleFactory,
+    attach_and_send,
+    subprocess_env,
+    wait_until,
+    write_scripted_project,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def patch_turn(content: str, base: str) -> dict[str, Any]:
+    call = {"name": "fs.patch", "args": {"path": "app.py", "content": content, "base_sha256": base}}
+    return {"text": "Proposing a change.", "tool_calls": [call]}
+
+
+def test_fs_patch_waits_for_the_owner_who_rejects_applies_or_edits(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path
+) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    target = root / "app.py"
+    target.write_text("a = 1\n")
+    os.chmod(target, 0o640)
+    turns = [
+        patch_turn("a = 2\n", sha("a = 1\n")), {"text": "first handled"},
+        patch_turn("a = 2\n", sha("a = 1\n")), {"text": "second handled"},
+        patch_turn("a = 3\n", sha("a = 2\n")), {"text": "third handled"},
+        patch_turn("a = 3\n", sha("a = 99\n")), {"text": "fourth handled"},
+    ]  # fmt: skip
+    write_scripted_project(root, "p", turns, allow=("fs.*",))
+    start_agent("p/zeus", cwd=root)
+    # The owner's editor: turns the proposed 3 into 33.
+    console = start_console(env=subprocess_env(EDITOR="sed -i s/3/33/"))
+
+    def waiting() -> bool:
+        entry = bus.entry("p/zeus")
+        return entry is not None and entry["state"] == "waiting"
+
+    def proposals(n: int) -> None:
+        wait_until(lambda: console.output().count("waiting for you:") >= n, 10, f"proposal {n}")
+
+    # 1. reject: the file stays as it was.
+    attach_and_send(console, "p/zeus", "change it")
+    console.wait_line("wants to change app.py")
+    wait_until(waiting, 10, "the agent to show waiting")
+    console.wait_line("+a = 2")
+    console.wait_line("-a = 1")
+    console.send("/reject")
+    console.wait_line("[A:p/zeus] first handled", timeout=15)
+    assert target.read_text() == "a = 1\n"
+
+    # 2. apply: changed atomically, mode kept.
+    inode = target.stat().st_ino
+    console.send("again")
+    proposals(2)
+    console.send("/apply")
+    console.wait_line("[A:p/zeus] second handled", timeout=15)
+    assert target.read_text() == "a = 2\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert target.stat().st_ino != inode  # replaced by rename, never rewritten in place
+
+    # 3. the file changes while the owner looks at the diff: the apply is refused.
+    console.send("once more")
+    proposals(3)
+    target.write_text("a = 99\n")
+    console.send("/apply")
+    console.wait_line("[A:p/zeus] third handled", timeout=15)
+    assert target.read_text() == "a = 99\n"
+
+    # 4. edit in $EDITOR: the owner's version is what lands.
+    console.send("last time")
+    proposals(4)
+    console.send("/edit")
+    console.wait_line("[A:p/zeus] fourth handled", timeout=15)
+    assert target.read_text() == "a = 33\n"
+
+    ends = [b for _, b in bus.events("p/zeus") if b["type"] == "tool.end"]
+    assert [e.get("code") for e in ends] == ["tool.rejected", None, "fs.conflict", None]
+    resolved = [b["decision"] for _, b in bus.events("p/zeus") if b["type"] == "approval.resolved"]
+    assert resolved == ["reject", "approve", "approve", "edit"]

@@ -1,0 +1,531 @@
+"""A local HTTP server that speaks OpenAI's Chat Completions wire format, for tests.
+
+The ``openai`` provider is tested through the real SDK against this server, and
+integration tests point a separate agent process at it (``base_url``), so it is a real
+socket server on the stdlib: a :class:`~http.server.ThreadingHTTPServer` in a daemon
+thread, no extra dependencies.
+
+What it answers is programmed, thread-safely, from the test:
+
+* a FIFO of responses, one per request (:meth:`OpenAIWireServer.enqueue`, or the
+  shortcuts :meth:`~OpenAIWireServer.reply_text`, :meth:`~OpenAIWireServer.reply_tool_calls`
+  and :meth:`~OpenAIWireServer.reply_error`);
+* a default response for when the FIFO is empty (:attr:`~OpenAIWireServer.default`,
+  replaceable at any time);
+* a failure mode that wins over both until it is lifted
+  (:meth:`~OpenAIWireServer.fail_with` ... :meth:`~OpenAIWireServer.recover`), for
+  "the provider is down, then comes back" scenarios.
+
+Streamed replies look like OpenAI's: ``chat.completion.chunk`` events word by word, tool
+calls in fragments (the first delta carries id and name, later ones pieces of the
+argument JSON), a finish reason, a usage chunk when the request asked for
+``stream_options.include_usage``, then ``data: [DONE]``. Non-streamed requests get a
+plain ``chat.completion``. Every request is recorded (:attr:`OpenAIWireServer.requests`).
+
+Responses are HTTP/1.0 (one connection per request, the body ends when the connection
+closes), which keeps streaming simple and lets a reply be cut off mid-stream cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+_WORDS = re.compile(r"\S+\s*|\s+")
+_ARGUMENT_PIECE = 8
+"""Characters of argument JSON per streamed tool-call fragment."""
+
+
+# --- what the server can answer -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WireToolCall:
+    """A tool call the fake model makes."""
+
+    name: str
+    """The function name as it goes on the wire (``fs__read``, not ``fs.read``)."""
+    arguments: Mapping[str, Any] | str = field(default_factory=dict)
+    """Serialised to JSON; a string is sent verbatim (to simulate invalid JSON)."""
+    id: str | None = None
+    """Defaults to a fresh ``call_...`` id."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A successful answer: text and/or tool calls."""
+
+    text: str = ""
+    tool_calls: tuple[WireToolCall, ...] = ()
+    usage: tuple[int, int] | None = None
+    """``(prompt_tokens, completion_tokens)``; estimated from the request when ``None``."""
+    send_usage: bool = True
+    """False simulates a server that ignores ``stream_options.include_usage``."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Extra response headers, e.g. :func:`rate_limit_headers`."""
+    chunk_delay_s: float = 0.0
+    """Pause before each streamed event, to make a stream slow enough to interrupt."""
+    stream_error: Mapping[str, Any] | None = None
+    """Sent as an ``{"error": ...}`` event after the text, in place of the finish."""
+    truncate: bool = False
+    """Close the connection after the text: no finish reason, no usage, no ``[DONE]``."""
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """An HTTP error with OpenAI's error body ``{"error": {message, type, param, code}}``."""
+
+    status: int
+    message: str = "simulated error"
+    type: str = "server_error"
+    code: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Extra response headers, e.g. ``{"retry-after": "7"}``."""
+
+
+Response = Reply | ErrorReply
+
+
+def rate_limit_headers(
+    *,
+    remaining_requests: int | None = None,
+    limit_requests: int | None = None,
+    remaining_tokens: int | None = None,
+    limit_tokens: int | None = None,
+) -> dict[str, str]:
+    """OpenAI's ``x-ratelimit-*`` headers for the values given."""
+    values = {
+        "x-ratelimit-remaining-requests": remaining_requests,
+        "x-ratelimit-limit-requests": limit_requests,
+        "x-ratelimit-remaining-tokens": remaining_tokens,
+        "x-ratelimit-limit-tokens": limit_tokens,
+    }
+    return {name: str(value) for name, value in values.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server received it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    """Header names in lower case."""
+    body: dict[str, Any]
+    """The JSON body (empty for a GET)."""
+
+
+# --- the server -----------------------------------------------------------------------
+
+
+class OpenAIWireServer:
+    """A programmable OpenAI-compatible endpoint on ``127.0.0.1``.
+
+    Args:
+        port: the port to listen on; 0 picks a free one at the first :meth:`start`, and
+            a restart keeps it (so a client's ``base_url`` stays valid).
+        prefix: the path ``base_url`` ends with; any path ending in
+            ``/chat/completions`` is served, so a client with another prefix still works
+            and the recorded ``path`` shows what it used.
+        default: the answer when nothing is queued (``Reply(text="ok")`` if omitted).
+    """
+
+    def __init__(
+        self, *, port: int = 0, prefix: str = "/v1", default: Response | None = None
+    ) -> None:
+        self.host = "127.0.0.1"
+        self._port = port
+        self.prefix = prefix.rstrip("/")
+        self._lock = threading.Lock()
+        self._received = threading.Condition(self._lock)
+        self._queue: deque[Response] = deque()
+        self._default: Response = default if default is not None else Reply(text="ok")
+        self._failure: ErrorReply | None = None
+        self._requests: list[RecordedRequest] = []
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle
+
+    def start(self) -> OpenAIWireServer:
+        """Listen and serve in a daemon thread; returns ``self`` for chaining."""
+        if self._httpd is not None:
+            return self
+        handler = type("_BoundHandler", (_Handler,), {"wire": self})
+        httpd = ThreadingHTTPServer((self.host, self._port), handler)
+        httpd.daemon_threads = True  # a stuck client must not keep the test run alive
+        self._port = int(httpd.server_address[1])
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            # A short poll keeps stop() quick: shutdown() waits for the loop to notice.
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name=f"openai-wire:{self._port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening; connections in flight are dropped with their threads."""
+        httpd, thread = self._httpd, self._thread
+        self._httpd = self._thread = None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> OpenAIWireServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The port (0 until the first start when none was given)."""
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """What a client's ``base_url`` should be, e.g. ``http://127.0.0.1:5000/v1``."""
+        return f"http://{self.host}:{self._port}{self.prefix}"
+
+    # programming the answers
+
+    def enqueue(self, *responses: Response) -> None:
+        """Answer the next requests with these, in order."""
+        with self._lock:
+            self._queue.extend(responses)
+
+    def reply_text(self, text: str, **options: Any) -> None:
+        """Queue a text reply; ``options`` are the other :class:`Reply` fields."""
+        self.enqueue(Reply(text=text, **options))
+
+    def reply_tool_calls(self, *calls: WireToolCall, text: str = "", **options: Any) -> None:
+        """Queue a reply that makes these tool calls (after ``text``, if any)."""
+        self.enqueue(Reply(text=text, tool_calls=calls, **options))
+
+    def reply_error(self, status: int, message: str = "simulated error", **options: Any) -> None:
+        """Queue an HTTP error; ``options`` are ``type``, ``code`` and ``headers``."""
+        self.enqueue(ErrorReply(status=status, message=message, **options))
+
+    @property
+    def default(self) -> Response:
+        """The answer when the FIFO is empty; assign to change it at any time."""
+        with self._lock:
+            return self._default
+
+    @default.setter
+    def default(self, response: Response) -> None:
+        with self._lock:
+            self._default = response
+
+    def fail_with(
+        self,
+        status: int = 503,
+        message: str | None = None,
+        *,
+        type: str | None = None,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        """Answer every request with this error, ahead of the FIFO, until :meth:`recover`."""
+        all_headers = dict(headers or {})
+        if retry_after is not None:
+            all_headers["retry-after"] = f"{retry_after:g}"
+        failure = ErrorReply(
+            status=status,
+            message=message or f"simulated failure: HTTP {status}",
+            type=type or ("rate_limit_exceeded" if status == 429 else "server_error"),
+            code=code,
+            headers=all_headers,
+        )
+        with self._lock:
+            self._failure = failure
+
+    def recover(self) -> None:
+        """Lift :meth:`fail_with`: the FIFO and the default answer again."""
+        with self._lock:
+            self._failure = None
+
+    @property
+    def failing(self) -> bool:
+        with self._lock:
+            return self._failure is not None
+
+    @property
+    def pending(self) -> int:
+        """How many queued responses are still unused."""
+        with self._lock:
+            return len(self._queue)
+
+    def clear(self) -> None:
+        """Forget queued responses, the failure mode and recorded requests."""
+        with self._lock:
+            self._queue.clear()
+            self._failure = None
+            self._requests.clear()
+
+    # what was received
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """The requests received so far, oldest first (a copy)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        """Only the chat-completion requests."""
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[RecordedRequest]:
+        """Block until at least ``count`` requests arrived (for tests driving a subprocess).
+
+        Raises:
+            TimeoutError: fewer arrived within ``timeout`` seconds.
+        """
+        with self._received:
+            if not self._received.wait_for(lambda: len(self._requests) >= count, timeout):
+                raise TimeoutError(
+                    f"expected {count} requests, got {len(self._requests)} in {timeout} s"
+                )
+            return list(self._requests)
+
+    # used by the handler
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._received:
+            self._requests.append(request)
+            self._received.notify_all()
+
+    def _next_response(self) -> Response:
+        with self._lock:
+            if self._failure is not None:
+                return self._failure
+            if self._queue:
+                return self._queue.popleft()
+            return self._default
+
+
+# --- the HTTP side --------------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    wire: OpenAIWireServer  # set on the per-server subclass made in start()
+    server_version = "openai-wire/1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output clean; the recorded requests are the log
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        self.wire._record(RecordedRequest("GET", path, self._header_dict(), {}))
+        if path.endswith("/models"):
+            self._send_json(200, {"object": "list", "data": [_model_object("fake-model")]})
+        else:
+            self._send_error_body(404, "not found", "invalid_request_error", None)
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {"_unparsed": raw.decode("utf-8", "replace")}
+        if not isinstance(body, dict):
+            body = {"_unparsed": body}
+        self.wire._record(RecordedRequest("POST", path, self._header_dict(), body))
+        if not path.endswith("/chat/completions"):
+            self._send_error_body(404, f"unknown path {path}", "invalid_request_error", None)
+            return
+        response = self.wire._next_response()
+        try:
+            if isinstance(response, ErrorReply):
+                self._send_error_body(
+                    response.status,
+                    response.message,
+                    response.type,
+                    response.code,
+                    response.headers,
+                )
+            elif body.get("stream"):
+                self._send_stream(response, body)
+            else:
+                self._send_completion(response, body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away mid-answer (interrupted); nothing left to do
+
+    # responses
+
+    def _header_dict(self) -> dict[str, str]:
+        return {name.lower(): value for name, value in self.headers.items()}
+
+    def _send_json(
+        self, status: int, payload: Any, headers: Mapping[str, str] | None = None
+    ) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error_body(
+        self,
+        status: int,
+        message: str,
+        kind: str,
+        code: str | None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        error = {"message": message, "type": kind, "param": None, "code": code}
+        self._send_json(status, {"error": error}, headers)
+
+    def _send_completion(self, reply: Reply, body: dict[str, Any]) -> None:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": arguments},
+                }
+                for call, call_id, arguments in _resolved_calls(reply)
+            ]
+        prompt, completion = _usage(reply, body)
+        payload = {
+            "id": _completion_id(),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": str(body.get("model", "")),
+            "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply)}],
+            "usage": _usage_object(prompt, completion),
+        }
+        self._send_json(200, payload, reply.headers)
+
+    def _send_stream(self, reply: Reply, body: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        for event in _stream_events(reply, body):
+            if reply.chunk_delay_s:
+                time.sleep(reply.chunk_delay_s)
+            self.wfile.write(f"data: {event}\n\n".encode())
+            self.wfile.flush()
+
+
+# --- building the stream --------------------------------------------------------------
+
+
+def _stream_events(reply: Reply, body: dict[str, Any]) -> Iterator[str]:
+    """The ``data:`` payloads of a streamed reply, in order."""
+    options = body.get("stream_options")
+    with_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+    chunk_id, created, model = _completion_id(), int(time.time()), str(body.get("model", ""))
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        payload: dict[str, Any] = {
+            "id": chunk_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+        if with_usage:  # OpenAI sends usage: null on every chunk but the last one
+            payload["usage"] = None
+        return json.dumps(payload)
+
+    yield chunk({"role": "assistant", "content": ""})
+    for word in _WORDS.findall(reply.text):
+        yield chunk({"content": word})
+    if reply.truncate:
+        return
+    for index, (call, call_id, arguments) in enumerate(_resolved_calls(reply)):
+        first = {"index": index, "id": call_id, "type": "function"}
+        yield chunk({"tool_calls": [{**first, "function": {"name": call.name, "arguments": ""}}]})
+        for start in range(0, len(arguments), _ARGUMENT_PIECE):
+            piece = arguments[start : start + _ARGUMENT_PIECE]
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    if reply.stream_error is not None:
+        yield json.dumps({"error": dict(reply.stream_error)})
+        return
+    yield chunk({}, _finish(reply))
+    if with_usage and reply.send_usage:
+        prompt, completion = _usage(reply, body)
+        yield json.dumps(
+            {
+                "id": chunk_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": _usage_object(prompt, completion),
+            }
+        )
+    yield "[DONE]"
+
+
+def _resolved_calls(reply: Reply) -> list[tuple[WireToolCall, str, str]]:
+    """Each call with its id and its argument text, fixed once per response."""
+    return [
+        (
+            call,
+            call.id or f"call_{uuid.uuid4().hex[:24]}",
+            call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments),
+        )
+        for call in reply.tool_calls
+    ]
+
+
+def _finish(reply: Reply) -> str:
+    return "tool_calls" if reply.tool_calls else "stop"
+
+
+def _usage(reply: Reply, body: dict[str, Any]) -> tuple[int, int]:
+    if reply.usage is not None:
+        return reply.usage
+    messages = body.get("messages") or []
+    prompt_chars = sum(len(json.dumps(m)) for m in messages)
+    produced = reply.text + "".join(json.dumps(c.arguments) for c in reply.tool_calls)
+    return max(1, prompt_chars // 4), max(1, len(produced) // 4)
+
+
+def _usage_object(prompt: int, completion: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
+def _model_object(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "openai-wire"}
