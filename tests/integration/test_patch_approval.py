@@ -97,3 +97,82 @@ def test_fs_patch_waits_for_the_owner_who_rejects_applies_or_edits(
     assert [e.get("code") for e in ends] == ["tool.rejected", None, "fs.conflict", None]
     resolved = [b["decision"] for _, b in bus.events("p/zeus") if b["type"] == "approval.resolved"]
     assert resolved == ["reject", "approve", "approve", "edit"]
+
+
+def test_os_exec_under_ask_runs_only_when_approved_and_a_timeout_rejects(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path
+) -> None:
+    def run(cmd: str) -> dict[str, Any]:
+        return {"text": "May I?", "tool_calls": [{"name": "os.exec", "args": {"cmd": cmd}}]}
+
+    root = write_scripted_project(
+        tmp_path / "x",
+        "x",
+        [
+            run("echo approved-run"),
+            {"text": "one done"},
+            run("echo never-ran"),
+            {"text": "two done"},
+        ],
+        agent_yaml={"tools": {"approval": {"os.*": "ask"}, "approval_timeout_s": 2}},
+    )
+    start_agent("x/zeus", cwd=root)
+    console = start_console()
+    attach_and_send(console, "x/zeus", "first")
+    console.wait_line("approval needed: os.exec")
+    assert "approved-run" not in "".join(
+        b.get("text", "") for _, b in bus.events("x/zeus") if b["type"] == "tool.output"
+    )
+    console.send("/approve")
+    console.wait_line("[A:x/zeus] one done", timeout=15)
+    console.wait_line(lambda line: line.endswith("approved-run"))
+
+    console.send("second")  # nobody answers: rejected after approval_timeout_s
+    console.wait_line("[A:x/zeus] two done", timeout=20)
+    ends = [b for _, b in bus.events("x/zeus") if b["type"] == "tool.end"]
+    assert [e.get("code") for e in ends] == [None, "tool.rejected"]
+    assert "no answer within 2 s" in ends[1]["error"]
+    assert "never-ran" not in console.output().replace("echo never-ran", "")
+
+
+def test_the_iteration_limit_ends_a_runaway_task(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path
+) -> None:
+    loop = {"text": "Again.", "tool_calls": [{"name": "os.exec", "args": {"cmd": "true"}}]}
+    root = write_scripted_project(
+        tmp_path / "i", "i", [loop, loop, {"text": "next task"}], agent_yaml={"max_iterations": 2}
+    )
+    start_agent("i/zeus", cwd=root)
+    console = start_console()
+    attach_and_send(console, "i/zeus", "loop forever", "then this")
+    console.wait_line("[A:i/zeus] next task", timeout=15)
+    first, second = bus.task_end_list("i/zeus")
+    assert first["ok"] is False and "iteration limit" in first["error"]
+    assert first["iterations"] == 2
+    assert second["ok"] is True
+
+
+def test_sighup_while_busy_reloads_the_prompt_after_the_task(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path
+) -> None:
+    import signal
+
+    words = " ".join(f"w{i}" for i in range(60))
+    root = write_scripted_project(tmp_path / "h", "h", [{"text": words}], token_delay_ms=50)
+    agent = start_agent("h/zeus", cwd=root)
+    console = start_console()
+    attach_and_send(console, "h/zeus", "talk")
+    bus.wait_streaming("h/zeus")
+    agent.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: bus.task_end_list("h/zeus"), 15, "the task to end")
+
+    def prompt_events() -> list[tuple[int, dict[str, Any]]]:
+        return [(o, b) for o, b in bus.events("h/zeus") if b["type"] == "prompt"]
+
+    wait_until(lambda: len(prompt_events()) == 2, 10, "the deferred reload")
+    (deferred_at, deferred), (reloaded_at, reloaded) = prompt_events()
+    task_end_at = next(o for o, b in bus.events("h/zeus") if b["type"] == "task.end")
+    assert deferred["action"] == "reload_deferred" and deferred["reason"] == "SIGHUP"
+    assert reloaded["action"] == "reloaded"
+    assert deferred_at < task_end_at < reloaded_at
+    assert agent.running()

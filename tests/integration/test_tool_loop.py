@@ -227,3 +227,19 @@ def test_a_secret_printed_by_a_tool_is_masked_in_events_logs_and_history(
     log = agent.stderr()
     assert "key=****" in log and secret not in log
     assert secret not in console.output()
+
+
+def test_the_hello_example_demo_agent_runs_its_tool_loop_offline(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path
+) -> None:
+    import shutil
+
+    root = tmp_path / "hello"
+    shutil.copytree(Path(__file__).parents[2] / "examples/hello/.ateam", root / ".ateam")
+    start_agent("hello/ares", cwd=root)
+    console = start_console()
+    attach_and_send(console, "hello/ares", "look around")
+    console.wait_line("[A:hello/ares] files listed", timeout=20)
+    console.wait_line("the listing above is what I found", timeout=20)
+    (end,) = bus.task_end_list("hello/ares")
+    assert end["ok"] is True and end["iterations"] == 2

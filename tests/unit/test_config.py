@@ -536,15 +536,16 @@ def test_template_loads_cleanly(tmp_path: Path) -> None:
     assert project.redact_patterns
 
 
-def test_hello_example_loads_with_two_echo_agents(tmp_path: Path) -> None:
+def test_hello_example_loads_two_echo_agents_and_a_scripted_one(tmp_path: Path) -> None:
     project_dir = tmp_path / "hello-copy"
     shutil.copytree(REPO / "examples/hello/.ateam", project_dir / ".ateam")
 
     project = load_project(root=project_dir)
 
     assert project.name == "hello"
-    assert sorted(project.agents) == ["hera", "zeus"]
+    assert sorted(project.agents) == ["ares", "hera", "zeus"]
+    providers = {name: agent.model_entry().provider for name, agent in project.agents.items()}
+    assert providers == {"ares": Provider.SCRIPTED, "hera": Provider.ECHO, "zeus": Provider.ECHO}
     for agent in project.agents.values():
-        assert agent.model_entry().provider is Provider.ECHO
         assert agent.base_prompt_path.is_file()
         assert agent.overlay_prompt_path.is_file()
