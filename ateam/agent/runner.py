@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from ateam.agent import context as ctxbuild
 from ateam.agent.history import History, SummaryLog
 from ateam.agent.queue import QueueItem
-from ateam.bus.events import Coalescer, EventPublisher, EventType
+from ateam.bus.events import Coalescer, EventPublisher, EventType, decode_chunk, encode_chunk
 from ateam.config.schema import Approval
 from ateam.errors import AteamError, ToolDenied
 from ateam.providers.base import (
@@ -294,10 +294,14 @@ class TaskRunner:
         self._events.emit(EventType.TOOL_START, input=call.args, **base)
 
         def output_frame(frame: dict[str, Any]) -> None:
+            # Text frames are scrubbed with every event payload; a base64 frame would
+            # hide a key from that, so it is redacted as bytes here. Whole frames (cut
+            # at newlines when output is slow) rather than single reads, so a key is
+            # rarely split across two pieces.
+            if "b64" in frame:
+                frame = encode_chunk(self._scrub_bytes(decode_chunk(frame)))
             self._events.emit(EventType.TOOL_OUTPUT, **frame, **base)
 
-        # Redact the raw bytes before framing: a base64 frame would hide a key from the
-        # text scrubbing every event payload gets.
         coalescer = Coalescer.for_output(output_frame)
         end: dict[str, Any] = {}
         try:
@@ -349,10 +353,7 @@ class TaskRunner:
                 why = f" ({answer.reason})" if answer.reason else ""
                 return {"ok": False, "rejected": True, "result": f"rejected by the owner{why}"}
 
-        def feed(data: bytes) -> None:
-            coalescer.feed(self._scrub_bytes(data))
-
-        context = self._tool_context(item, approval, feed, control)
+        context = self._tool_context(item, approval, coalescer.feed, control)
         if tool.self_approving:
             context = dataclasses.replace(
                 context, ask=lambda kind, extra: self._ask(kind, call, ids, extra)

@@ -211,7 +211,10 @@ def test_a_secret_printed_by_a_tool_is_masked_in_events_logs_and_history(
 ) -> None:
     secret = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z" * 2
     root = write_scripted_project(
-        tmp_path / "r", "r", [exec_turn(f"echo key={secret}"), {"text": "printed"}]
+        tmp_path / "r",
+        "r",
+        # The second line is not UTF-8, so it travels base64-encoded: masked all the same.
+        [exec_turn(f"echo key={secret}; printf 'bin={secret} \\377\\n'"), {"text": "printed"}],
     )
     agent = start_agent("r/zeus", cwd=root)
     console = start_console()
@@ -219,7 +222,9 @@ def test_a_secret_printed_by_a_tool_is_masked_in_events_logs_and_history(
     console.wait_line("[A:r/zeus] printed", timeout=15)
 
     raw = output_bytes(bus, "r/zeus")
-    assert b"key=****" in raw
+    assert b"key=****" in raw and b"bin=**** \xff" in raw
+    assert secret.encode() not in raw
+    assert any("b64" in body for _, body in of_type(bus, "r/zeus", "tool.output"))
     everything = repr(bus.events("r/zeus"))
     assert secret not in everything
     history = (root / ".ateam/agents/zeus/state/history.jsonl").read_text()
