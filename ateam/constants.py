@@ -61,3 +61,8 @@ SUMMARY_KEEP = 200
 
 PROMPT_POLL_S = 1.0
 """How often the agent checks its prompt files' mtimes (SPEC §5.6)."""
+
+SHUTDOWN_SOFT_S = 2.0
+"""How long a graceful shutdown waits for the current task to stop cooperatively."""
+SHUTDOWN_HARD_S = 2.0
+"""Then how long after a hard stop (process group killed, stream abandoned)."""

@@ -222,6 +222,27 @@ _BUILTINS: tuple[_Builtin, ...] = (
 )
 
 BUILTIN_PATTERNS: tuple[RedactPattern, ...] = tuple(builtin.pattern for builtin in _BUILTINS)
+
+# Every built-in match contains one of these substrings (checked in the tests, pattern
+# by pattern). Looking for them with ``in`` runs at memory speed, while the combined
+# regex stops at every lead character — common letters such as 'c', 'k' and 'B' — so on
+# ordinary output (build logs, listings) the check skips the regex ~4x faster. Case
+# matters for the first group; the second is looked for in the lower-cased text.
+_TRIGGERS = ("sk-", "sk_", "rk_", "ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_",
+             "AKIA", "ASIA", "AIza", "xox", "eyJ", "://", "-----BEGIN")  # fmt: skip
+_TRIGGERS_ANY_CASE = ("secret", "passw", "token", "api_k", "api-k", "apik", "authoriz",
+                      "bearer")  # fmt: skip
+_PREFILTER_FROM = 512
+"""Shorter texts go straight to the regex: the check would cost more than it saves."""
+
+
+def _may_hold_builtin(text: str) -> bool:
+    if any(trigger in text for trigger in _TRIGGERS):
+        return True
+    lowered = text.lower()
+    return any(trigger in lowered for trigger in _TRIGGERS_ANY_CASE)
+
+
 """The built-in patterns, each as a standalone regex."""
 
 
@@ -375,6 +396,8 @@ class Redactor:
         return self.redact_obj(item)
 
     def _redact_builtins(self, text: str) -> str:
+        if len(text) >= _PREFILTER_FROM and not _may_hold_builtin(text):
+            return text
         # re.sub cannot replace text before a match's start (the 's' of 'sk-'), hence
         # this loop; it costs nothing more where nothing matches, the common case.
         pieces: list[str] = []

@@ -42,6 +42,8 @@ from ateam.constants import (
     GRACE_MARKER_S,
     HEARTBEAT_INTERVAL_S,
     PROMPT_POLL_S,
+    SHUTDOWN_HARD_S,
+    SHUTDOWN_SOFT_S,
     WORKER_CRASH_WINDOW_S,
     WORKER_RESTART_DELAY_S,
 )
@@ -265,12 +267,18 @@ class Agent:
         bus_wait = 0.3 if self.exit_code == EXIT_LOCK_LOST else 2.0
         if self.rpc is not None:
             await self.rpc.aclose(wait=bus_wait)
+        # Approvals first, so the model reads why its call did not run.
+        self.approvals.reject_all("the agent is shutting down")
         if self.control is not None:
             self.control.interrupt()
-        self.approvals.reject_all("the agent is shutting down")
         self._work.set()  # wake an idle worker so it sees the stop
         if self._worker is not None:
-            await asyncio.wait({self._worker}, timeout=5.0)
+            # Cooperative first; a model that sends nothing for a while or a command
+            # that ignores SIGINT gets the hard stop, then the worker is cancelled.
+            await asyncio.wait({self._worker}, timeout=SHUTDOWN_SOFT_S)
+            if not self._worker.done() and self.control is not None:
+                self.control.interrupt(hard=True)
+                await asyncio.wait({self._worker}, timeout=SHUTDOWN_HARD_S)
             await cancel_quietly(self._worker)
         self.history.close()
         self.queue.close()
@@ -434,6 +442,8 @@ class Agent:
     def request_prompt_reload(self, reason: str) -> bool:
         """Reload the prompt files; returns whether it happened now (else after the task)."""
         if self.state in (AgentState.BUSY, AgentState.WAITING):
+            if self._prompt_reload_pending:
+                return False  # already queued: the 1 s poll must not repeat the notice
             self._prompt_reload_pending = True
             self.events.emit(
                 EventType.PROMPT,
@@ -546,6 +556,8 @@ class Agent:
         while not self._stop.is_set():
             item = self.queue.current or self.queue.take()
             if item is None:
+                if self._prompt_reload_pending:
+                    self._apply_prompt_reload("deferred until the agent was idle")
                 self._set_state(AgentState.IDLE)
                 self._work.clear()
                 await self._work.wait()
@@ -559,6 +571,10 @@ class Agent:
         self._set_state(AgentState.BUSY)
         try:
             outcome = await self.runner.run(item, self.control)
+        except asyncio.CancelledError:
+            if self._stop.is_set():
+                self.queue.release(item.id)  # torn down mid-task: runs again after restart
+            raise
         except Exception as exc:
             self.queue.done(item.id, ok=False, error=repr(exc))
             self.entry.last_error = repr(exc)

@@ -26,7 +26,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -45,7 +45,7 @@ from ateam.providers.base import (
     Usage,
     estimate_tokens,
 )
-from ateam.tools.approvals import Approvals, Decision
+from ateam.tools.approvals import Answer, Approvals, Decision
 from ateam.tools.registry import ToolContext, ToolPolicy
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,17 @@ class TaskOutcome:
     tokens_in: int
     tokens_out: int
     iterations: int = 0
+
+
+@dataclass
+class _Progress:
+    """What a task has done so far, kept outside the loop so a failure can report it."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    iterations: int = 0
+    text: str = ""
+    error: str | None = None
 
 
 @dataclass
@@ -176,32 +187,72 @@ class TaskRunner:
     # the loop -------------------------------------------------------------------------
 
     async def run(self, item: QueueItem, control: TaskControl) -> TaskOutcome:
+        """Run ``item`` to its end; ``task.end`` is emitted whatever happens but a cancel.
+
+        Only :class:`asyncio.CancelledError` escapes (the worker is being torn down);
+        every other failure ends the task with an error and leaves the agent working.
+        """
         ids = {"task_id": item.id, "trace_id": item.trace_id}
         started = time.monotonic()
         control.approvals = self._approvals
         self._events.emit(
             EventType.TASK_START, text=item.text, source=item.source, attempt=item.attempts, **ids
         )
-        context = self.build_context(item.text)
-        messages = context.messages
-        self._record(self._turn("user", item.text, item, source=item.source))
+        progress = _Progress()
+        try:
+            await self._loop(item, control, ids, progress)
+        except Exception as exc:  # a bug or a storage failure: end this task, not the agent
+            log.exception("task %s failed unexpectedly", item.id)
+            progress.error = f"internal error: {_describe(exc)}"
+            self._events.emit(EventType.ERROR, msg=progress.error, code="internal", **ids)
+        error = progress.error
+        if control.interrupted.is_set() and error is None:
+            error = "cancelled" if control.hard else "interrupted"
+        self._events.emit(
+            EventType.TASK_END,
+            ok=error is None,
+            error=error,
+            duration_s=round(time.monotonic() - started, 4),
+            tokens_in=progress.tokens_in,
+            tokens_out=progress.tokens_out,
+            iterations=progress.iterations,
+            **ids,
+        )
+        return TaskOutcome(
+            error is None,
+            error,
+            progress.text,
+            progress.tokens_in,
+            progress.tokens_out,
+            progress.iterations,
+        )
+
+    async def _loop(
+        self, item: QueueItem, control: TaskControl, ids: dict[str, Any], progress: _Progress
+    ) -> None:
+        # A re-run (after a crash or a shutdown mid-task) continues the recorded turns
+        # instead of asking the same question twice.
+        # (A release does not count as an attempt, so the history is what tells.)
+        rerun = self._has_user_turn(item.id)
+        messages = self.build_context(None if rerun else item.text).messages
+        if not rerun:
+            self._record(self._turn("user", item.text, item, source=item.source))
         tools = self.tool_specs()
-        tokens_in = tokens_out = iterations = 0
-        error: str | None = None
-        final_text = ""
         while True:
-            if iterations >= self.max_iterations:
-                error = f"iteration limit reached ({self.max_iterations} model calls)"
-                self._events.emit(EventType.WARN, msg=error, code="task.iteration_limit", **ids)
-                break
-            iterations += 1
+            if progress.iterations >= self.max_iterations:
+                progress.error = f"iteration limit reached ({self.max_iterations} model calls)"
+                self._events.emit(
+                    EventType.WARN, msg=progress.error, code="task.iteration_limit", **ids
+                )
+                return
+            progress.iterations += 1
             reply = await self._stream(messages, tools, control, ids)
             usage = reply.usage or Usage(sum(ctxbuild.message_tokens(m) for m in messages), 0)
             out = usage.tokens_out or estimate_tokens(reply.text)
-            tokens_in += usage.tokens_in
-            tokens_out += out
+            progress.tokens_in += usage.tokens_in
+            progress.tokens_out += out
             self.context_tokens = usage.tokens_in + out
-            final_text = reply.text
+            progress.text = reply.text
             calls = [dataclasses.asdict(call) for call in reply.calls]
             if reply.text or calls or reply.error is None:
                 turn = self._turn("assistant", reply.text, item, source="model")
@@ -210,34 +261,27 @@ class TaskRunner:
                     turn["tool_calls"] = calls
                 self._record(turn)
             if reply.error is not None:
-                error = _describe(reply.error)
-                self._events.emit(EventType.ERROR, msg=f"model call failed: {error}", **ids)
-                break
-            if control.interrupted.is_set():
-                break
-            if not reply.calls:
-                break
+                progress.error = _describe(reply.error)
+                self._events.emit(
+                    EventType.ERROR, msg=f"model call failed: {progress.error}", **ids
+                )
+                return
+            if control.interrupted.is_set() or not reply.calls:
+                return
             messages.append(Message("assistant", reply.text, tool_calls=calls))
             for call in reply.calls:
                 if control.interrupted.is_set():
-                    break  # the remaining calls never ran; the context builder notes it
+                    return  # the remaining calls never ran; the context builder notes it
                 result = await self._run_tool(call, item, control, ids)
                 messages.append(Message("tool", result, tool_call_id=call.id))
             if control.interrupted.is_set():
-                break
-        if control.interrupted.is_set() and error is None:
-            error = "cancelled" if control.hard else "interrupted"
-        self._events.emit(
-            EventType.TASK_END,
-            ok=error is None,
-            error=error,
-            duration_s=round(time.monotonic() - started, 4),
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            iterations=iterations,
-            **ids,
+                return  # stopped during the last tool: no further model call
+
+    def _has_user_turn(self, task_id: str) -> bool:
+        return any(
+            turn.get("task_id") == task_id and turn.get("role") == "user"
+            for turn in self._history.tail(HISTORY_CANDIDATES)
         )
-        return TaskOutcome(error is None, error, final_text, tokens_in, tokens_out, iterations)
 
     async def _stream(
         self,
@@ -322,6 +366,10 @@ class TaskRunner:
                 f": {exc.filename}" if exc.filename else ""
             )
             end.update(ok=False, code="os.error", error=result)
+        except Exception as exc:  # a broken tool (a plugin, say) fails its call only
+            log.exception("tool %s raised", call.name)
+            result = f"error [internal]: tool {call.name} failed: {_describe(exc)}"
+            end.update(ok=False, code="internal", error=result)
         finally:
             coalescer.close()
             control.tool_task = None
@@ -348,25 +396,35 @@ class TaskRunner:
         approval = self.policy.check(call.name)  # ToolDenied for anything not allowed
         tool = self.policy.tools[call.name]
         if approval is Approval.ASK and not tool.self_approving:
-            answer = await self._ask("tool", call, ids, {})
+            answer = await self._ask("tool", call, ids, {}, control)
             if answer.decision is not Decision.APPROVE:
-                why = f" ({answer.reason})" if answer.reason else ""
-                return {"ok": False, "rejected": True, "result": f"rejected by the owner{why}"}
+                return {"ok": False, "rejected": True, "result": _rejection(answer)}
+        if control.interrupted.is_set():
+            # An approval and an interrupt that land together: the interrupt wins.
+            return {"ok": False, "rejected": True, "result": "not run: the task was interrupted"}
 
         context = self._tool_context(item, approval, coalescer.feed, control)
         if tool.self_approving:
             context = dataclasses.replace(
-                context, ask=lambda kind, extra: self._ask(kind, call, ids, extra)
+                context, ask=lambda kind, extra: self._ask(kind, call, ids, extra, control)
             )
         control.tool_task = asyncio.create_task(self.policy.call(call.name, call.args, context))
         return await control.tool_task
 
-    def _ask(
-        self, kind: str, call: ToolCall, ids: dict[str, Any], extra: dict[str, Any]
-    ) -> Awaitable[Any]:
+    async def _ask(
+        self,
+        kind: str,
+        call: ToolCall,
+        ids: dict[str, Any],
+        extra: dict[str, Any],
+        control: TaskControl,
+    ) -> Answer:
         if self._approvals is None:
             raise _denied(call.name, "needs approval and nobody can answer")
-        return self._approvals.ask(
+        if control.interrupted.is_set():
+            # Asked after the interrupt already rejected everything open: don't wait.
+            return Answer(Decision.REJECT, reason="the task was interrupted")
+        return await self._approvals.ask(
             kind=kind,
             tool=call.name,
             args=call.args,
@@ -398,6 +456,12 @@ class TaskRunner:
 
 def _denied(name: str, why: str = "is not available") -> ToolDenied:
     return ToolDenied(f"tool {name} {why}", detail={"tool": name})
+
+
+def _rejection(answer: Answer) -> str:
+    if answer.by is None:  # nobody decided: a timeout, an interrupt or a shutdown
+        return f"not run: {answer.reason or 'no answer'}"
+    return "rejected by the owner"
 
 
 def _status(end: dict[str, Any]) -> str:

@@ -206,7 +206,12 @@ class EventPublisher:
         payload = {k: v for k, v in fields.items() if v is not None}
         # Secrets are removed before anything leaves the process (SPEC §11). Frames are
         # already coalesced here, so a key split across two model chunks is whole.
+        # A base64 frame is left out: text patterns would only mangle its encoding, so
+        # whoever emits one redacts the bytes before encoding them (the task runner).
+        binary = payload.pop("b64", None)
         body.update(self._scrub(payload) if self._scrub is not None else payload)
+        if binary is not None:
+            body["b64"] = binary
         self._buffer.append((offset, pack(body)))
         if len(self._buffer) > self._buffer_max:
             self._buffer.popleft()

@@ -81,11 +81,14 @@ class ApprovalRequest:
         log should not hold every proposed file, but a console opening ``$EDITOR`` needs it.
         """
         extra = self.extra if full else {k: v for k, v in self.extra.items() if k not in _BULKY}
+        args = self.args
+        if self.kind == "diff" and not full:
+            args = {k: v for k, v in args.items() if k != "content"}  # the diff says it
         return {
             "request_id": self.id,
             "kind": self.kind,
             "tool": self.tool,
-            "args": self.args,
+            "args": args,
             "task_id": self.task_id,
             "trace_id": self.trace_id,
             "created": self.created,
@@ -180,8 +183,11 @@ class Approvals:
             request = found
         if decision is Decision.EDIT and (request.kind != "diff" or content is None):
             raise BadRequest("'edit' needs a patch request and the edited 'content'")
-        if not request.future.done():
-            request.future.set_result(Answer(decision, content=content, by=by))
+        if request.future.done():
+            # Resolved a moment ago (timeout, interrupt, another answer) but not yet
+            # removed: say so rather than pretend this answer counted.
+            raise BadRequest(f"approval request {request.id} was already answered")
+        request.future.set_result(Answer(decision, content=content, by=by))
         return request
 
     def reject_all(self, reason: str) -> None:

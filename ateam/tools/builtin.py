@@ -21,11 +21,12 @@ from ateam.errors import BadRequest, FsDenied
 from ateam.tools.approvals import Decision
 from ateam.tools.fs import DEFAULT_LIST_ENTRIES, DEFAULT_READ_BYTES, Sandbox
 from ateam.tools.pty import ExecLimits, ExecProcess, ExecResult
-from ateam.tools.registry import Tool, ToolContext, ToolRegistry, tool
+from ateam.tools.registry import Tool, ToolContext, ToolRegistry, default_timeout_for, tool
 
 # The PTY runner enforces the command's own wall-clock limit and kills the process
 # group itself; the registry's timeout is only a backstop far beyond any exec limit.
 _EXEC_BACKSTOP_S = 7 * 24 * 3600.0
+_FS_LIMIT_S = default_timeout_for("fs.patch")
 
 
 def _sandbox(ctx: ToolContext) -> Sandbox:
@@ -118,7 +119,8 @@ def fs_write(ctx: ToolContext, path: str, content: str) -> dict[str, Any]:
     return {"path": path, "sha256": _sandbox(ctx).write(path, content)}
 
 
-@tool("fs.patch", self_approving=True)
+# The owner may take minutes over a diff; the file work itself keeps the fs.* limit.
+@tool("fs.patch", self_approving=True, timeout_s=_EXEC_BACKSTOP_S)
 async def fs_patch(ctx: ToolContext, path: str, content: str, base_sha256: str) -> dict[str, Any]:
     """Propose new content for an existing text file; the owner sees a diff and decides.
 
@@ -130,9 +132,10 @@ async def fs_patch(ctx: ToolContext, path: str, content: str, base_sha256: str) 
         base_sha256: The sha256 fs.read returned for the version this change is based on.
     """
     sandbox = _sandbox(ctx)
-    proposal = await asyncio.to_thread(
-        sandbox.propose_patch, path, content, based_on_sha=base_sha256
-    )
+    async with asyncio.timeout(_FS_LIMIT_S):
+        proposal = await asyncio.to_thread(
+            sandbox.propose_patch, path, content, based_on_sha=base_sha256
+        )
     decision, edited = Decision.APPROVE, None
     if ctx.approval is Approval.ASK:
         if ctx.ask is None:
@@ -148,12 +151,13 @@ async def fs_patch(ctx: ToolContext, path: str, content: str, base_sha256: str) 
         )
         decision, edited = answer.decision, answer.content
         if decision is Decision.REJECT:
-            why = f": {answer.reason}" if answer.reason else ""
+            why = f" ({answer.reason})" if answer.reason else ""
+            who = "the owner rejected the change" if answer.by else "not applied"
             return {
                 "path": proposal.path,
                 "applied": False,
                 "rejected": True,
-                "result": f"the owner rejected the change{why}; the file is unchanged",
+                "result": f"{who}{why}; the file is unchanged",
             }
     if decision is Decision.EDIT and edited is not None:
         sha = await asyncio.to_thread(sandbox.apply_edited, proposal, edited)

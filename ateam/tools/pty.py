@@ -120,7 +120,7 @@ _TERMINAL_VARS: Final = frozenset({"TERM", "COLUMNS", "LINES"})
 
 _CHUNK: Final = 64 * 1024
 """Bytes asked for per ``os.read``; a Linux PTY hands out at most ~4 KiB at a time."""
-_READ_BUDGET: Final = 1 << 20
+_READ_BUDGET: Final = 1 << 17
 """Bytes read per readiness callback before the loop gets a turn (fairness)."""
 _TERM_AFTER_S: Final = 1.0
 _KILL_AFTER_S: Final = 2.0

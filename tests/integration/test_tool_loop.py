@@ -46,7 +46,11 @@ def output_bytes(bus: Bus, agent: str) -> bytes:
 def test_a_scripted_build_runs_os_exec_in_a_pty_and_streams_it_live(
     start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path
 ) -> None:
-    cmd = "test -t 1 && echo on-a-tty; echo compiling; sleep 2; echo built"
+    # "built" waits for a file the test creates: the first line is provably live.
+    cmd = (
+        "test -t 1 && echo on-a-tty; echo compiling; "
+        "while [ ! -f go ]; do sleep 0.05; done; echo built"
+    )
     root = write_scripted_project(
         tmp_path / "b",
         "b",
@@ -58,8 +62,9 @@ def test_a_scripted_build_runs_os_exec_in_a_pty_and_streams_it_live(
 
     console.wait_line("▶ $ test -t 1")
     console.wait_line("compiling", timeout=10)
-    # Live: the first line is on screen while the command is still sleeping.
+    # Live: the first line is on screen while the command is still running.
     assert not of_type(bus, "b/zeus", "tool.end")
+    (root / "go").touch()
     console.wait_line(lambda line: "◀ os.exec exit 0" in line, timeout=15)
     console.wait_line("[A:b/zeus] The build printed: built.")
 

@@ -254,3 +254,24 @@ async def test_coalescer_widens_its_window_above_the_frame_rate_limit() -> None:
     assert co._window > 0.005
     assert len(frames) < 50
     assert sum(len(f["text"]) for f in frames) == 60  # coalesced, nothing dropped
+
+
+async def test_scrub_masks_text_fields_and_leaves_base64_frames_intact(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    from ateam.bus.codec import unpack
+    from ateam.redact import Redactor
+
+    keys = Keys(target.namespace)
+    redactor = Redactor()
+    pub = EventPublisher(client, keys, AGENT, scrub=redactor.redact_obj)
+    await pub.start()
+    key = "AIza" + "A1234567890abcdefghijklmnopqrstuvwx"
+    # Base64 that happens to contain a key-shaped run: masking it would corrupt the frame.
+    encoded = f"QUJD/{key}+QUJDQUJ"
+    pub.emit("tool.output", text=f"key {key}")
+    pub.emit("tool.output", b64=encoded)
+    await pub.aclose()
+    bodies = [unpack(f[b"d"]) for _, f in await client.xrange(keys.events(AGENT))]
+    assert bodies[0]["text"] == "key ****"
+    assert bodies[1]["b64"] == encoded

@@ -85,12 +85,17 @@ async def run(cmd: str, cwd: Path, limits: ExecLimits = LIMITS) -> tuple[ExecRes
 
 async def test_output_arrives_live(tmp_path: Path) -> None:
     out = Output()
+    # "two" waits for a file only the test creates, so "one" is provably live.
     proc = await ExecProcess.start(
-        "echo one; sleep 0.5; echo two", cwd=tmp_path, limits=LIMITS, on_output=out
+        "echo one; while [ ! -f go ]; do sleep 0.02; done; echo two",
+        cwd=tmp_path,
+        limits=LIMITS,
+        on_output=out,
     )
     await out.wait_for(b"one")
     assert b"two" not in out.data
     assert not proc.done
+    (tmp_path / "go").touch()
     result = await proc.wait()
     assert out.data == b"one\ntwo\n"
     assert result.exit_code == 0

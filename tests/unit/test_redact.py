@@ -20,7 +20,14 @@ import pytest
 
 from ateam.config import load_project
 from ateam.config.schema import RedactPattern
-from ateam.redact import BUILTIN_PATTERNS, MASK, RedactLogFilter, Redactor, from_config
+from ateam.redact import (
+    BUILTIN_PATTERNS,
+    MASK,
+    RedactLogFilter,
+    Redactor,
+    _may_hold_builtin,
+    from_config,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -176,6 +183,20 @@ def test_builtin_pattern_stands_alone(name: str, text: str, expected: str) -> No
     """The published regex of each built-in finds its sample on its own."""
     (pattern,) = [p for p in BUILTIN_PATTERNS if p.name == name]
     assert pattern.compile().search(text)
+
+
+@pytest.mark.parametrize(("name", "text", "expected"), SAMPLES)
+def test_builtin_sample_is_found_inside_long_text(
+    redactor: Redactor, name: str, text: str, expected: str
+) -> None:
+    """Long texts go through a substring pre-check first: it must not skip any built-in."""
+    filler = "[ 42%] Building CXX object src/net/client_pool.cpp.o\n" * 40
+    assert redactor.redact(filler + text) == filler + expected
+    # And the pre-check alone says yes to each match with the context its lookbehind needs.
+    (pattern,) = [p for p in BUILTIN_PATTERNS if p.name == name]
+    for match in pattern.compile().finditer(text):
+        seen = text[max(0, match.start() - 12) : match.end()]
+        assert _may_hold_builtin(seen + " " * 600), (name, seen)
 
 
 @pytest.mark.parametrize("text", NEAR_MISSES)

@@ -1,0 +1,185 @@
+"""The task loop in-process (SPEC §5.4): failures, slow owners, interrupts and re-runs.
+
+A real :class:`~ateam.agent.process.Agent` on the test's redis-server, a ``scripted``
+model and the built-in tools plus one that misbehaves on purpose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+import yaml
+
+from ateam.agent.process import Agent, AgentState
+from ateam.bus.codec import unpack
+from ateam.bus.connection import RedisTarget
+from ateam.config import standalone_agent
+from ateam.providers import ScriptedProvider
+from ateam.tools import ToolRegistry, tool
+from ateam.tools.approvals import Decision
+from ateam.tools.builtin import BUILTIN_TOOLS
+
+
+@tool("test.boom")
+def boom(reason: str) -> str:
+    """A tool with a bug.
+
+    Args:
+        reason: what to blow up with.
+    """
+    raise KeyError(reason)
+
+
+@pytest.fixture
+async def make_agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
+    started: list[Agent] = []
+
+    async def make(turns: list[dict[str, Any]], **spec: Any) -> Agent:
+        script = tmp_path / f"script-{len(started)}.yaml"
+        script.write_text(yaml.safe_dump({"turns": turns}))
+        config = standalone_agent("proj", f"a{len(started)}", tmp_path)
+        config = dataclasses.replace(config, tools_allow=("fs.*", "test.*", "os.exec"), **spec)
+        registry = ToolRegistry([*BUILTIN_TOOLS, boom])
+        agent = Agent(config, target, ScriptedProvider(script), tools=registry)
+        await agent._start()
+        started.append(agent)
+        return agent
+
+    yield make
+    for agent in started:
+        if agent.state is not AgentState.SHUTDOWN:
+            agent.request_shutdown()
+            await agent._shutdown()
+
+
+async def events(client: aioredis.Redis, agent: Agent) -> list[dict[str, Any]]:
+    return [unpack(f[b"d"]) for _, f in await client.xrange(agent.keys.events(agent.id))]
+
+
+async def until(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+    async with asyncio.timeout(timeout):
+        while not (value := predicate()):  # noqa: ASYNC110 - polls plain attributes
+            await asyncio.sleep(0.02)
+    return value
+
+
+def call(name: str, **args: Any) -> dict[str, Any]:
+    return {"text": "Calling.", "tool_calls": [{"name": name, "args": args}]}
+
+
+async def test_a_tool_that_raises_fails_its_call_not_the_task_or_the_agent(
+    make_agent: Callable[..., Any], client: aioredis.Redis
+) -> None:
+    agent = await make_agent([call("test.boom", reason="oops"), {"text": "recovered"}])
+    agent.enqueue("break it", source="test")
+    agent.enqueue("then this", source="test")
+    await until(lambda: not len(agent.queue) and agent.history.count() >= 6)
+    await until(lambda: agent.state is AgentState.IDLE)
+
+    seen = await events(client, agent)
+    (end,) = [e for e in seen if e["type"] == "tool.end"]
+    assert (end["ok"], end["code"]) == (False, "internal")
+    ends = [e for e in seen if e["type"] == "task.end"]
+    assert [e["ok"] for e in ends] == [True, True]
+    tool_turn = next(t for t in agent.history.tail(10) if t["role"] == "tool")
+    assert "error [internal]" in tool_turn["content"] and "KeyError" in tool_turn["content"]
+    assert agent.exit_code == 0 and agent._worker is not None and not agent._worker.done()
+
+
+async def test_an_owner_may_take_longer_than_the_fs_timeout_over_a_diff(
+    make_agent: Callable[..., Any], client: aioredis.Redis, tmp_path: Path
+) -> None:
+    target = tmp_path / "slow.txt"
+    target.write_text("old\n")
+    base = hashlib.sha256(b"old\n").hexdigest()
+    agent = await make_agent(
+        [call("fs.patch", path="slow.txt", content="new\n", base_sha256=base), {"text": "ok"}]
+    )
+    agent.enqueue("patch it", source="test")
+    await until(lambda: agent.approvals.pending())
+    assert agent.state is AgentState.WAITING
+    await asyncio.sleep(3.5)  # longer than fs.*'s 3 s: the wait for the owner is not fs work
+    agent.approvals.answer(None, Decision.APPROVE, content=None, by="console:test")
+    await until(lambda: agent.state is AgentState.IDLE)
+    assert target.read_text() == "new\n"
+    (end,) = [e for e in await events(client, agent) if e["type"] == "tool.end"]
+    assert end["ok"] is True
+
+
+async def test_an_interrupt_also_rejects_an_approval_asked_for_just_after_it(
+    make_agent: Callable[..., Any], client: aioredis.Redis, tmp_path: Path
+) -> None:
+    (tmp_path / "late.txt").write_text("a\n")
+    base = hashlib.sha256(b"a\n").hexdigest()
+    agent = await make_agent([call("fs.patch", path="late.txt", content="b\n", base_sha256=base)])
+    started = asyncio.Event()
+    real = agent.sandbox.propose_patch
+
+    def slow_propose(*args: Any, **kwargs: Any) -> Any:
+        # The interrupt lands while the proposal is being computed, before the ask.
+        started.set()
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    agent.sandbox.propose_patch = slow_propose  # type: ignore[method-assign]
+    agent.enqueue("patch", source="test")
+    await until(started.is_set)
+    agent.interrupt()
+    await until(lambda: agent.state is AgentState.IDLE, timeout=5)
+    seen = await events(client, agent)
+    (task_end,) = [e for e in seen if e["type"] == "task.end"]
+    assert task_end["error"] == "interrupted"
+    assert not [e for e in seen if e["type"] == "diff.proposed"]
+    assert (tmp_path / "late.txt").read_text() == "a\n"
+
+
+async def test_a_released_task_runs_again_without_repeating_its_question(
+    make_agent: Callable[..., Any], client: aioredis.Redis
+) -> None:
+    agent = await make_agent([{"text": "first attempt"}, {"text": "second attempt"}])
+    item = agent.queue.append("the question", source="test", trace_id="t1")
+    taken = agent.queue.take()
+    assert taken is not None
+    agent.history.append(
+        {"role": "user", "content": "the question", "task_id": item.id, "trace_id": "t1"}
+    )
+    agent.queue.release(item.id)
+    agent.enqueue_wakeup()
+    await until(lambda: agent.history.count() >= 2 and agent.state is AgentState.IDLE)
+    turns = agent.history.tail(10)
+    assert [t["role"] for t in turns] == ["user", "assistant"]
+    (end,) = [e for e in await events(client, agent) if e["type"] == "task.end"]
+    assert end["ok"] is True and end["task_id"] == item.id
+
+
+async def test_shutdown_during_a_silent_model_releases_the_item(
+    make_agent: Callable[..., Any], tmp_path: Path
+) -> None:
+    agent = await make_agent([{"text": "never finished"}])
+    gate = asyncio.Event()
+    real_stream = agent.provider.stream
+
+    async def stalled(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        await gate.wait()  # a model that sends nothing for a long time
+        async for chunk in real_stream(*args, **kwargs):
+            yield chunk
+
+    agent.runner.provider.stream = stalled  # type: ignore[method-assign]
+    item, _ = agent.enqueue("slow one", source="test")
+    await until(lambda: agent.state is AgentState.BUSY)
+    agent.request_shutdown()
+    await asyncio.wait_for(agent._shutdown(), 15)
+    reopened = type(agent.queue)(agent.config.state_dir)
+    report = reopened.open()
+    # Put back at the head by the shutdown itself, not found half-done like after a crash.
+    assert report.requeued == [] and report.dead == []
+    assert [i.id for i in reopened.pending()] == [item.id]
+    reopened.close()
