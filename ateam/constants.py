@@ -66,3 +66,7 @@ SHUTDOWN_SOFT_S = 2.0
 """How long a graceful shutdown waits for the current task to stop cooperatively."""
 SHUTDOWN_HARD_S = 2.0
 """Then how long after a hard stop (process group killed, stream abandoned)."""
+
+SWITCH_BACK_CHECK_S = 2.0
+"""How often an idle agent on a fallback checks whether it can return to its primary
+(a probe call is made at most once per ``switching.cooldown_s``)."""

@@ -18,16 +18,21 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from ateam._fs import atomic_write
+from ateam.agent.handoff import HandoffStore
 from ateam.agent.history import History, SummaryLog
 from ateam.agent.prompts import Prompts
 from ateam.agent.queue import DurableQueue, QueueItem
+from ateam.agent.router import ModelRouter, Reason
 from ateam.agent.runner import TaskControl, TaskRunner, cancel_quietly
 from ateam.agent.service import build_methods
+from ateam.agent.workctx import WorkingContext
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
 from ateam.bus.events import EventPublisher, EventType
@@ -44,6 +49,7 @@ from ateam.constants import (
     PROMPT_POLL_S,
     SHUTDOWN_HARD_S,
     SHUTDOWN_SOFT_S,
+    SWITCH_BACK_CHECK_S,
     WORKER_CRASH_WINDOW_S,
     WORKER_RESTART_DELAY_S,
 )
@@ -54,6 +60,7 @@ from ateam.errors import (
     LockLost,
     agent_exit_code,
 )
+from ateam.providers import build_provider
 from ateam.providers.base import Provider
 from ateam.redact import Redactor
 from ateam.tools.approvals import Answer, ApprovalRequest, Approvals
@@ -94,7 +101,8 @@ class Agent:
         self.state = AgentState.INIT
         self.queue = DurableQueue(config.state_dir)
         self.history = History(config.state_dir)
-        self.provider = provider
+        self.router = ModelRouter(config, factory=build_provider, current=provider.model)
+        self.router.providers[provider.model] = provider
         self.client: aioredis.Redis = make_client(target)
         self.lock = InstanceLock(self.client, self.keys, self.id)
         self.events = EventPublisher(
@@ -112,6 +120,7 @@ class Agent:
             name=config.name,
             project=config.project,
             model=provider.model,
+            primary=config.model,
             cwd=str(config.cwd),
             host=socket.gethostname(),
             pid=os.getpid(),
@@ -119,6 +128,15 @@ class Agent:
         )
         self.heartbeat = Heartbeat(self.client, self.keys, self.entry)
         self.summaries = SummaryLog(config.state_dir)
+        self.handoff = HandoffStore(
+            config.state_dir,
+            model=provider.model,
+            project=config.project,
+            mirror=self._mirror_handoff,
+        )
+        self.workctx = WorkingContext(config.state_dir)
+        self._recent_actions: list[str] = []
+        self._files_touched: list[str] = []
         self.tool_registry, self._plugin_warnings = (
             (tools, []) if tools is not None else default_registry()
         )
@@ -160,6 +178,13 @@ class Agent:
             scrub=self.redactor.redact_obj,
             scrub_text=self.redactor.redact,
             scrub_bytes=self.redactor.redact_bytes,
+            router=self.router,
+            on_switch=self._on_switch,
+            on_turn=self._on_turn,
+            extra_context=self.workctx.render,
+            handoff_context=self._handoff_context,
+            compact=self._compact,
+            compacted_until=_read_marker(config.state_dir / "context" / "compacted_until"),
         )
         self._prompt_reload_pending = False
         self.rpc: RpcServer | None = None
@@ -171,7 +196,13 @@ class Agent:
         self._work = asyncio.Event()
         self._registry_dirty = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
+        self._mirrors: set[asyncio.Task[None]] = set()
         self._worker: asyncio.Task[None] | None = None
+
+    @property
+    def provider(self) -> Provider:
+        """The model the agent currently talks to."""
+        return self.router.provider()
 
     # lifecycle ------------------------------------------------------------------------
 
@@ -560,7 +591,11 @@ class Agent:
                     self._apply_prompt_reload("deferred until the agent was idle")
                 self._set_state(AgentState.IDLE)
                 self._work.clear()
-                await self._work.wait()
+                await self._maybe_switch_back()
+                # Wake now and then while idle: the primary may have recovered.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(SWITCH_BACK_CHECK_S):
+                        await self._work.wait()
                 continue
             await self._process(item)
 
@@ -592,9 +627,213 @@ class Agent:
         self.queue.done(item.id, ok=outcome.ok, error=outcome.error)
         if outcome.error and outcome.error not in ("interrupted", "cancelled"):
             self.entry.last_error = outcome.error
+            self.workctx.add_failure(outcome.error, task=item.id)
+        self._task_finished(item, outcome.ok)
+        self.entry.usage = self.router.usage_view()
+        if self.workctx.note_task_done():
+            await self.summarize("every 5 tasks")
         self._update_ctx_pct()
+        await self._check_context_fill()
         self.entry.queue_len = len(self.queue)
         self._registry_dirty.set()
+
+    async def _check_context_fill(self) -> None:
+        """Context at or over ``switch_at``: summarise; still full, a larger window (SPEC §7)."""
+        threshold = 100 * self.config.spec.switching.switch_at
+        if self.entry.ctx_pct < threshold or self.router.pinned is not None:
+            return
+        await self._compact({})
+        self.runner.context_tokens = self.runner.build_context().tokens
+        self._update_ctx_pct()
+        if self.entry.ctx_pct < threshold:
+            return
+        current = self.router.current
+        window = self.provider.context_window
+        bigger = self.router.larger_fallback(current, window)
+        if bigger is not None:
+            await self._on_switch(current, bigger, Reason.CONTEXT_FULL, {})
+            self._update_ctx_pct()
+
+    # models, handoff, working context ---------------------------------------------
+
+    async def _on_switch(
+        self, from_model: str, to_model: str, reason: Any, ids: dict[str, Any]
+    ) -> None:
+        """Move to ``to_model``: verify the handoff, record the switch, tell everyone."""
+        why = str(reason) if reason is not None else Reason.PINNED.value
+        validity = self.handoff.show()[1]
+        if not validity.ok:
+            # Stale or missing: write a fresh one from what the agent knows now.
+            self._refresh_handoff(status="in_progress" if self.control else "idle")
+            validity = self.handoff.show()[1]
+        if not validity.ok:
+            self.events.emit(
+                EventType.WARN,
+                msg=f"switching {from_model} → {to_model} with an incomplete handoff "
+                f"({validity.reason})",
+                code="handoff.incomplete",
+                **ids,
+            )
+            why = Reason.INCOMPLETE_HANDOFF.value
+        self.router.switch(to_model)
+        usage = {"ctx_pct": self.entry.ctx_pct, **self.router.usage_view()}
+        try:
+            self.handoff.record_switch(
+                from_model=from_model,
+                to_model=to_model,
+                reason=why,
+                usage_percent=self.entry.ctx_pct,
+            )
+        except AteamError as exc:  # the switch itself must still happen
+            log.warning("handoff history not written: %s", exc)
+        self.entry.model = to_model
+        self.entry.last_switch = {
+            "from": from_model,
+            "to": to_model,
+            "reason": why,
+            "ts": time.time(),
+        }
+        self.events.emit(
+            EventType.MODEL_SWITCH,
+            **{"from": from_model},
+            to=to_model,
+            reason=why,
+            usage=usage,
+            **ids,
+        )
+        log.warning("model switch %s -> %s (%s)", from_model, to_model, why)
+        self._registry_dirty.set()
+
+    async def _maybe_switch_back(self) -> None:
+        """Idle: return to the primary when it is healthy and the context fits (SPEC §7)."""
+        if not self.router.wants_switch_back(context_tokens=self.runner.context_tokens):
+            return
+        primary = self.router.primary
+        if not await self.router.probe(primary):
+            return
+        if self.state is not AgentState.IDLE or self.control is not None:
+            return  # work arrived while probing; try again when idle
+        await self._on_switch(self.router.current, primary, Reason.SWITCH_BACK, {})
+
+    async def use_model(self, model: str | None) -> dict[str, Any]:
+        """``/use MODEL`` pins a model (``None`` unpins)."""
+        previous = self.router.current
+        self.router.pin(model)
+        self.entry.pinned = self.router.pinned
+        if self.router.current != previous:
+            self.router.current = previous  # _on_switch does the move and the records
+            await self._on_switch(previous, model or previous, Reason.PINNED, {})
+        self._registry_dirty.set()
+        return {"current": self.router.current, "pinned": self.router.pinned}
+
+    def _on_turn(self, item: QueueItem, turn: dict[str, Any]) -> None:
+        """After every recorded turn: keep the handoff current (SPEC §7)."""
+        for call in turn.get("tool_calls") or ():
+            args = call.get("args") or {}
+            what = args.get("cmd") or args.get("path") or ""
+            self._recent_actions.append(f"{call.get('name')} {what}".strip()[:200])
+            if call.get("name") in ("fs.write", "fs.patch") and args.get("path"):
+                if args["path"] not in self._files_touched:
+                    self._files_touched.append(str(args["path"]))
+        del self._recent_actions[:-10]
+        del self._files_touched[:-50]
+        self._refresh_handoff(status="in_progress", description=item.text)
+
+    def _task_finished(self, item: QueueItem, ok: bool) -> None:
+        self._refresh_handoff(status="done" if ok else "failed", description=item.text)
+
+    def _refresh_handoff(self, *, status: str, description: str | None = None) -> None:
+        task: dict[str, Any] = {"status": status, "project": self.config.project}
+        if description is not None:
+            task["description"] = description[:2000]
+        decisions = [d.get("decision", "") for d in self.workctx.decisions()[:5]]
+        failures = [f.get("description", "") for f in self.workctx.failures()[:3]]
+        try:
+            self.handoff.update(
+                {
+                    "model": {"current": self.router.current, "usage_percent": self.entry.ctx_pct},
+                    "task": task,
+                    "context": {
+                        "recent_actions": list(self._recent_actions),
+                        "decisions": decisions,
+                        "blockers": failures,
+                    },
+                    "files_touched": list(self._files_touched),
+                },
+                author=self.router.current,
+            )
+        except AteamError as exc:  # a handoff that cannot be written must not stop work
+            log.warning("handoff not written: %s", exc)
+
+    def _handoff_context(self) -> str:
+        """The block the first call after a switch carries: the handoff and the summary."""
+        record = self.handoff.read() or {}
+        task = record.get("task") or {}
+        context = record.get("context") or {}
+        lines = [
+            "## Handoff",
+            f"You are taking over from model {record.get('author', '?')} mid-work.",
+            f"Task: {task.get('description', '')} (status: {task.get('status', '?')})",
+        ]
+        for title, key in (
+            ("Recent actions", "recent_actions"),
+            ("Decisions", "decisions"),
+            ("Next steps", "next_steps"),
+            ("Blockers", "blockers"),
+        ):
+            items = context.get(key) or []
+            if items:
+                lines.append(f"{title}:")
+                lines.extend(f"- {item}" for item in items)
+        if record.get("files_touched"):
+            lines.append("Files touched: " + ", ".join(record["files_touched"]))
+        summary = self.workctx.summary()
+        if summary:
+            lines += ["", "## Rolling summary", summary]
+        return "\n".join(lines)
+
+    def _mirror_handoff(self, data: bytes) -> None:
+        async def put() -> None:
+            with contextlib.suppress(*CONNECTION_ERRORS):
+                await self.client.set(self.keys.handoff(self.id), data)
+
+        with contextlib.suppress(RuntimeError):  # no running loop (tests, shutdown)
+            task = asyncio.get_running_loop().create_task(put())
+            self._mirrors.add(task)
+            task.add_done_callback(self._mirrors.discard)
+
+    async def _compact(self, ids: dict[str, Any]) -> bool:
+        """The context is too long: summarise older turns and leave them out of it."""
+        current = self.runner._current_task
+        older = [t for t in self.history.tail(200) if t.get("task_id") != current]
+        outcome = await self.workctx.summarize(self.provider, older, model=self.router.current)
+        self.events.emit(
+            EventType.CONTEXT,
+            action="summarized" if outcome.ok else "summary_failed",
+            reason="context too long",
+            attempts=outcome.attempts,
+            error=outcome.reason,
+            **ids,
+        )
+        if not outcome.ok:
+            return False  # nothing dropped: the raw turns stay, the router decides
+        marker = max((float(t.get("ts") or 0) for t in older), default=0.0)
+        self.runner.compacted_until = marker
+        _write_marker(self.config.state_dir / "context" / "compacted_until", marker)
+        return True
+
+    async def summarize(self, why: str) -> dict[str, Any]:
+        """Re-summarise the working context from recent history (SPEC §8)."""
+        turns = self.history.tail(200)
+        outcome = await self.workctx.summarize(self.provider, turns, model=self.router.current)
+        self.events.emit(
+            EventType.CONTEXT,
+            action="summarized" if outcome.ok else "summary_failed",
+            reason=why,
+            attempts=outcome.attempts,
+            error=outcome.reason,
+        )
+        return {"ok": outcome.ok, "attempts": outcome.attempts, "reason": outcome.reason}
 
     def _update_ctx_pct(self) -> None:
         if self.provider.context_window:
@@ -605,6 +844,18 @@ class Agent:
     async def restart_marker(self) -> None:
         with contextlib.suppress(*CONNECTION_ERRORS):
             await self.heartbeat.grace(GRACE_MARKER_S)
+
+
+def _read_marker(path: Path) -> float:
+    try:
+        return float(path.read_text(encoding="ascii").strip() or 0)
+    except (OSError, ValueError):
+        return 0.0
+
+
+def _write_marker(path: Path, value: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_write(path, f"{value!r}\n".encode("ascii"))
 
 
 async def _bounded(step: Awaitable[Any], seconds: float = 2.0) -> None:

@@ -22,20 +22,23 @@ result and decides what to do next, like a developer reading an error message.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ateam.agent import context as ctxbuild
 from ateam.agent.history import History, SummaryLog
 from ateam.agent.queue import QueueItem
+from ateam.agent.router import Action, ModelRouter
+from ateam.agent.router import Decision as RouteDecision
 from ateam.bus.events import Coalescer, EventPublisher, EventType, decode_chunk, encode_chunk
 from ateam.config.schema import Approval
-from ateam.errors import AteamError, ToolDenied
+from ateam.errors import AteamError, ContextTooLong, ToolDenied
 from ateam.providers.base import (
     Headroom,
     Message,
@@ -127,6 +130,9 @@ class _Reply:
     error: AteamError | Exception | None = None
 
 
+SwitchHook = Callable[[str, str, Any, dict[str, Any]], Awaitable[None]]
+"""``on_switch(from_model, to_model, reason, ids)``: the agent's part of a switch."""
+
 ContextFactory = Callable[[QueueItem, Approval, Callable[[bytes], None], TaskControl], ToolContext]
 
 
@@ -150,10 +156,28 @@ class TaskRunner:
         scrub: Callable[[dict[str, Any]], dict[str, Any]] = lambda turn: turn,
         scrub_text: Callable[[str], str] = lambda text: text,
         scrub_bytes: Callable[[bytes], bytes] = lambda data: data,
+        router: ModelRouter | None = None,
+        on_switch: SwitchHook | None = None,
+        on_turn: Callable[[QueueItem, dict[str, Any]], None] | None = None,
+        extra_context: Callable[[], str] | None = None,
+        handoff_context: Callable[[], str] | None = None,
+        compact: Callable[[dict[str, Any]], Awaitable[bool]] | None = None,
+        compacted_until: float = 0.0,
     ) -> None:
         self._events = publisher
         self._history = history
-        self.provider = provider
+        self._provider = provider
+        self.router = router
+        self._on_switch = on_switch
+        self._on_turn = on_turn
+        self._extra_context = extra_context
+        self._handoff_context = handoff_context
+        self._inject_handoff = False
+        """Set by a switch: the next model call's context carries the handoff."""
+        self._compact = compact
+        self.compacted_until = compacted_until
+        """Unix time up to which older turns are summarised and left out of the context."""
+        self._current_task: str | None = None
         self._system_prompt = system_prompt
         self._summaries = summaries
         self.policy = policy
@@ -169,6 +193,11 @@ class TaskRunner:
         """Estimated or reported tokens of the last model call's context plus its reply."""
         self.headroom: Headroom | None = None
 
+    @property
+    def provider(self) -> Provider:
+        """The model the next call goes to (the router's current one, if routed)."""
+        return self.router.provider() if self.router is not None else self._provider
+
     # context --------------------------------------------------------------------------
 
     def tool_specs(self) -> list[dict[str, Any]]:
@@ -176,10 +205,26 @@ class TaskRunner:
 
     def build_context(self, new_input: str | None = None) -> ctxbuild.Context:
         """System prompt + summaries + the newest turns that fit + ``new_input``."""
+        system = self._system_prompt()
+        extra = self._extra_context() if self._extra_context is not None else ""
+        if self._inject_handoff and self._handoff_context is not None:
+            extra = f"{self._handoff_context()}\n\n{extra}".strip()
+        if extra:
+            system = f"{system}\n\n{extra}"
+        turns = self._history.tail(HISTORY_CANDIDATES)
+        if self.compacted_until:
+            # Turns the working-context summary now stands for stay on disk but leave
+            # the context; the running task's own turns always stay.
+            turns = [
+                t
+                for t in turns
+                if float(t.get("ts") or 0) > self.compacted_until
+                or t.get("task_id") == self._current_task
+            ]
         return ctxbuild.build(
-            system=self._system_prompt(),
+            system=system,
             summaries=self._summaries.all() if self._summaries is not None else [],
-            turns=self._history.tail(HISTORY_CANDIDATES),
+            turns=turns,
             new_input=new_input,
             window=self.provider.context_window,
         )
@@ -195,6 +240,7 @@ class TaskRunner:
         ids = {"task_id": item.id, "trace_id": item.trace_id}
         started = time.monotonic()
         control.approvals = self._approvals
+        self._current_task = item.id
         self._events.emit(
             EventType.TASK_START, text=item.text, source=item.source, attempt=item.attempts, **ids
         )
@@ -236,7 +282,7 @@ class TaskRunner:
         rerun = self._has_user_turn(item.id)
         messages = self.build_context(None if rerun else item.text).messages
         if not rerun:
-            self._record(self._turn("user", item.text, item, source=item.source))
+            self._record(self._turn("user", item.text, item, source=item.source), item)
         tools = self.tool_specs()
         while True:
             if progress.iterations >= self.max_iterations:
@@ -245,21 +291,9 @@ class TaskRunner:
                     EventType.WARN, msg=progress.error, code="task.iteration_limit", **ids
                 )
                 return
+            reply, model, messages = await self._call(messages, tools, control, item, ids)
             progress.iterations += 1
-            reply = await self._stream(messages, tools, control, ids)
-            usage = reply.usage or Usage(sum(ctxbuild.message_tokens(m) for m in messages), 0)
-            out = usage.tokens_out or estimate_tokens(reply.text)
-            progress.tokens_in += usage.tokens_in
-            progress.tokens_out += out
-            self.context_tokens = usage.tokens_in + out
-            progress.text = reply.text
-            calls = [dataclasses.asdict(call) for call in reply.calls]
-            if reply.text or calls or reply.error is None:
-                turn = self._turn("assistant", reply.text, item, source="model")
-                turn.update(tokens_in=usage.tokens_in, tokens_out=out)
-                if calls:
-                    turn["tool_calls"] = calls
-                self._record(turn)
+            calls = self._account(reply, model, messages, item, control, progress)
             if reply.error is not None:
                 progress.error = _describe(reply.error)
                 self._events.emit(
@@ -276,6 +310,104 @@ class TaskRunner:
                 messages.append(Message("tool", result, tool_call_id=call.id))
             if control.interrupted.is_set():
                 return  # stopped during the last tool: no further model call
+            if reply.headroom is not None and self.router is not None:
+                low = self.router.headroom_low(reply.headroom.fraction)
+                if low is not None:  # move before the next call rather than after a 429
+                    await self._switch(low, model, item, ids)
+                    messages = self.build_context(None).messages
+
+    def _account(
+        self,
+        reply: _Reply,
+        model: str,
+        messages: list[Message],
+        item: QueueItem,
+        control: TaskControl,
+        progress: _Progress,
+    ) -> list[dict[str, Any]]:
+        """Count the call's tokens and record the assistant turn; returns its tool calls."""
+        usage = reply.usage or Usage(sum(ctxbuild.message_tokens(m) for m in messages), 0)
+        out = usage.tokens_out or estimate_tokens(reply.text)
+        progress.tokens_in += usage.tokens_in
+        progress.tokens_out += out
+        progress.text = reply.text
+        self.context_tokens = usage.tokens_in + out
+        if reply.error is None:
+            self._inject_handoff = False  # the new model has seen it
+            if self.router is not None:
+                self.router.record_success(model, usage.tokens_in, out)
+        calls = [dataclasses.asdict(call) for call in reply.calls]
+        if reply.text or calls or (reply.error is None and not control.interrupted.is_set()):
+            turn = self._turn("assistant", reply.text, item, source="model")
+            turn.update(tokens_in=usage.tokens_in, tokens_out=out, model=model)
+            if calls:
+                turn["tool_calls"] = calls
+            self._record(turn, item)
+        return calls
+
+    async def _call(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        control: TaskControl,
+        item: QueueItem,
+        ids: dict[str, Any],
+    ) -> tuple[_Reply, str, list[Message]]:
+        """One model call, with the router's retries and switches; returns the final try."""
+        attempt = 0
+        compacted = False
+        while True:
+            model = self.provider.model
+            reply = await self._stream(messages, tools, control, ids)
+            if reply.error is None or control.interrupted.is_set():
+                return reply, model, messages
+            if isinstance(reply.error, ContextTooLong) and not compacted and self._compact:
+                # Summarise first (SPEC §7); only if that is not enough does the router
+                # look for a model with a larger window.
+                compacted = True
+                if await self._compact(ids):
+                    messages = self.build_context(None).messages
+                    continue
+            decision = self._route_failure(model, reply.error, attempt, ids)
+            if decision is None or decision.action is Action.FAIL:
+                return reply, model, messages
+            if decision.action is Action.RETRY:
+                attempt += 1
+                await _sleep_unless(control, decision.delay_s)
+                if control.interrupted.is_set():
+                    return _Reply(), model, messages
+                continue
+            await self._switch(decision, model, item, ids)
+            # Everything so far is in the history: the new model's context is rebuilt
+            # from it, with the handoff on top.
+            messages = self.build_context(None).messages
+            attempt = 0
+
+    def _route_failure(
+        self, model: str, exc: BaseException, attempt: int, ids: dict[str, Any]
+    ) -> RouteDecision | None:
+        if self.router is None:
+            return None
+        decision = self.router.after_failure(model, exc, attempt)
+        what = _describe(exc)
+        if decision.action is Action.RETRY:
+            self._events.emit(
+                EventType.WARN,
+                msg=f"{model}: {what}; retrying in {decision.delay_s:.1f} s",
+                code="provider.retry",
+                **ids,
+            )
+        return decision
+
+    async def _switch(
+        self, decision: RouteDecision, model: str, item: QueueItem, ids: dict[str, Any]
+    ) -> None:
+        assert self.router is not None and decision.to is not None
+        if self._on_switch is not None:
+            await self._on_switch(model, decision.to, decision.reason, ids)
+        else:
+            self.router.switch(decision.to)
+        self._inject_handoff = True
 
     def _has_user_turn(self, task_id: str) -> bool:
         return any(
@@ -380,7 +512,7 @@ class TaskRunner:
         )
         turn = self._turn("tool", result, item, source=call.name)
         turn.update(tool_call_id=call.id, name=call.name, ok=end.get("ok", False))
-        self._record(turn)
+        self._record(turn, item)
         return result
 
     async def _invoke(
@@ -436,8 +568,11 @@ class TaskRunner:
 
     # recording ------------------------------------------------------------------------
 
-    def _record(self, turn: dict[str, Any]) -> None:
-        self._history.append(self._scrub(turn))
+    def _record(self, turn: dict[str, Any], item: QueueItem | None = None) -> None:
+        clean = self._scrub(turn)
+        self._history.append(clean)
+        if self._on_turn is not None and item is not None:
+            self._on_turn(item, clean)
 
     def _turn(self, role: str, content: str, item: QueueItem, *, source: str) -> dict[str, Any]:
         return {
@@ -456,6 +591,13 @@ class TaskRunner:
 
 def _denied(name: str, why: str = "is not available") -> ToolDenied:
     return ToolDenied(f"tool {name} {why}", detail={"tool": name})
+
+
+async def _sleep_unless(control: TaskControl, seconds: float) -> None:
+    """Sleep, but wake at once when the task is interrupted."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await control.interrupted.wait()
 
 
 def _rejection(answer: Answer) -> str:

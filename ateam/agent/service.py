@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from ateam._fs import atomic_write
 from ateam.bus.rpc import Call, Method
+from ateam.config import AgentConfig
 from ateam.errors import BadRequest
 from ateam.tools.approvals import parse_decision
 
@@ -19,6 +22,27 @@ if TYPE_CHECKING:
     from ateam.agent.process import Agent
 
 MAX_HISTORY_TAIL = 1000
+
+
+def save_model(config: AgentConfig, model: str) -> str:
+    """Set ``model:`` in the agent's ``agent.yaml`` (comments and order kept); returns the path."""
+    path = config.source or (config.dir / "agent.yaml")
+    try:
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+    except OSError as exc:
+        raise BadRequest(f"cannot read {path}: {exc.strerror}") from None
+    line = f"model: {model}"
+    new, count = _MODEL_LINE.subn(line, text, count=1)
+    if count == 0:
+        new = f"{line}\n{text}"
+    try:
+        atomic_write(path, new.encode("utf-8"))
+    except OSError as exc:
+        raise BadRequest(f"cannot write {path}: {exc.strerror}") from None
+    return str(path)
+
+
+_MODEL_LINE = re.compile(r"^model:.*$", re.MULTILINE)
 
 
 def _text_param(call: Call, name: str) -> str:
@@ -129,7 +153,38 @@ class AgentService:
             "history_turns": self.agent.history.count(),
             "summaries": len(self.agent.summaries.all()),
             "rate_limit_headroom": headroom.fraction if headroom is not None else None,
+            "switch_at": self.agent.config.spec.switching.switch_at,
+            "working_context": self.agent.workctx.stats(),
+            "usage": self.agent.router.usage_view(),
         }
+
+    # models and the handoff ------------------------------------------------------------
+
+    async def model_list(self, call: Call) -> dict[str, Any]:
+        router = self.agent.router
+        return {
+            "current": router.current,
+            "primary": router.primary,
+            "pinned": router.pinned,
+            "route": router.route,
+            "models": router.models_view(),
+        }
+
+    async def model_use(self, call: Call) -> dict[str, Any]:
+        model = call.params.get("model")
+        if model is not None and not isinstance(model, str):
+            raise BadRequest("'model' must be a model id, or null to unpin")
+        return await self.agent.use_model(model)
+
+    async def model_save(self, call: Call) -> dict[str, Any]:
+        return {"saved": save_model(self.agent.config, self.agent.router.current)}
+
+    async def handoff_show(self, call: Call) -> dict[str, Any]:
+        record, validity = self.agent.handoff.show()
+        return {"record": record, "valid": validity.ok, "reason": validity.reason}
+
+    async def context_summarize(self, call: Call) -> dict[str, Any]:
+        return await self.agent.summarize("/summarize")
 
     # approvals --------------------------------------------------------------------------
 
@@ -221,6 +276,11 @@ def build_methods(agent: Agent) -> dict[str, Method]:
         ("prompt.set", svc.prompt_set, True, "replace the overlay, validated {text}"),
         ("prompt.reload", svc.prompt_reload, True, "reload prompt files (after the task if busy)"),
         ("tools.list", svc.tools_list, False, "tools this agent may call, with approvals"),
+        ("model.list", svc.model_list, False, "models, their health, the route and the current"),
+        ("model.use", svc.model_use, True, "pin a model {model}; null unpins"),
+        ("model.save", svc.model_save, True, "write the current model to agent.yaml"),
+        ("handoff.show", svc.handoff_show, False, "the handoff record and whether it verifies"),
+        ("context.summarize", svc.context_summarize, True, "re-summarise the working context"),
         ("shutdown", svc.shutdown, True, "graceful stop {restart?}"),
     ]
     return {name: Method(name, fn, mutating, doc) for name, fn, mutating, doc in table}

@@ -50,6 +50,10 @@ class Keys:
     def owner(self, agent: str) -> str:
         return f"{self.ns}owner:{{{agent}}}"
 
+    def handoff(self, agent: str) -> str:
+        """The agent's handoff record (SPEC §7), mirrored from ``state/handoff.json``."""
+        return f"{self.ns}handoff:{{{agent}}}"
+
     def rpc(self, agent: str) -> str:
         """List of pending requests for the agent."""
         return f"{self.ns}rpc:{{{agent}}}"

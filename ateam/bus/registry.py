@@ -40,6 +40,12 @@ class AgentEntry:
     fence: int = 0
     owner: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
+    primary: str = ""
+    """The model the agent returns to; ``model`` differs after a switch."""
+    pinned: str | None = None
+    """The model ``/use`` pinned, if any: no automatic switch while set."""
+    last_switch: dict[str, Any] | None = None
+    """The newest ``model.switch``: ``{from, to, reason, ts}``."""
 
     def to_wire(self) -> dict[str, Any]:
         return asdict(self)

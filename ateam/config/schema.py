@@ -290,7 +290,13 @@ class SwitchingSpec(_Spec):
     switch_back: float = Field(default=0.50, gt=0, le=1)
     """Usage below which an idle agent returns to its primary model."""
     cooldown_s: float = Field(default=60.0, ge=0)
-    """Minimum time between two switches."""
+    """Minimum time between two switches; a model that failed rests this long."""
+    retries: int = Field(default=2, ge=0, le=10)
+    """Retries of a failed call (429, 529/503, 5xx, connection) before switching."""
+    retry_backoff_s: float = Field(default=1.0, ge=0)
+    """First retry delay; doubled each time, raised to the provider's Retry-After."""
+    headroom_min: float = Field(default=0.05, ge=0, le=1)
+    """Switch when the provider's rate-limit headroom falls below this fraction."""
 
     @field_validator("switch_back")
     @classmethod

@@ -68,7 +68,7 @@ class Command:
     help: str
 
 
-PS_COLUMNS = ["id", "state", "model", "ctx_pct", "host", "queue_len", "owner"]
+PS_COLUMNS = ["id", "state", "model", "ctx_pct", "host", "queue_len", "owner", "pinned"]
 
 
 class ConsoleController:
@@ -236,6 +236,11 @@ class ConsoleController:
             ("reject", self._cmd_reject, "/reject [REQ]", "reject the waiting call or diff"),
             ("edit", self._cmd_edit, "/edit [REQ]", "edit the proposed file in $EDITOR, apply it"),
             ("pending", self._cmd_pending, "/pending", "requests waiting for an answer"),
+            ("models", self._cmd_models, "/models", "models with their health and the route"),
+            ("use", self._cmd_use, "/use MODEL|--auto", "pin a model; --auto unpins"),
+            ("save", self._cmd_save, "/save", "write the current model to agent.yaml"),
+            ("handoff", self._cmd_handoff, "/handoff", "the handoff record, and if it verifies"),
+            ("summarize", self._cmd_summarize, "/summarize", "re-summarise the working context"),
             ("quit", self._cmd_quit, "/quit", "leave the console (agents keep running)"),
         ]
         return {name: Command(name, fn, usage, text) for name, fn, usage, text in rows}
@@ -465,6 +470,49 @@ class ConsoleController:
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(name)
+
+    async def _cmd_models(self, args: list[str]) -> None:
+        reply = await self.rpc.call(self._require_attached(), "model.list")
+        pinned = f", pinned {reply['pinned']}" if reply["pinned"] else ""
+        self.view.info(f"route: {' → '.join(reply['route'])}; current {reply['current']}{pinned}")
+        for row in reply["models"]:
+            mark = "*" if row["current"] else " "
+            health = "healthy" if row["healthy"] else f"unhealthy ({row['last_error']})"
+            if row["cooling_down_s"]:
+                health += f", cooling down {row['cooling_down_s']}s"
+            self.view.info(
+                f"{mark} {row['id']:<16} {row['provider']:<10} window {row['context_window']:<8} "
+                f"{health}; {row['tokens_in']} in / {row['tokens_out']} out, cost {row['cost']}"
+            )
+
+    async def _cmd_use(self, args: list[str]) -> None:
+        if len(args) != 1:
+            raise UsageError("usage: /use MODEL (pins it) or /use --auto (unpins)")
+        model = None if args[0] == "--auto" else args[0]
+        reply = await self.rpc.call(self._require_writer(), "model.use", {"model": model})
+        if reply["pinned"]:
+            self.view.info(f"pinned to {reply['pinned']}: no automatic switching until /use --auto")
+        else:
+            self.view.info(f"automatic switching on; current model {reply['current']}")
+
+    async def _cmd_save(self, args: list[str]) -> None:
+        reply = await self.rpc.call(self._require_writer(), "model.save")
+        self.view.info(f"saved the current model to {reply['saved']}")
+
+    async def _cmd_handoff(self, args: list[str]) -> None:
+        reply = await self.rpc.call(self._require_attached(), "handoff.show")
+        verdict = "verifies" if reply["valid"] else f"does NOT verify ({reply['reason']})"
+        self.view.info(f"handoff {verdict}")
+        if reply["record"] is not None:
+            for line in json.dumps(reply["record"], indent=2, ensure_ascii=False).splitlines():
+                self.view.info(line)
+
+    async def _cmd_summarize(self, args: list[str]) -> None:
+        reply = await self.rpc.call(self._require_writer(), "context.summarize", timeout=120)
+        if reply["ok"]:
+            self.view.info(f"working context summarised ({reply['attempts']} attempt(s))")
+        else:
+            self.view.info(f"summary not changed: {reply['reason']}; the raw turns are kept")
 
     async def _cmd_quit(self, args: list[str]) -> None:
         self.quit_requested = True

@@ -206,6 +206,22 @@ class PlainView:
             f"{data.get('reason')}"
         )
 
+    def _model_switch(self, event: Event) -> None:
+        self._flush_partial(event.agent)
+        data = event.data
+        self._print(
+            f"*** {prefix(event.agent)} model switch: {data.get('from')} → {data.get('to')} "
+            f"({data.get('reason')})"
+        )
+
+    def _context(self, event: Event) -> None:
+        data = event.data
+        if data.get("action") in ("summarized", "summary_failed"):
+            why = f": {data.get('error')}" if data.get("error") else ""
+            self._print(f"{prefix(event.agent)} working context {data.get('action')}{why}")
+            return
+        self._print(f"{prefix(event.agent)} context {json.dumps(data)}")
+
     def _paint_diff(self, line: str) -> str:
         if not self._color:
             return line
@@ -235,6 +251,8 @@ _RENDERERS: dict[str, Callable[[PlainView, Event], None]] = {
     EventType.APPROVAL_REQUEST: PlainView._approval_request,
     EventType.APPROVAL_RESOLVED: PlainView._approval_resolved,
     EventType.PROMPT: PlainView._prompt,
+    EventType.MODEL_SWITCH: PlainView._model_switch,
+    EventType.CONTEXT: PlainView._context,
 }
 
 # Order matters: "+++"/"---" headers are bold before "+"/"-" lines are coloured.
