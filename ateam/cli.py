@@ -30,7 +30,7 @@ from ateam.bus.ownership import Ownership
 from ateam.bus.registry import Registry
 from ateam.bus.rpc import RpcClient
 from ateam.config import AgentConfig, ProjectConfig, load_project, standalone_agent
-from ateam.console.controller import PS_COLUMNS
+from ateam.console.controller import PS_COLUMNS, ps_rows
 from ateam.errors import (
     AgentNotFound,
     AteamError,
@@ -154,7 +154,7 @@ async def _with_client(target: RedisTarget, work: Callable[[Any, Keys], Awaitabl
 def cmd_ps(args: argparse.Namespace) -> int:
     async def work(client: Any, keys: Keys) -> int:
         views = await Registry(client, keys).list()
-        rows = [v.to_json() for v in views]
+        rows = ps_rows(views)
         if args.json:
             print(json.dumps(rows, indent=2, sort_keys=True))
             return 0

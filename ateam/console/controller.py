@@ -68,7 +68,9 @@ class Command:
     help: str
 
 
-PS_COLUMNS = ["id", "state", "model", "ctx_pct", "host", "queue_len", "owner", "pinned"]
+PS_COLUMNS = [
+    "id", "state", "model", "pinned", "ctx_pct", "host", "queue_len", "owner", "tokens", "cost",
+]  # fmt: skip
 
 
 class ConsoleController:
@@ -261,7 +263,7 @@ class ConsoleController:
         state = _option(args, "--state")
         if state:
             views = [v for v in views if v.state == state]
-        rows = [v.to_json() for v in views]
+        rows = ps_rows(views)
         if "--json" in args:
             self.view.info(json.dumps(rows, sort_keys=True))
         else:
@@ -383,6 +385,22 @@ class ConsoleController:
                 f"next context: ~{stats['next_context_tokens']} tokens, "
                 f"{stats['turns_in_context']} turns ({stats['turns_dropped']} older left out), "
                 f"{stats['summaries']} summaries"
+            )
+        if "working_context" in stats:
+            work = stats["working_context"]
+            tokens = work.get("tokens", {})
+            budget = work.get("budget", {})
+            self.view.info(
+                f"switch at {100 * stats['switch_at']:g}%; working context "
+                f"{tokens.get('total', 0)} of {budget.get('total', '?')} tokens (summary "
+                f"{tokens.get('summary', 0)}/{budget.get('summary', '?')}, decisions "
+                f"{tokens.get('decisions', 0)}, failures {tokens.get('failures', 0)}, "
+                f"constraints {tokens.get('constraints', 0)})"
+            )
+        for model, used in (stats.get("usage") or {}).get("per_model", {}).items():
+            self.view.info(
+                f"usage {model}: {used['tokens_in']} in, {used['tokens_out']} out, "
+                f"{used['calls']} calls, est. cost {used['cost']}"
             )
 
     async def _cmd_sys(self, args: list[str]) -> None:
@@ -662,6 +680,16 @@ class ConsoleController:
             self.view.banner(f"still no Redis after {failures} attempts; retrying", level="warn")
         elif connected:
             self.view.banner("reconnected to Redis")
+
+
+def ps_rows(views: list[AgentView]) -> list[dict[str, Any]]:
+    """Registry views as rows, with compact ``tokens`` and ``cost`` cells for tables."""
+    rows = [v.to_json() for v in views]
+    for row in rows:
+        usage = row.get("usage") or {}
+        row["tokens"] = f"{usage.get('tokens_in', 0)}/{usage.get('tokens_out', 0)}"
+        row["cost"] = usage.get("cost", 0)
+    return rows
 
 
 def _option(args: list[str], name: str) -> str | None:

@@ -116,6 +116,9 @@ def test_a_429_mid_task_finishes_on_the_fallback_and_the_agent_switches_back_whe
     assert any(
         "step-one" in str(m.get("content")) for m in first.body["messages"] if m["role"] == "tool"
     )
+    console.send("/handoff")
+    console.wait_line("handoff verifies")
+    console.wait_line('"description": "build the release"')
     (switch,) = events(bus, "s/zeus", "model.switch")
     assert (switch["from"], switch["to"], switch["reason"]) == ("primary", "backup", "rate_limited")
     assert "ctx_pct" in switch["usage"]
@@ -163,10 +166,25 @@ def test_a_pinned_model_is_never_switched_away_from(
         "the registry to show the pin",
     )
 
+    console.send("/models")
+    console.wait_line("route: primary → backup; current primary, pinned primary")
+    console.wait_line(lambda line: line.startswith("* primary") and "unhealthy" in line)
+
     console.send("/use --auto")
     console.wait_line("automatic switching on")
     console.send("again")
     console.wait_line("[A:p/zeus] finished on the fallback", timeout=20)
+
+    # /save writes the model in use into agent.yaml, comments and all.
+    agent_yaml = root / ".ateam/agents/zeus/agent.yaml"
+    agent_yaml.write_text("# the build agent\n" + agent_yaml.read_text())
+    console.send("/use backup")
+    console.wait_line("pinned to backup")
+    console.send("/save")
+    console.wait_line("saved the current model to")
+    saved = yaml.safe_load(agent_yaml.read_text())
+    assert saved["model"] == "backup" and saved["fallbacks"] == ["backup"]
+    assert agent_yaml.read_text().startswith("# the build agent\n")
 
 
 def test_context_too_long_summarises_first_and_switches_only_if_that_is_not_enough(

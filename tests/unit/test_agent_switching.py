@@ -1,0 +1,125 @@
+"""Switching inside a real agent, in-process (SPEC §7, §8): handoff validity and summaries.
+
+Scripted models stand in for providers; the agent runs on the test's redis-server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+import yaml
+
+from ateam.agent.handoff import check
+from ateam.agent.process import Agent, AgentState
+from ateam.bus.codec import unpack
+from ateam.bus.connection import RedisTarget
+from ateam.config import load_project
+from ateam.errors import StorageError
+from ateam.providers import build_provider
+
+
+def project(tmp_path: Path, p_turns: list[Any], f_turns: list[Any]) -> Path:
+    root = tmp_path / "proj"
+    agent = root / ".ateam" / "agents" / "zeus"
+    agent.mkdir(parents=True)
+    (root / ".ateam" / "p.yaml").write_text(yaml.safe_dump({"turns": p_turns}))
+    (root / ".ateam" / "f.yaml").write_text(yaml.safe_dump({"turns": f_turns}))
+    (root / ".ateam" / "models.yaml").write_text(
+        "models:\n"
+        "  - {id: p, provider: scripted, script: p.yaml, context_window: 8000}\n"
+        "  - {id: f, provider: scripted, script: f.yaml, context_window: 64000}\n"
+    )
+    (agent / "agent.yaml").write_text(
+        "model: p\nfallbacks: [f]\nswitching: {retries: 0, cooldown_s: 60}\n"
+    )
+    return root
+
+
+@pytest.fixture
+async def running(target: RedisTarget) -> AsyncIterator[Callable[[Path], Any]]:
+    agents: list[Agent] = []
+
+    async def start(root: Path) -> Agent:
+        config = load_project(root=root).agents["zeus"]
+        agent = Agent(config, target, build_provider(config.model_entry()))
+        await agent._start()
+        agents.append(agent)
+        return agent
+
+    yield start
+    for agent in agents:
+        agent.request_shutdown()
+        await agent._shutdown()
+
+
+async def events(client: aioredis.Redis, agent: Agent, kind: str) -> list[dict[str, Any]]:
+    raw = await client.xrange(agent.keys.events(agent.id))
+    return [body for body in (unpack(f[b"d"]) for _, f in raw) if body["type"] == kind]
+
+
+async def idle_after(agent: Agent, tasks: int) -> None:
+    async with asyncio.timeout(15):
+        while (  # noqa: ASYNC110 - polls plain attributes the agent has no event for
+            agent.queue.current is not None
+            or len(agent.queue)
+            or agent.state is not AgentState.IDLE
+        ):
+            await asyncio.sleep(0.02)
+    assert agent.history.count() >= tasks
+
+
+async def test_a_tampered_handoff_is_never_used_and_the_switch_says_so(
+    running: Callable[[Path], Any], client: aioredis.Redis, tmp_path: Path
+) -> None:
+    agent: Agent = await running(project(tmp_path, [{"error": {"status": 429}}], [{"text": "ok"}]))
+    record = agent.handoff.update({"task": {"description": "real work"}}, author="p")
+    record["task"]["description"] = "tampered"  # the checksum no longer matches
+    agent.handoff.path.write_text(json.dumps(record))
+    assert check(agent.handoff.read()).reason == "bad_checksum"
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise StorageError("disk full")
+
+    agent.handoff.update = refuse  # type: ignore[method-assign]  # the refresh fails too
+    agent.enqueue("go", source="test")
+    await idle_after(agent, 2)
+
+    (switch,) = await events(client, agent, "model.switch")
+    assert (switch["from"], switch["to"], switch["reason"]) == ("p", "f", "incomplete_handoff")
+    warn = [e for e in await events(client, agent, "warn") if e.get("code") == "handoff.incomplete"]
+    assert "bad_checksum" in warn[0]["msg"]
+
+
+async def test_a_summary_too_long_twice_keeps_the_raw_turns(
+    running: Callable[[Path], Any], client: aioredis.Redis, tmp_path: Path
+) -> None:
+    huge = " ".join(["word"] * 3000)  # ~3 750 tokens: over the 2 000-token limit
+    p_turns = [
+        {"text": "first answer"},
+        {"error": {"type": "context_length"}},
+        {"text": huge},  # the summary...
+        {"text": huge},  # ...and its stricter retry, both too long
+    ]
+    agent: Agent = await running(project(tmp_path, p_turns, [{"text": "answered on f"}]))
+    agent.enqueue("first question", source="test")
+    await idle_after(agent, 2)
+    agent.enqueue("second question", source="test")
+    await idle_after(agent, 4)
+
+    (failed,) = [e for e in await events(client, agent, "context") if e["action"] != "summarized"]
+    assert failed["action"] == "summary_failed" and failed["attempts"] == 2
+    assert agent.runner.compacted_until == 0.0  # nothing left the context
+    assert agent.workctx.summary() == ""
+    contents = [t["content"] for t in agent.history.tail(10)]
+    assert contents == ["first question", "first answer", "second question", "answered on f"]
+    (switch,) = await events(client, agent, "model.switch")
+    assert switch["reason"] == "context_length"
+    # The larger model was sent the raw turns, not a summary of them.
+    context = agent.runner.build_context().messages
+    assert any(m.content == "first question" for m in context)
