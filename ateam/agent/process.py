@@ -557,6 +557,7 @@ class Agent:
             track=control.track,
             plan_path=self.config.dir / "plan.md",
             list_agents=self._list_agents,
+            memory=self.workctx,
         )
 
     async def _list_agents(self) -> list[dict[str, Any]]:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from pathlib import Path
 from typing import Any
 
 from ateam._fs import atomic_write
+from ateam.agent.workctx import WorkingContext
 from ateam.config.schema import Approval
 from ateam.errors import BadRequest, FsDenied
 from ateam.tools.approvals import Decision
@@ -213,6 +215,50 @@ async def agents_list(ctx: ToolContext) -> list[dict[str, Any]]:
     return await ctx.list_agents()
 
 
+def _memory(ctx: ToolContext) -> WorkingContext:
+    if ctx.memory is None:
+        raise BadRequest("this agent keeps no working context")
+    return ctx.memory
+
+
+@tool("memory.decide")
+def memory_decide(
+    ctx: ToolContext, decision: str, rationale: str = "", impact: str = ""
+) -> dict[str, Any]:
+    """Record a key decision so it survives summaries, restarts and model switches.
+
+    Args:
+        decision: What was decided, in one sentence.
+        rationale: Why.
+        impact: What it changes or constrains.
+    """
+    memory = _memory(ctx)
+    try:
+        memory.add_decision(decision, rationale=rationale, impact=impact, task=ctx.task_id)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    return {"decisions": len(memory.decisions())}
+
+
+@tool("memory.constrain")
+def memory_constrain(
+    ctx: ToolContext, text: str, expires_in_s: float | None = None
+) -> dict[str, Any]:
+    """Record a constraint every later turn must respect (e.g. "do not touch api/v1").
+
+    Args:
+        text: The constraint.
+        expires_in_s: Forget it after this many seconds; it stays until removed if unset.
+    """
+    memory = _memory(ctx)
+    expires = time.time() + expires_in_s if expires_in_s is not None else None
+    try:
+        memory.add_constraint(text, expires=expires)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    return {"constraints": len(memory.constraints())}
+
+
 BUILTIN_TOOLS: tuple[Tool, ...] = (
     os_exec,
     fs_read,
@@ -223,6 +269,8 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (
     plan_write,
     plan_append,
     agents_list,
+    memory_decide,
+    memory_constrain,
 )
 
 

@@ -52,6 +52,7 @@ from ateam.errors import BadRequest, RpcTimeout, ToolDenied
 from ateam.tools.approvals import Answer
 
 if TYPE_CHECKING:
+    from ateam.agent.workctx import WorkingContext
     from ateam.tools.fs import Sandbox
     from ateam.tools.pty import ExecLimits
 
@@ -131,6 +132,8 @@ class ToolContext:
         default=None, repr=False
     )
     """The live registry, for ``agents.list``."""
+    memory: WorkingContext | None = field(default=None, repr=False)
+    """The agent's working context (SPEC §8), for ``memory.*``."""
 
 
 @dataclass(frozen=True)

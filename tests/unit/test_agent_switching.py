@@ -15,7 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
-from ateam.agent.handoff import check
+from ateam.agent.handoff import check, compute_checksum
 from ateam.agent.process import Agent, AgentState
 from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget
@@ -74,14 +74,19 @@ async def idle_after(agent: Agent, tasks: int) -> None:
     assert agent.history.count() >= tasks
 
 
-async def test_a_tampered_handoff_is_never_used_and_the_switch_says_so(
-    running: Callable[[Path], Any], client: aioredis.Redis, tmp_path: Path
+@pytest.mark.parametrize("spoil", ["bad_checksum", "expired"])
+async def test_a_spoilt_handoff_is_never_used_and_the_switch_says_so(
+    running: Callable[[Path], Any], client: aioredis.Redis, tmp_path: Path, spoil: str
 ) -> None:
     agent: Agent = await running(project(tmp_path, [{"error": {"status": 429}}], [{"text": "ok"}]))
     record = agent.handoff.update({"task": {"description": "real work"}}, author="p")
-    record["task"]["description"] = "tampered"  # the checksum no longer matches
+    if spoil == "bad_checksum":
+        record["task"]["description"] = "tampered"  # the checksum no longer matches
+    else:  # a correct checksum, but long past its expiry
+        record["handoff_expires"] = "2000-01-01T00:05:00.000Z"
+        record["checksum"] = compute_checksum(record)
     agent.handoff.path.write_text(json.dumps(record))
-    assert check(agent.handoff.read()).reason == "bad_checksum"
+    assert check(agent.handoff.read()).reason == spoil
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise StorageError("disk full")
@@ -93,7 +98,7 @@ async def test_a_tampered_handoff_is_never_used_and_the_switch_says_so(
     (switch,) = await events(client, agent, "model.switch")
     assert (switch["from"], switch["to"], switch["reason"]) == ("p", "f", "incomplete_handoff")
     warn = [e for e in await events(client, agent, "warn") if e.get("code") == "handoff.incomplete"]
-    assert "bad_checksum" in warn[0]["msg"]
+    assert spoil in warn[0]["msg"]
 
 
 async def test_a_summary_too_long_twice_keeps_the_raw_turns(

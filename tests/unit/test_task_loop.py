@@ -46,7 +46,8 @@ async def make_agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Calla
         script = tmp_path / f"script-{len(started)}.yaml"
         script.write_text(yaml.safe_dump({"turns": turns}))
         config = standalone_agent("proj", f"a{len(started)}", tmp_path)
-        config = dataclasses.replace(config, tools_allow=("fs.*", "test.*", "os.exec"), **spec)
+        spec.setdefault("tools_allow", ("fs.*", "test.*", "os.exec"))
+        config = dataclasses.replace(config, **spec)
         registry = ToolRegistry([*BUILTIN_TOOLS, boom])
         agent = Agent(config, target, ScriptedProvider(script), tools=registry)
         await agent._start()
@@ -183,3 +184,27 @@ async def test_shutdown_during_a_silent_model_releases_the_item(
     assert report.requeued == [] and report.dead == []
     assert [i.id for i in reopened.pending()] == [item.id]
     reopened.close()
+
+
+async def test_decisions_and_constraints_recorded_by_the_model_reach_every_later_turn(
+    make_agent: Callable[..., Any], client: aioredis.Redis
+) -> None:
+    decide = {
+        "name": "memory.decide",
+        "args": {"decision": "Use SQLite for the cache", "rationale": "no server to run"},
+    }
+    constrain = {"name": "memory.constrain", "args": {"text": "Never edit api/v1"}}
+    agent = await make_agent(
+        [{"text": "Noting.", "tool_calls": [decide, constrain]}, {"text": "noted"}],
+        tools_allow=("memory.*",),
+    )
+    agent.enqueue("remember this", source="test")
+    await until(lambda: agent.history.count() >= 5)
+    await until(lambda: agent.state is AgentState.IDLE)
+    ends = [e for e in await events(client, agent) if e["type"] == "tool.end"]
+    assert [e["ok"] for e in ends] == [True, True]
+    system = agent.runner.build_context().messages[0].content
+    assert "## Working context" in system
+    assert "Use SQLite for the cache" in system and "Never edit api/v1" in system
+    # And they are on disk, for the next process and the next model.
+    assert agent.workctx.decisions()[0]["task"] == agent.history.tail(5)[0]["task_id"]
