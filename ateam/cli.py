@@ -95,6 +95,9 @@ def cmd_agent(args: argparse.Namespace) -> int:
     for handler in logging.getLogger().handlers:
         handler.addFilter(redactor.logging_filter())  # agent.log never holds a secret
     agent = Agent(config, target, provider, redactor=redactor)
+    if args.model:
+        # Asked for by name: a pin, or the idle switch-back would undo it in seconds.
+        agent.router.pinned = agent.entry.pinned = args.model
     return asyncio.run(agent.run())
 
 

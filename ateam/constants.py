@@ -70,3 +70,8 @@ SHUTDOWN_HARD_S = 2.0
 SWITCH_BACK_CHECK_S = 2.0
 """How often an idle agent on a fallback checks whether it can return to its primary
 (a probe call is made at most once per ``switching.cooldown_s``)."""
+
+HANDOFF_LOCK_WAIT_S = 1.0
+"""The agent skips a handoff write (and says so in its log) rather than wait longer."""
+HANDOFF_BLOCK_TOKENS = 600
+"""Most tokens the handoff block adds to the first context after a switch."""

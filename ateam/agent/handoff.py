@@ -251,8 +251,12 @@ class HandoffStore:
         model: str,
         project: str,
         mirror: Callable[[bytes], None] | None = None,
+        lock_timeout_s: float = LOCK_TIMEOUT_S,
     ) -> None:
         self.state_dir = Path(state_dir)
+        self.lock_timeout_s = lock_timeout_s
+        """An agent writes from its event loop, so it waits briefly and skips a write
+        rather than stall everything behind a lock someone else holds."""
         self.path = self.state_dir / HANDOFF_FILE
         self.lock_path = self.state_dir / HANDOFF_LOCK_FILE
         self.model = model
@@ -424,10 +428,15 @@ class HandoffStore:
         """The stored record to merge into; damage is logged (``_conform`` repairs it)."""
         current = self.read()
         if current is not None and not verify_checksum(current):
-            # Kept rather than dropped: a person may have edited it by hand, and its task
-            # and context are still the best account of the work there is.
-            log.warning("handoff %s fails its checksum; merging into it anyway", self.path)
-        elif current is None and self.path.exists():
+            # Not merged into: signing the merge would vouch for fields nobody can
+            # vouch for (a tampered next step would come out "verified"). The writer
+            # rebuilds what it knows; the rest starts empty.
+            log.warning("handoff %s fails its checksum; starting a new record", self.path)
+            fresh = empty_record(model=self.model, project=self.project)
+            if _is_int(current.get("sequence")):
+                fresh["sequence"] = current["sequence"]  # the counter still only goes up
+            return fresh
+        if current is None and self.path.exists():
             log.warning("handoff %s is unreadable; starting a new record", self.path)
         return current
 
@@ -453,7 +462,7 @@ class HandoffStore:
         lock = portalocker.Lock(
             str(self.lock_path),
             mode="a",
-            timeout=LOCK_TIMEOUT_S,
+            timeout=self.lock_timeout_s,
             check_interval=_LOCK_POLL_S,
             flags=portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING,
         )
@@ -461,7 +470,7 @@ class HandoffStore:
             lock.acquire()
         except (portalocker.LockException, OSError) as exc:
             raise StorageError(
-                f"timed out after {LOCK_TIMEOUT_S:.0f} s waiting for {self.lock_path}"
+                f"timed out after {self.lock_timeout_s:g} s waiting for {self.lock_path}"
             ) from exc
         try:
             yield

@@ -30,7 +30,7 @@ from ateam.agent.history import History, SummaryLog
 from ateam.agent.prompts import Prompts
 from ateam.agent.queue import DurableQueue, QueueItem
 from ateam.agent.router import ModelRouter, Reason
-from ateam.agent.runner import TaskControl, TaskRunner, cancel_quietly
+from ateam.agent.runner import HISTORY_CANDIDATES, TaskControl, TaskRunner, cancel_quietly
 from ateam.agent.service import build_methods
 from ateam.agent.workctx import WorkingContext
 from ateam.bus.backoff import CONNECTION_ERRORS
@@ -45,6 +45,8 @@ from ateam.config.schema import Approval
 from ateam.constants import (
     BACKOFF_WARN_AFTER,
     GRACE_MARKER_S,
+    HANDOFF_BLOCK_TOKENS,
+    HANDOFF_LOCK_WAIT_S,
     HEARTBEAT_INTERVAL_S,
     PROMPT_POLL_S,
     SHUTDOWN_HARD_S,
@@ -61,7 +63,7 @@ from ateam.errors import (
     agent_exit_code,
 )
 from ateam.providers import build_provider
-from ateam.providers.base import Provider
+from ateam.providers.base import Provider, estimate_tokens
 from ateam.redact import Redactor
 from ateam.tools.approvals import Answer, ApprovalRequest, Approvals
 from ateam.tools.builtin import default_registry
@@ -133,6 +135,7 @@ class Agent:
             model=provider.model,
             project=config.project,
             mirror=self._mirror_handoff,
+            lock_timeout_s=HANDOFF_LOCK_WAIT_S,
         )
         self.workctx = WorkingContext(config.state_dir)
         self._recent_actions: list[str] = []
@@ -196,7 +199,9 @@ class Agent:
         self._work = asyncio.Event()
         self._registry_dirty = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
-        self._mirrors: set[asyncio.Task[None]] = set()
+        self._mirror_next: bytes | None = None
+        self._mirror_task: asyncio.Task[None] | None = None
+        self._last_idle_compaction = -1e9
         self._worker: asyncio.Task[None] | None = None
 
     @property
@@ -641,7 +646,7 @@ class Agent:
     async def _check_context_fill(self) -> None:
         """Context at or over ``switch_at``: summarise; still full, a larger window (SPEC §7)."""
         threshold = 100 * self.config.spec.switching.switch_at
-        if self.entry.ctx_pct < threshold or self.router.pinned is not None:
+        if self.entry.ctx_pct < threshold:
             return
         await self._compact({})
         self.runner.context_tokens = self.runner.build_context().tokens
@@ -687,6 +692,7 @@ class Agent:
             )
         except AteamError as exc:  # the switch itself must still happen
             log.warning("handoff history not written: %s", exc)
+        self.runner.expect_handoff()
         self.entry.model = to_model
         self.entry.last_switch = {
             "from": from_model,
@@ -706,19 +712,48 @@ class Agent:
         self._registry_dirty.set()
 
     async def _maybe_switch_back(self) -> None:
-        """Idle: return to the primary when it is healthy and the context fits (SPEC §7)."""
-        if not self.router.wants_switch_back(context_tokens=self.runner.context_tokens):
+        """Idle: return to the primary when it is healthy and the context fits (SPEC §7).
+
+        Runs on the worker while it has nothing to do, so the probe is abandoned the
+        moment work arrives: a queued task never waits for a health check.
+        """
+        blocker = self.router.switch_back_blocker(context_tokens=self.runner.context_tokens)
+        if blocker == "context" and self._compaction_due():
+            # Moved for room: the only way back is a smaller context, so summarise.
+            await self._compact({})
+            self.runner.context_tokens = self.runner.build_context().tokens
+            self._update_ctx_pct()
+            blocker = self.router.switch_back_blocker(context_tokens=self.runner.context_tokens)
+        if blocker is not None:
             return
         primary = self.router.primary
-        if not await self.router.probe(primary):
+        probe = asyncio.create_task(self.router.probe(primary), name="probe")
+        work = asyncio.create_task(self._work.wait(), name="probe-interrupt")
+        try:
+            await asyncio.wait({probe, work}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            work.cancel()
+        if not probe.done():
+            await cancel_quietly(probe)
             return
-        if self.state is not AgentState.IDLE or self.control is not None:
-            return  # work arrived while probing; try again when idle
+        if probe.cancelled() or probe.exception() is not None or not probe.result():
+            return
+        if self._work.is_set() or self._stop.is_set():
+            return  # work arrived as the probe finished: switch back when next idle
         await self._on_switch(self.router.current, primary, Reason.SWITCH_BACK, {})
+
+    def _compaction_due(self) -> bool:
+        now = time.monotonic()
+        if now - self._last_idle_compaction < self.config.spec.switching.cooldown_s:
+            return False
+        self._last_idle_compaction = now
+        return True
 
     async def use_model(self, model: str | None) -> dict[str, Any]:
         """``/use MODEL`` pins a model (``None`` unpins)."""
         previous = self.router.current
+        if model is not None and model in self.config.models:
+            self.router.provider(model)  # a model that cannot be built is refused here
         self.router.pin(model)
         self.entry.pinned = self.router.pinned
         if self.router.current != previous:
@@ -787,40 +822,70 @@ class Agent:
                 lines.append(f"{title}:")
                 lines.extend(f"- {item}" for item in items)
         if record.get("files_touched"):
-            lines.append("Files touched: " + ", ".join(record["files_touched"]))
-        summary = self.workctx.summary()
-        if summary:
-            lines += ["", "## Rolling summary", summary]
-        return "\n".join(lines)
+            lines.append("Files touched: " + ", ".join(record["files_touched"][-20:]))
+        # The rolling summary is already in the working-context block every turn carries;
+        # this block stays small so the first context after a switch stays in budget.
+        block = "\n".join(lines)
+        limit = HANDOFF_BLOCK_TOKENS * 4  # ~4 characters a token
+        return block if len(block) <= limit else block[: limit - 1] + "…"
 
     def _mirror_handoff(self, data: bytes) -> None:
-        async def put() -> None:
+        """Mirror the record into Redis: one sender, always the newest bytes, in order."""
+        self._mirror_next = data
+        if self._mirror_task is not None and not self._mirror_task.done():
+            return
+        with contextlib.suppress(RuntimeError):  # no running loop (shutdown)
+            self._mirror_task = asyncio.get_running_loop().create_task(self._send_mirror())
+
+    async def _send_mirror(self) -> None:
+        while self._mirror_next is not None:
+            data, self._mirror_next = self._mirror_next, None
             with contextlib.suppress(*CONNECTION_ERRORS):
                 await self.client.set(self.keys.handoff(self.id), data)
 
-        with contextlib.suppress(RuntimeError):  # no running loop (tests, shutdown)
-            task = asyncio.get_running_loop().create_task(put())
-            self._mirrors.add(task)
-            task.add_done_callback(self._mirrors.discard)
-
     async def _compact(self, ids: dict[str, Any]) -> bool:
-        """The context is too long: summarise older turns and leave them out of it."""
+        """Summarise the oldest turns still in the context and leave them out of it.
+
+        Only turns after the previous compaction, outside the running task, and as many
+        as fit half the model's window (the summary call must fit too) are summarised;
+        the marker moves to the newest of them and never back. ``False``: nothing
+        changed, the raw turns stay.
+        """
         current = self.runner._current_task
-        older = [t for t in self.history.tail(200) if t.get("task_id") != current]
-        outcome = await self.workctx.summarize(self.provider, older, model=self.router.current)
+        marker = self.runner.compacted_until
+        candidates = [
+            t
+            for t in self.history.tail(HISTORY_CANDIDATES)
+            if float(t.get("ts") or 0) > marker and t.get("task_id") != current
+        ]
+        room = self.provider.context_window // 2
+        fed: list[dict[str, Any]] = []
+        used = 0
+        for turn in candidates:  # oldest first
+            cost = estimate_tokens(str(turn.get("content") or "")) + 8
+            if fed and used + cost > room:
+                break
+            fed.append(turn)
+            used += cost
+        if not fed:
+            return False
+        outcome = await self.workctx.summarize(self.provider, fed, model=self.router.current)
         self.events.emit(
             EventType.CONTEXT,
             action="summarized" if outcome.ok else "summary_failed",
             reason="context too long",
             attempts=outcome.attempts,
             error=outcome.reason,
+            turns=len(fed),
             **ids,
         )
         if not outcome.ok:
             return False  # nothing dropped: the raw turns stay, the router decides
-        marker = max((float(t.get("ts") or 0) for t in older), default=0.0)
-        self.runner.compacted_until = marker
-        _write_marker(self.config.state_dir / "context" / "compacted_until", marker)
+        newest = max(float(t.get("ts") or 0) for t in fed)
+        self.runner.compacted_until = max(marker, newest)
+        _write_marker(
+            self.config.state_dir / "context" / "compacted_until", self.runner.compacted_until
+        )
         return True
 
     async def summarize(self, why: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from typing import Any
 from ateam.config import AgentConfig
 from ateam.config.schema import ModelEntry, SwitchingSpec
 from ateam.errors import (
+    AteamError,
     BadRequest,
     ContextTooLong,
     Overloaded,
@@ -252,8 +253,23 @@ class ModelRouter:
             if larger_than is not None:
                 if self.config.model_entry(candidate).context_window <= larger_than:
                     continue
+            if not self._buildable(candidate):
+                continue
             return candidate
         return None
+
+    def _buildable(self, model: str) -> bool:
+        """Build the provider now: a fallback whose SDK or settings are broken is skipped
+        (and rests) instead of failing the first call after the switch."""
+        try:
+            self.provider(model)
+        except AteamError as exc:
+            health = self.health_of(model)
+            health.failures += 1
+            health.last_error = exc.message
+            health.cooling_until = self.clock() + self.switching.cooldown_s
+            return False
+        return True
 
     # switching ------------------------------------------------------------------------
 
@@ -277,18 +293,32 @@ class ModelRouter:
 
     def wants_switch_back(self, *, context_tokens: int) -> bool:
         """Idle-time check: should the agent return to its primary now?"""
-        if self.current == self.primary or self.pinned is not None:
-            return False
+        return self.switch_back_blocker(context_tokens=context_tokens) is None
+
+    def switch_back_blocker(self, *, context_tokens: int) -> str | None:
+        """Why the agent cannot return to its primary now (``None``: it can).
+
+        ``"context"`` means only the context's size stands in the way — the one blocker
+        the agent can remove itself, by summarising.
+        """
+        if self.current == self.primary:
+            return "on the primary"
+        if self.pinned is not None:
+            return "pinned"
         now = self.clock()
         if self.health_of(self.primary).cooling_until > now:
-            return False
+            return "primary resting"
         if self.last_switch is not None and now - self.last_switch < self.switching.cooldown_s:
-            return False
+            return "cool-down"
         window = self.config.model_entry(self.primary).context_window
-        return context_tokens < self.switching.switch_back * window
+        if context_tokens >= self.switching.switch_back * window:
+            return "context"
+        return None
 
     async def probe(self, model: str) -> bool:
         """A one-word call to ``model``: does it answer at all right now?"""
+        if not self._buildable(model):
+            return False
         provider = self.provider(model)
         messages = [
             Message("system", "Health check: answer with one word."),

@@ -178,6 +178,8 @@ class TaskRunner:
         self.compacted_until = compacted_until
         """Unix time up to which older turns are summarised and left out of the context."""
         self._current_task: str | None = None
+        self.pending_switch: RouteDecision | None = None
+        """A switch decided after a call succeeded (low headroom), made before the next."""
         self._system_prompt = system_prompt
         self._summaries = summaries
         self.policy = policy
@@ -310,11 +312,6 @@ class TaskRunner:
                 messages.append(Message("tool", result, tool_call_id=call.id))
             if control.interrupted.is_set():
                 return  # stopped during the last tool: no further model call
-            if reply.headroom is not None and self.router is not None:
-                low = self.router.headroom_low(reply.headroom.fraction)
-                if low is not None:  # move before the next call rather than after a 429
-                    await self._switch(low, model, item, ids)
-                    messages = self.build_context(None).messages
 
     def _account(
         self,
@@ -336,6 +333,10 @@ class TaskRunner:
             self._inject_handoff = False  # the new model has seen it
             if self.router is not None:
                 self.router.record_success(model, usage.tokens_in, out)
+                if reply.headroom is not None and self.pending_switch is None:
+                    # Move before the next call (this task's or the next one's) rather
+                    # than wait for the 429.
+                    self.pending_switch = self.router.headroom_low(reply.headroom.fraction)
         calls = [dataclasses.asdict(call) for call in reply.calls]
         if reply.text or calls or (reply.error is None and not control.interrupted.is_set()):
             turn = self._turn("assistant", reply.text, item, source="model")
@@ -356,6 +357,12 @@ class TaskRunner:
         """One model call, with the router's retries and switches; returns the final try."""
         attempt = 0
         compacted = False
+        tried = {self.provider.model}
+        if self.pending_switch is not None:  # low headroom after the previous call
+            pending, self.pending_switch = self.pending_switch, None
+            await self._switch(pending, self.provider.model, item, ids)
+            messages = self.build_context(None).messages
+            tried.add(self.provider.model)
         while True:
             model = self.provider.model
             reply = await self._stream(messages, tools, control, ids)
@@ -371,6 +378,10 @@ class TaskRunner:
             decision = self._route_failure(model, reply.error, attempt, ids)
             if decision is None or decision.action is Action.FAIL:
                 return reply, model, messages
+            if decision.action is Action.SWITCH and decision.to in tried:
+                # Every model of the route failed this call once: give up rather than
+                # bounce between them for as long as their cool-downs allow.
+                return reply, model, messages
             if decision.action is Action.RETRY:
                 attempt += 1
                 await _sleep_unless(control, decision.delay_s)
@@ -378,6 +389,7 @@ class TaskRunner:
                     return _Reply(), model, messages
                 continue
             await self._switch(decision, model, item, ids)
+            tried.add(self.provider.model)
             # Everything so far is in the history: the new model's context is rebuilt
             # from it, with the handoff on top.
             messages = self.build_context(None).messages
@@ -407,6 +419,10 @@ class TaskRunner:
             await self._on_switch(model, decision.to, decision.reason, ids)
         else:
             self.router.switch(decision.to)
+        self.expect_handoff()
+
+    def expect_handoff(self) -> None:
+        """The model changed: its next call carries the handoff."""
         self._inject_handoff = True
 
     def _has_user_turn(self, task_id: str) -> bool:

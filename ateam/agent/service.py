@@ -177,7 +177,12 @@ class AgentService:
         return await self.agent.use_model(model)
 
     async def model_save(self, call: Call) -> dict[str, Any]:
-        return {"saved": save_model(self.agent.config, self.agent.router.current)}
+        pinned = self.agent.router.pinned
+        if pinned is None:
+            # The current model may be an automatic fallback: saving that as the primary
+            # would make a passing outage permanent.
+            raise BadRequest("nothing is pinned: /use MODEL first, then /save")
+        return {"saved": save_model(self.agent.config, pinned)}
 
     async def handoff_show(self, call: Call) -> dict[str, Any]:
         record, validity = self.agent.handoff.show()

@@ -119,7 +119,7 @@ def test_a_429_mid_task_finishes_on_the_fallback_and_the_agent_switches_back_whe
     console.send("/handoff")
     console.wait_line("handoff verifies")
     console.wait_line('"description": "build the release"')
-    (switch,) = events(bus, "s/zeus", "model.switch")
+    switch = events(bus, "s/zeus", "model.switch")[0]  # a switch back may follow at any time
     assert (switch["from"], switch["to"], switch["reason"]) == ("primary", "backup", "rate_limited")
     assert "ctx_pct" in switch["usage"]
 
@@ -135,6 +135,12 @@ def test_a_429_mid_task_finishes_on_the_fallback_and_the_agent_switches_back_whe
     (row,) = [r for r in json.loads(ps.stdout) if r["id"] == "s/zeus"]
     assert row["model"] == "primary" and row["primary"] == "primary"
     assert row["last_switch"]["from"] == "backup" and row["usage"]["calls"] >= 2
+
+    # The primary's first call after the switch back carries the handoff too.
+    before = len(primary.chat_requests)
+    console.send("and now?")
+    console.wait_line("[A:s/zeus] pong", timeout=20)
+    assert "## Handoff" in system_of(primary.chat_requests[before])
     record = json.loads((state(root) / "handoff.json").read_text())
     reasons = [(h["model"], h["reason"]) for h in record["model"]["history"]]
     assert reasons[-2:] == [("backup", "rate_limited"), ("primary", "switch_back")]
@@ -260,11 +266,17 @@ def test_thirty_scripted_tasks_across_two_switches_all_done_once(
     (root / ".ateam" / "project.yaml").write_text("name: t\n")
     # Each model answers 12 calls — 10 tasks plus the working-context summary made after
     # every 5th task — then fails once: p after task 10, f after task 20.
-    p_turns: list[dict[str, Any]] = [{"text": "P answer"}] * 12 + [{"error": {"status": 429}}]
-    p_turns += [{"text": "P answer"}] * 40
+    # The first answer streams slowly (~1.5 s), so all thirty inputs are queued before it
+    # ends and the agent is never idle in between (idle time would let it probe or
+    # summarise, which uses up scripted turns).
+    slow = "P answer " + " ".join(["word"] * 50)
+    p_turns: list[dict[str, Any]] = [{"text": slow}] + [{"text": "P answer"}] * 11
+    p_turns += [{"error": {"status": 429}}] + [{"text": "P answer"}] * 40
     f_turns: list[dict[str, Any]] = [{"text": "F answer"}] * 12 + [{"error": {"status": 529}}]
     f_turns += [{"text": "F answer"}] * 40
-    (root / ".ateam" / "p.yaml").write_text(yaml.safe_dump({"turns": p_turns}))
+    (root / ".ateam" / "p.yaml").write_text(
+        yaml.safe_dump({"turns": p_turns, "token_delay_ms": 30})
+    )
     (root / ".ateam" / "f.yaml").write_text(yaml.safe_dump({"turns": f_turns}))
     (root / ".ateam" / "models.yaml").write_text(
         "models:\n"

@@ -128,3 +128,41 @@ async def test_a_summary_too_long_twice_keeps_the_raw_turns(
     # The larger model was sent the raw turns, not a summary of them.
     context = agent.runner.build_context().messages
     assert any(m.content == "first question" for m in context)
+
+
+async def test_when_every_model_fails_the_task_fails_without_bouncing(
+    running: Callable[[Path], Any], client: aioredis.Redis, tmp_path: Path
+) -> None:
+    root = project(tmp_path, [{"error": {"status": 429}}] * 50, [{"error": {"status": 503}}] * 50)
+    config = root / ".ateam/agents/zeus/agent.yaml"
+    config.write_text(config.read_text().replace("cooldown_s: 60", "cooldown_s: 0"))
+    agent: Agent = await running(root)
+    agent.enqueue("go", source="test")
+    await idle_after(agent, 1)
+    (end,) = await events(client, agent, "task.end")
+    assert end["ok"] is False and "provider.overloaded" in end["error"]
+    assert len(await events(client, agent, "model.switch")) == 1  # p → f, and no way back
+
+
+async def test_a_fallback_that_cannot_be_built_is_skipped_not_fatal(
+    running: Callable[[Path], Any], client: aioredis.Redis, tmp_path: Path
+) -> None:
+    root = project(tmp_path, [{"error": {"status": 429}}, {"text": "later"}], [])
+    models = root / ".ateam/models.yaml"
+    # `messages` is a reserved setting: the openai provider refuses to be built with it.
+    models.write_text(
+        models.read_text().replace(
+            "{id: f, provider: scripted, script: f.yaml, context_window: 64000}",
+            "{id: f, provider: openai, context_window: 64000, settings: {messages: 1}}",
+        )
+    )
+    agent: Agent = await running(root)
+    agent.enqueue("go", source="test")
+    agent.enqueue("again", source="test")
+    await idle_after(agent, 3)
+    first, second = await events(client, agent, "task.end")
+    assert first["ok"] is False and "provider.rate_limited" in first["error"]
+    assert second["ok"] is True  # the agent and its worker carried on
+    assert await events(client, agent, "model.switch") == []
+    (f_row,) = [r for r in agent.router.models_view() if r["id"] == "f"]
+    assert not f_row["healthy"] and "messages" in f_row["last_error"]

@@ -19,7 +19,6 @@ from typing import Any
 import portalocker
 import pytest
 
-from ateam.agent import handoff as handoff_mod
 from ateam.agent.handoff import (
     HANDOFF_TTL_S,
     HandoffStore,
@@ -324,13 +323,18 @@ def test_read_of_a_corrupt_file_returns_none(store: HandoffStore, content: bytes
     assert record["sequence"] == 1 and check(record, now=T0).ok
 
 
-def test_a_damaged_section_is_reset_before_merging(store: HandoffStore) -> None:
+def test_an_unverified_record_is_not_merged_into(store: HandoffStore) -> None:
+    # Signing a merge into it would vouch for fields nobody can vouch for.
     store.state_dir.mkdir(parents=True)
-    store.path.write_text(json.dumps({"sequence": 4, "model": "oops", "task": {"status": "x"}}))
-    record = store.update({}, author="m1", now=T0)
-    assert record["sequence"] == 5
+    store.path.write_text(
+        json.dumps({"sequence": 4, "model": "oops", "task": {"status": "x"},
+                    "context": {"next_steps": ["rm -rf /"]}})
+    )  # fmt: skip
+    record = store.update({"task": {"description": "real"}}, author="m1", now=T0)
+    assert record["sequence"] == 5  # the counter still only goes up
     assert record["model"]["current"] == "m1"
-    assert record["task"] == {"description": "", "status": "x", "project": "/proj"}
+    assert record["task"] == {"description": "real", "status": "idle", "project": "/proj"}
+    assert record["context"]["next_steps"] == []
     assert check(record, now=T0).ok
 
 
@@ -338,7 +342,7 @@ def test_lock_wait_times_out_with_storage_error(
     store: HandoffStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.update({}, author="m1", now=T0)
-    monkeypatch.setattr(handoff_mod, "LOCK_TIMEOUT_S", 0.2)
+    store.lock_timeout_s = 0.2
     holder = portalocker.Lock(
         str(store.lock_path),
         mode="a",
