@@ -166,3 +166,35 @@ async def test_a_fallback_that_cannot_be_built_is_skipped_not_fatal(
     assert await events(client, agent, "model.switch") == []
     (f_row,) = [r for r in agent.router.models_view() if r["id"] == "f"]
     assert not f_row["healthy"] and "messages" in f_row["last_error"]
+
+
+async def test_the_injected_context_stays_in_budget_on_a_long_history(
+    running: Callable[[Path], Any], tmp_path: Path
+) -> None:
+    from ateam.agent import context as ctxbuild
+    from ateam.constants import HANDOFF_BLOCK_TOKENS
+    from ateam.providers.base import estimate_tokens
+
+    agent: Agent = await running(project(tmp_path, [], []))
+    for i in range(1500):  # a long synthetic history, big enough to overflow any window
+        agent.history.append({"role": "user", "content": f"question {i} " + "q" * 400})
+        agent.history.append({"role": "assistant", "content": f"answer {i} " + "a" * 600})
+    agent.workctx.dir.mkdir(parents=True, exist_ok=True)
+    (agent.workctx.dir / "summary.json").write_text(
+        json.dumps({"summary": "s " * 20000, "updated": 1, "tasks_covered": 1, "model": "p"})
+    )
+    for i in range(30):
+        agent.workctx.add_decision(f"decision {i} " + "d" * 900, rationale="r" * 500)
+        agent.workctx.add_failure(f"failure {i} " + "f" * 900)
+        agent.workctx.add_constraint(f"constraint {i}")
+    agent.handoff.update({"context": {"recent_actions": ["x" * 5000] * 10}}, author="p")
+    agent.runner.expect_handoff()
+
+    built = agent.runner.build_context("next")
+    window = agent.provider.context_window
+    reserve = min(int(window * ctxbuild.REPLY_RESERVE_SHARE), ctxbuild.MAX_REPLY_RESERVE)
+    assert built.tokens <= window - reserve
+    assert estimate_tokens(agent.workctx.render()) <= agent.workctx.budget.total
+    assert estimate_tokens(agent._handoff_context()) <= HANDOFF_BLOCK_TOKENS
+    assert built.turns_dropped > 0  # the newest turns made it in, not the oldest
+    assert built.messages[-2].content.startswith("answer 1499")
