@@ -78,6 +78,7 @@ from _common import (
 )
 from ptyprocess import PtyProcess
 
+from ateam.agent.workctx import RESUMMARIZE_EVERY
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.events import EventTail, EventType, Gap, decode_chunk
 from ateam.bus.keys import Keys
@@ -396,7 +397,10 @@ def write_project(root: Path, turns: list[dict[str, Any]]) -> None:
     (ateam_dir / "agents" / AGENT).mkdir(parents=True)
     (ateam_dir / "project.yaml").write_text(f"name: {PROJECT}\n")
     (ateam_dir / "models.yaml").write_text(
+        # A window far larger than 64 KiB of tool output, so a full context never makes
+        # the agent summarise (a model call the script would have to answer) mid-run.
         "models:\n  - id: script\n    provider: scripted\n    script: script.yaml\n"
+        "    context_window: 1000000\n"
     )
     (ateam_dir / "script.yaml").write_text(yaml.safe_dump({"turns": turns}))
     spec = {"model": "script", "tools": {"allow": ["os.exec"]}}
@@ -435,8 +439,12 @@ async def run(
     root = tmp / "project"
     schedule = [v for _ in range(rounds) for v in variants]
     turns = exec_turns("echo warm-up")
-    for v in schedule:
+    for done, v in enumerate(schedule, start=2):
         turns += exec_turns(v.cmd)
+        if done % RESUMMARIZE_EVERY == 0:
+            # After every 5th task the agent asks its model for a working-context
+            # summary (SPEC §8): the scripted model needs a turn for that too.
+            turns.append({"text": "Summary: printed benchmark output."})
     write_project(root, turns)
     home = tmp / "home"
     if profile is not None:

@@ -1,0 +1,34 @@
+"""The benchmark scripts still run end to end (a smoke test: figures are not checked).
+
+Benchmarks drive real agents with scripted models, so a change in what the agent asks
+its model (a summary, a probe) can break them silently; CI catches that here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_the_pty_benchmark_runs_and_loses_no_byte(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "bench_pty.py"), "--mb", "2", "--rounds", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("BENCH ")]
+    assert {line.split()[1] for line in lines} == {
+        "name=pty_stream_text",
+        "name=pty_stream_binary",
+    }
+    assert "none lost" in done.stdout and "PROBLEMS" not in done.stdout
