@@ -29,7 +29,7 @@ from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
 from ateam.bus.registry import Registry
 from ateam.bus.rpc import RpcClient
-from ateam.config import AgentConfig, ProjectConfig, load_project, standalone_agent
+from ateam.config import ProjectConfig, load_project
 from ateam.console.controller import PS_COLUMNS, ps_rows
 from ateam.errors import (
     AgentNotFound,
@@ -39,6 +39,7 @@ from ateam.errors import (
     agent_exit_code,
     cli_exit_code,
 )
+from ateam.fleet import agent_config_for
 
 
 def _target(args: argparse.Namespace, project: ProjectConfig | None) -> RedisTarget:
@@ -76,16 +77,22 @@ def cmd_agent(args: argparse.Namespace) -> int:
         format=f"%(asctime)s {args.project}/{args.name} %(levelname)s %(message)s",
     )
     cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
-    if args.bootstrap:
-        # Refuse rather than ignore: an agent must never join on an unchecked token.
-        print("error [config.invalid]: --bootstrap tokens are not supported yet", file=sys.stderr)
-        return 12
+    agent_id = f"{args.project}/{args.name}"
+    model: str | None = args.model
     try:
         project = _project(cwd)
-        config = _agent_config(project, args.project, args.name, cwd, explicit_cwd=bool(args.cwd))
-        entry = config.model_entry(args.model)
-        provider = build_provider(entry)
+        config = agent_config_for(
+            project, args.project, args.name, cwd, explicit_cwd=bool(args.cwd)
+        )
+        entry = config.model_entry(model)
         target = _target(args, project)
+        if args.bootstrap is not None:
+            # Redeemed before anything joins: an agent must never run on an unchecked token.
+            spec = asyncio.run(_redeem(target, args.bootstrap, agent_id))["spec"]
+            if model is None and isinstance(spec.get("model"), str):
+                model = spec["model"]  # the model the console asked for, unless overridden
+                entry = config.model_entry(model)
+        provider = build_provider(entry)
     except AteamError as exc:
         print(exc.one_line(), file=sys.stderr)
         return agent_exit_code(exc)
@@ -95,40 +102,67 @@ def cmd_agent(args: argparse.Namespace) -> int:
     for handler in logging.getLogger().handlers:
         handler.addFilter(redactor.logging_filter())  # agent.log never holds a secret
     agent = Agent(config, target, provider, redactor=redactor)
-    if args.model:
+    if model:
         # Asked for by name: a pin, or the idle switch-back would undo it in seconds.
-        agent.router.pinned = agent.entry.pinned = args.model
+        agent.router.pinned = agent.entry.pinned = model
     return asyncio.run(agent.run())
 
 
-def _agent_config(
-    project: ProjectConfig, project_name: str, name: str, cwd: Path, *, explicit_cwd: bool
-) -> AgentConfig:
-    configured = project.agents.get(name) if project.name == project_name else None
-    if configured is None:
-        return standalone_agent(project_name, name, cwd, config=project)
-    if explicit_cwd and configured.cwd != cwd:
-        from dataclasses import replace
+async def _redeem(target: RedisTarget, token: str, agent_id: str) -> dict[str, Any]:
+    """Use up a bootstrap token for ``agent_id``; raises BootstrapRefused or RedisUnavailable."""
+    from ateam.bus.bootstrap import redeem
 
-        return replace(configured, cwd=cwd)
-    return configured
+    client = make_client(target)
+    try:
+        await ensure_reachable(client, target)
+        try:
+            return await redeem(client, Keys(target.namespace), token, agent_id=agent_id)
+        except RedisError as exc:
+            raise bus_error(exc) from exc
+    finally:
+        await client.aclose()
 
 
 # console ------------------------------------------------------------------------------
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-    from ateam.console.plain import run_plain
 
     try:
         target = _target(args, _project_or_none())
     except AteamError as exc:
         print(exc.one_line(), file=sys.stderr)
         return cli_exit_code(exc)
-    if args.panes:
-        print("ateam: panes mode is not available yet; using plain mode", file=sys.stderr)
+    return run_console(target, plain=args.no_ui, force_panes=args.panes)
+
+
+def panes_capable() -> bool:
+    """A terminal a full-screen UI can use: both ends a TTY, and a TERM that is not dumb."""
+    term = os.environ.get("TERM", "")
+    return sys.stdin.isatty() and sys.stdout.isatty() and term not in ("", "dumb")
+
+
+def run_console(target: RedisTarget, *, plain: bool, force_panes: bool = False) -> int:
+    """Panes mode on a capable terminal (SPEC §6), plain line mode otherwise or on request."""
+    from ateam.console.plain import run_plain
+
     interactive = sys.stdin.isatty()
-    return asyncio.run(run_plain(target, interactive=interactive))
+    if plain or not (panes_capable() or force_panes):
+        return asyncio.run(run_plain(target, interactive=interactive))
+    from ateam.console.controller import ConsoleController
+    from ateam.console.panes import EXIT_ERROR, EXIT_PLAIN, ConsoleApp
+
+    app = ConsoleApp(lambda view: ConsoleController(target, view))
+    result = app.run()
+    if result == EXIT_ERROR:
+        error = app.startup_error
+        print(error.one_line() if error else "error: the console could not start", file=sys.stderr)
+        return app.return_code or 1
+    if result == EXIT_PLAIN:
+        # /ui panes off: the same session continues line by line.
+        again = [f"/attach {app.attached_at_exit}"] if app.attached_at_exit else []
+        return asyncio.run(run_plain(target, interactive=interactive, first_lines=again))
+    return 0
 
 
 def _project_or_none() -> ProjectConfig | None:
@@ -277,9 +311,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(line)
     if args.detach:
         return 0
-    from ateam.console.plain import run_plain
-
-    return asyncio.run(run_plain(target, interactive=sys.stdin.isatty()))
+    return run_console(target, plain=args.no_ui)
 
 
 def _down(project: ProjectConfig) -> int:

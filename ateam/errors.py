@@ -8,6 +8,8 @@ The tree::
     │   ├── RedisUnavailable        redis.unavailable      (exit 2 / agent 13)
     │   └── EmbeddedServerError     redis.unavailable
     ├── DuplicateInstance           duplicate.instance     (agent exit 11)
+    ├── BootstrapRefused            bootstrap.refused      (agent exit 16)
+    ├── SpawnFailed                 spawn.failed           (a spawned agent never served)
     ├── LockLost                    lock.lost
     ├── StorageError                storage.corrupt
     ├── UsageError                  bad_request            (exit 4)
@@ -65,6 +67,8 @@ class Code(StrEnum):
     PROVIDER_UNAVAILABLE = "provider.unavailable"
     PROVIDER_CONTEXT_TOO_LONG = "provider.context_too_long"
     PROVIDER_AUTH = "provider.auth"
+    BOOTSTRAP_REFUSED = "bootstrap.refused"
+    SPAWN_FAILED = "spawn.failed"
 
 
 class AteamError(Exception):
@@ -118,6 +122,19 @@ class EmbeddedServerError(BusError):
 
 class DuplicateInstance(AteamError):
     code = Code.DUPLICATE_INSTANCE
+
+
+class BootstrapRefused(AteamError):
+    """A ``--bootstrap`` token is unknown, expired, already used or for another agent."""
+
+    code = Code.BOOTSTRAP_REFUSED
+    hint = "tokens work once, within 5 minutes; issue a new one with /spawn NAME --remote"
+
+
+class SpawnFailed(AteamError):
+    """``/spawn`` could not start an agent, or the agent never came up on the bus."""
+
+    code = Code.SPAWN_FAILED
 
 
 class LockLost(AteamError):
@@ -365,11 +382,16 @@ AGENT_EXIT: dict[str, int] = {
     Code.CONFIG_INVALID: 12,
     Code.REDIS_UNAVAILABLE: 13,
     Code.LOCK_LOST: 14,
+    Code.BOOTSTRAP_REFUSED: 16,
 }
 EXIT_LOCK_LOST = 14
 """Not in SPEC §2's list: the lock lapsed (e.g. a long Redis outage). Unlike 11 nobody
 else is known to hold it, so a supervisor may restart the agent."""
 EXIT_WORKER_CRASHED = 15
+EXIT_BOOTSTRAP_REFUSED = 16
+"""Not in SPEC §2's list: the ``--bootstrap`` token was refused before the agent joined.
+Final like 12 (a used or expired token never becomes valid), but told apart from a
+configuration error so a script knows to ask for a new token."""
 
 
 def cli_exit_code(error: AteamError) -> int:

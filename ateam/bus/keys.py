@@ -29,6 +29,14 @@ class Keys:
         """Pub/sub channel of join / update / leave notices."""
         return f"{self.ns}registry:events"
 
+    def bootstrap(self, token_hash: str) -> str:
+        """A one-time bootstrap token, named by the SHA-256 hex digest of the token.
+
+        The token itself is never stored: whoever can read Redis learns only the hash,
+        which cannot be presented in the token's place (SPEC §11).
+        """
+        return f"{self.ns}bootstrap:{token_hash}"
+
     def console_channel(self, session: str) -> str:
         """Pub/sub channel that reaches one console session (ownership notices)."""
         return f"{self.ns}console:{session}"

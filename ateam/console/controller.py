@@ -14,17 +14,20 @@ import json
 import os
 import shlex
 import socket
+import subprocess
 import tempfile
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from ateam import fleet
+from ateam.bus import bootstrap
 from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
@@ -33,9 +36,11 @@ from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
 from ateam.bus.registry import AgentView, Registry
 from ateam.bus.rpc import RpcClient
+from ateam.config import load_project
+from ateam.config.schema import check_name
 from ateam.console.offsets import OffsetStore
 from ateam.constants import HEARTBEAT_INTERVAL_S, OWNER_REFRESH_S
-from ateam.errors import AteamError, BadRequest, OwnershipDenied, UsageError
+from ateam.errors import AteamError, BadRequest, OwnershipDenied, SpawnFailed, UsageError
 
 
 class ConsoleView(Protocol):
@@ -67,6 +72,15 @@ class Command:
     usage: str
     help: str
 
+
+_T = TypeVar("_T")
+
+SPAWN_USAGE = "/spawn [PROJECT/]NAME [--cwd D] [--model M] [--worktree] [--remote] [--attach]"
+SPAWN_TIMEOUT_S = 20.0
+"""How long /spawn waits for a new agent to serve before giving up on it."""
+STOP_WAIT_S = 15.0
+"""How long /stop waits for the agent to leave the registry."""
+SERVING_STATES = ("idle", "busy", "waiting")
 
 PS_COLUMNS = [
     "id", "state", "model", "pinned", "ctx_pct", "host", "queue_len", "owner", "tokens", "cost",
@@ -106,6 +120,8 @@ class ConsoleController:
         self.quit_requested = False
         self._tasks_changed = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
+        self._keepers: list[subprocess.Popen[bytes]] = []
+        """Keepers of agents this console spawned, polled so none lingers as a zombie."""
         self.commands = self._command_table()
 
     # lifecycle ---------------------------------------------------------------------------
@@ -229,6 +245,12 @@ class ConsoleController:
             ("cancel", self._cmd_cancel, "/cancel [--hard]", "cancel the current task"),
             ("queue", self._cmd_queue, "/queue [clear|retry]", "show or change the queue"),
             ("history", self._cmd_history, "/history [N]", "the newest N turns"),
+            (
+                "clearhistory",
+                self._cmd_clearhistory,
+                "/clearhistory",
+                "erase the attached agent's history for good (asks for its id)",
+            ),
             ("ctx", self._cmd_ctx, "/ctx", "tokens in context and ctx %"),
             ("sys", self._cmd_sys, "/sys show|edit", "show the system prompt or edit the overlay"),
             ("reloadsysprompt", self._cmd_reload, "/reloadsysprompt", "reload the prompt files"),
@@ -243,6 +265,8 @@ class ConsoleController:
             ("save", self._cmd_save, "/save", "write the current model to agent.yaml"),
             ("handoff", self._cmd_handoff, "/handoff", "the handoff record, and if it verifies"),
             ("summarize", self._cmd_summarize, "/summarize", "re-summarise the working context"),
+            ("spawn", self._cmd_spawn, SPAWN_USAGE, "start a new agent here or elsewhere (asks)"),
+            ("stop", self._cmd_stop, "/stop ID [--takeover]", "stop an agent gracefully (asks)"),
             ("quit", self._cmd_quit, "/quit", "leave the console (agents keep running)"),
         ]
         return {name: Command(name, fn, usage, text) for name, fn, usage, text in rows}
@@ -532,6 +556,229 @@ class ConsoleController:
         else:
             self.view.info(f"summary not changed: {reply['reason']}; the raw turns are kept")
 
+    async def _cmd_clearhistory(self, args: list[str]) -> None:
+        if args:
+            raise UsageError("usage: /clearhistory (erases the attached agent's history)")
+        agent = self._require_writer()
+        answer = await self.view.ask(
+            f"this erases every turn of {agent}'s history and cannot be undone; "
+            f"type the agent id {agent} to confirm: "
+        )
+        if answer.strip() != agent:
+            self.view.info("clearhistory cancelled: the answer was not the agent id")
+            return
+        await self.rpc.call(agent, "history.clear", {"confirm_id": agent})
+        self.view.info(f"history of {agent} cleared")
+
+    # fleet ---------------------------------------------------------------------------
+
+    async def _cmd_stop(self, args: list[str]) -> None:
+        usage = "usage: /stop ID [--takeover]"
+        positional, _, flags = _parse_args(args, usage, flags=("--takeover",))
+        if len(positional) != 1:
+            raise UsageError(usage)
+        agent = await self.resolve_agent(positional[0])
+        if not await self._confirm(f"stop {agent}? its current task goes back to its queue;"):
+            self.view.info("stop cancelled")
+            return
+        reply = await self._call_as_writer(agent, "shutdown", {}, takeover="--takeover" in flags)
+        self.view.info(f"stopping {agent} (pid {reply.get('pid')})")
+        gone = await _poll(lambda: self._gone(agent), STOP_WAIT_S)
+        if agent == self.attached:
+            await self._cmd_detach([])
+        if gone:
+            self.view.info(f"stopped {agent}")
+        else:
+            self.view.banner(f"{agent} was asked to stop but is still registered", level="warn")
+
+    async def _gone(self, agent: str) -> bool:
+        return await self.registry.get(agent) is None
+
+    async def _call_as_writer(
+        self, agent: str, method: str, params: dict[str, Any], *, takeover: bool
+    ) -> Any:
+        """A mutating call to any agent: as its writer if attached, else owning it briefly.
+
+        Like ``ateam stop``: ownership is taken around the call (SPEC §4.3) and given
+        back, so the agent's owner check holds for consoles that never attached.
+        """
+        if agent == self.attached and not self.read_only:
+            return await self.rpc.call(agent, method, params)
+        await self.ownership.acquire(agent, takeover=takeover)
+        try:
+            return await self.rpc.call(agent, method, params)
+        finally:
+            with contextlib.suppress(*CONNECTION_ERRORS):
+                await self.ownership.release(agent)
+
+    async def _cmd_spawn(self, args: list[str]) -> None:
+        positional, options, flags = _parse_args(
+            args,
+            f"usage: {SPAWN_USAGE}",
+            options=("--cwd", "--model"),
+            flags=("--worktree", "--remote", "--attach"),
+        )
+        if len(positional) != 1:
+            raise UsageError(f"usage: {SPAWN_USAGE}")
+        if "--remote" in flags:
+            if flags & {"--worktree", "--attach"}:
+                raise UsageError(
+                    "--worktree and --attach are for agents on this host, not --remote"
+                )
+            await self._spawn_remote(positional[0], options)
+        else:
+            await self._spawn_local(positional[0], options, flags)
+
+    async def _spawn_local(self, text: str, options: dict[str, str], flags: set[str]) -> None:
+        cwd = self._spawn_cwd(options.get("--cwd"))
+        here = await asyncio.to_thread(load_project, cwd)
+        project, name = self._spawn_identity(text, here.name)
+        request = fleet.SpawnRequest(project, name, cwd, options.get("--model"))
+        await self._refuse_running(request.agent_id)
+        if here.namespace != self.keys.ns:
+            raise UsageError(
+                f"{cwd} belongs to namespace {here.namespace!r} but this console is on "
+                f"{self.keys.ns!r}; the agent would be invisible here"
+            )
+        config = fleet.agent_config_for(here, project, name, cwd, explicit_cwd=True)
+        config.model_entry(request.model)  # an unknown model fails here, not in the log
+        worktree = None
+        where = str(cwd)
+        if "--worktree" in flags:
+            worktree = await asyncio.to_thread(fleet.plan_worktree, cwd, name, here.root)
+            where = (
+                f"{worktree.cwd} (new git worktree of {worktree.repo}, branch {worktree.branch})"
+            )
+        self._show_spawn(
+            request,
+            where=where,
+            model=request.model or config.model,
+            how="this host, detached, restarted if it crashes, log state/agent.log",
+        )
+        if not await self._confirm("start it?"):
+            self.view.info("spawn cancelled")
+            return
+        if worktree is not None:
+            await asyncio.to_thread(fleet.add_worktree, worktree)
+            self.view.info(f"created worktree {worktree.path} on branch {worktree.branch}")
+            request = replace(request, cwd=worktree.cwd)
+            inside = await asyncio.to_thread(load_project, worktree.cwd)
+            config = fleet.agent_config_for(inside, project, name, worktree.cwd, explicit_cwd=True)
+        log = config.state_dir / "agent.log"
+        # The embedded server's password is not in its URL: let the agent find it itself.
+        url = None if self.target.source == "embedded" else self.target.url
+        keeper = await asyncio.to_thread(fleet.start_kept, request, log=log, redis_url=url)
+        self._keepers.append(keeper)
+        view = await self._wait_serving(request.agent_id, keeper, log)
+        self.view.info(
+            f"spawned {view.id} (pid {view.entry.pid}, model {view.entry.model}, cwd "
+            f"{view.entry.cwd}); its keeper is pid {keeper.pid}; log {log}"
+        )
+        if "--attach" in flags:
+            await self._cmd_attach([view.id])
+
+    async def _spawn_remote(self, text: str, options: dict[str, str]) -> None:
+        given = options.get("--cwd")
+        project = None if "/" in text or self.attached else await asyncio.to_thread(load_project)
+        project_name, name = self._spawn_identity(text, project.name if project else "")
+        request = fleet.SpawnRequest(project_name, name, Path(given or "."), options.get("--model"))
+        await self._refuse_running(request.agent_id)
+        self._show_spawn(
+            request,
+            where=given or "(where the command is run)",
+            model=request.model or "(the agent's configured model)",
+            how="another host, admitted once by a bootstrap token valid for 5 minutes",
+        )
+        if not await self._confirm("issue the token?"):
+            self.view.info("spawn cancelled")
+            return
+        spec = {key: value for key, value in (("cwd", given), ("model", request.model)) if value}
+        token = await bootstrap.issue(self.client, self.keys, agent_id=request.agent_id, spec=spec)
+        self.view.info("run this on the other host (the token works once, within 5 minutes):")
+        self.view.info(
+            fleet.remote_command(
+                request, redis_url=self.target.url, token=token, with_cwd=given is not None
+            )
+        )
+        if self.target.url.startswith("unix://"):
+            self.view.info("note: this Redis is a local unix socket; give the other host a URL")
+        elif self.target.password and "@" not in self.target.url:
+            self.view.info("note: the Redis password is not in the URL; the other host needs it")
+
+    def _spawn_cwd(self, given: str | None) -> Path:
+        attached = self.known.get(self.attached) if self.attached else None
+        if given:
+            path = Path(given).expanduser()
+        elif attached is not None and attached.entry.cwd:
+            path = Path(attached.entry.cwd)  # beside the attached agent
+        else:
+            path = Path.cwd()
+        path = path.resolve()
+        if not path.is_dir():
+            hint = "" if given else "; pass --cwd D"
+            raise UsageError(f"{path} is not a directory on this host{hint}")
+        return path
+
+    def _spawn_identity(self, text: str, default_project: str) -> tuple[str, str]:
+        """``PROJECT/NAME``, or NAME in the attached agent's project, else the cwd's."""
+        project, _, name = text.rpartition("/")
+        if not project:
+            project = self.attached.split("/", 1)[0] if self.attached else default_project
+        for value, what in ((project, "project"), (name, "agent")):
+            try:
+                check_name(value, what)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+        return project, name
+
+    async def _refuse_running(self, agent: str) -> None:
+        view = await self.registry.get(agent)
+        if view is not None and view.connected:
+            raise UsageError(
+                f"{agent} is already running (pid {view.entry.pid} on {view.entry.host})"
+            )
+
+    def _show_spawn(self, request: fleet.SpawnRequest, *, where: str, model: str, how: str) -> None:
+        self.view.info(f"spawn {request.agent_id}:")
+        for label, value in (
+            ("project", request.project),
+            ("name", request.name),
+            ("cwd", where),
+            ("model", model),
+            ("runs on", how),
+        ):
+            self.view.info(f"  {label:<8} {value}")
+
+    async def _confirm(self, question: str) -> bool:
+        answer = await self.view.ask(f"{question} type 'yes': ")
+        return answer.strip().lower() == "yes"
+
+    async def _wait_serving(
+        self, agent: str, keeper: subprocess.Popen[bytes], log: Path
+    ) -> AgentView:
+        """Until ``agent`` serves; a keeper that gave up or a timeout is a SpawnFailed."""
+
+        async def serving() -> AgentView | None:
+            view = await self.registry.get(agent)
+            if view is not None and view.connected and view.state in SERVING_STATES:
+                return view
+            code = keeper.poll()
+            if code is not None:
+                raise SpawnFailed(
+                    f"{agent} exited with {code} before joining: {fleet.last_log_line(log)}"
+                    f" (log {log})"
+                )
+            return None
+
+        view = await _poll(serving, SPAWN_TIMEOUT_S)
+        if view is None:
+            keeper.terminate()  # never leave a crash-looping agent behind
+            raise SpawnFailed(
+                f"{agent} did not join within {SPAWN_TIMEOUT_S:g} s and was stopped; "
+                f"last log line: {fleet.last_log_line(log)} (log {log})"
+            )
+        return view
+
     async def _cmd_quit(self, args: list[str]) -> None:
         self.quit_requested = True
 
@@ -654,6 +901,7 @@ class ConsoleController:
     async def _registry_poll(self) -> None:
         while True:
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            self._keepers = [keeper for keeper in self._keepers if keeper.poll() is None]
             with contextlib.suppress(*CONNECTION_ERRORS):
                 await self.refresh_agents()
 
@@ -699,6 +947,46 @@ def _option(args: list[str], name: str) -> str | None:
             return args[index + 1]
         raise UsageError(f"{name} needs a value")
     return None
+
+
+def _parse_args(
+    args: list[str],
+    usage: str,
+    *,
+    options: tuple[str, ...] = (),
+    flags: tuple[str, ...] = (),
+) -> tuple[list[str], dict[str, str], set[str]]:
+    """Split command words into positionals, ``--option VALUE`` pairs and ``--flag`` s."""
+    positional: list[str] = []
+    values: dict[str, str] = {}
+    seen: set[str] = set()
+    words = iter(args)
+    for word in words:
+        if word in options:
+            value = next(words, None)
+            if value is None:
+                raise UsageError(f"{word} needs a value; {usage}")
+            values[word] = value
+        elif word in flags:
+            seen.add(word)
+        elif word.startswith("--"):
+            raise UsageError(f"unknown option {word}; {usage}")
+        else:
+            positional.append(word)
+    return positional, values, seen
+
+
+async def _poll(probe: Callable[[], Awaitable[_T | None]], timeout: float) -> _T | None:
+    """``probe()`` every 100 ms until it returns something; ``None`` after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await probe()
+        if value is not None and value is not False:
+            return value
+        if loop.time() >= deadline:
+            return None
+        await asyncio.sleep(0.1)
 
 
 def describe_error(error: AteamError) -> str:

@@ -3,6 +3,13 @@
 Works over SSH, in a dumb terminal and from scripts: with a non-TTY stdin the console
 stops at the first failing command with that command's exit code, and at the end of
 input it waits for the inputs it sent to finish before leaving.
+
+When stdin and stdout are both terminals (and ``TERM`` is not ``dumb``) lines are read
+with prompt-toolkit instead: history in ``~/.ateam/console/history``, TAB completion
+(:mod:`ateam.console.completion`), output printed above the prompt, and F1 for an
+agent palette — it fills in ``/attach `` and opens a menu of agent ids that narrows as
+you type; Enter attaches. Ctrl+C and end of input (Ctrl+D) mean what they mean on a
+pipe: interrupt when attached, ask before quitting when not, and leave.
 """
 
 from __future__ import annotations
@@ -10,16 +17,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
-from typing import Any, TextIO
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ateam.bus.connection import RedisTarget
 from ateam.bus.events import Event, EventType, Gap, decode_chunk
 from ateam.console.controller import ConsoleController
 from ateam.errors import AteamError, cli_exit_code
+from ateam.paths import ateam_home, private_dir
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.key_binding import KeyBindings
+
+    from ateam.console.completion import CommandCompleter
 
 
 def prefix(agent: str) -> str:
@@ -42,6 +57,8 @@ class PlainView:
         self._partial: dict[str, str] = {}
         self._partial_from: dict[str, int] = {}
         """Offset of the first event whose text is still held in an unprinted line."""
+        self.ask_hook: Callable[[str | None], None] | None = None
+        """Set by the prompt-toolkit input: shows a question as the prompt, then clears it."""
 
     def _print(self, text: str) -> None:
         self._out.write(text + "\n")
@@ -110,9 +127,27 @@ class PlainView:
             self._print("  ".join(c.ljust(w) for c, w in zip(row_cells, widths, strict=True)))
 
     async def ask(self, question: str) -> str:
+        if self.ask_hook is not None:
+            return await self._ask_at_prompt(question, self.ask_hook)
         self._out.write(question)
         self._out.flush()
         answer = await self._lines.get()
+        if answer is None:
+            # End of input while asking: no answer, and the main loop must still see it.
+            self._lines.put_nowait(None)
+        return answer or ""
+
+    async def _ask_at_prompt(self, question: str, hook: Callable[[str | None], None]) -> str:
+        # A question printed above a live prompt would sit apart from where the answer
+        # is typed, so it becomes the prompt itself until answered.
+        hook(question)
+        try:
+            answer = await self._lines.get()
+        finally:
+            hook(None)
+        if answer is None:
+            # End of input answers "no" and must still end the console's main loop.
+            self._lines.put_nowait(None)
         return answer or ""
 
     # renderers, one per event type -----------------------------------------------------
@@ -291,10 +326,45 @@ def start_stdin_reader(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str
     threading.Thread(target=pump, name="stdin", daemon=True).start()
 
 
-async def run_plain(target: RedisTarget, *, interactive: bool) -> int:
-    """The plain console; returns its exit code."""
+def prompt_toolkit_wanted(
+    stdin: TextIO | None = None, stdout: TextIO | None = None, term: str | None = None
+) -> bool:
+    """Whether to read lines with prompt-toolkit: both ends a terminal, not a dumb one."""
+    term = os.environ.get("TERM", "") if term is None else term
+    return _isatty(stdin or sys.stdin) and _isatty(stdout or sys.stdout) and term.lower() != "dumb"
+
+
+async def run_plain(
+    target: RedisTarget,
+    *,
+    interactive: bool,
+    tty: bool | None = None,
+    first_lines: Sequence[str] = (),
+) -> int:
+    """The plain console; returns its exit code.
+
+    ``tty`` chooses prompt-toolkit input (None: when :func:`prompt_toolkit_wanted`).
+    ``first_lines`` run before any input is read (re-attaching after ``/ui panes off``).
+    """
+    if tty is None:
+        tty = prompt_toolkit_wanted()
+    if not tty:
+        return await _run_plain(target, interactive=interactive, tty=False, first=first_lines)
+    from prompt_toolkit.patch_stdout import patch_stdout
+
+    # Everything the console prints goes through a proxy that draws it above the
+    # prompt; raw, so the colours of diffs and tool output pass through.
+    with patch_stdout(raw=True):
+        return await _run_plain(target, interactive=interactive, tty=True, first=first_lines)
+
+
+async def _run_plain(
+    target: RedisTarget, *, interactive: bool, tty: bool, first: Sequence[str] = ()
+) -> int:
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
+    for preset in first:
+        lines.put_nowait(preset)
     view = PlainView(lines)
     controller = ConsoleController(target, view)
     try:
@@ -304,7 +374,6 @@ async def run_plain(target: RedisTarget, *, interactive: bool) -> int:
         await controller.aclose()
         return cli_exit_code(exc)
     view.banner(f"connected to {target.describe()} as {controller.session}; /help for commands")
-    start_stdin_reader(loop, lines)
     quit_armed = False
     pending: set[asyncio.Future[None]] = set()
 
@@ -318,6 +387,12 @@ async def run_plain(target: RedisTarget, *, interactive: bool) -> int:
         else:
             lines.put_nowait("/quit")
 
+    prompt: PromptInput | None = None
+    if tty:
+        prompt = PromptInput(controller, view, lines, on_interrupt=on_sigint)
+        prompt.start()
+    else:
+        start_stdin_reader(loop, lines)
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, on_sigint)
     code = 0
@@ -325,7 +400,10 @@ async def run_plain(target: RedisTarget, *, interactive: bool) -> int:
         while not controller.quit_requested:
             line = await lines.get()
             if line is None:
-                await controller.wait_for_pending()
+                # A script's end of input waits for its answers; Ctrl+D at a terminal
+                # is the user leaving, and the agents keep working without the console.
+                if not tty:
+                    await controller.wait_for_pending()
                 break
             try:
                 await controller.execute(line)
@@ -337,11 +415,177 @@ async def run_plain(target: RedisTarget, *, interactive: bool) -> int:
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
+        if prompt is not None:
+            await prompt.stop()
         # Print the line still being streamed first, so the offsets saved on close
         # count it as shown and a restarted console does not repeat it.
         view.flush()
         await controller.aclose()
     return code
+
+
+class PromptInput:
+    """Reads lines with a prompt-toolkit session and puts them on the console's queue.
+
+    The main loop and :meth:`PlainView.ask` read that queue exactly as they read the
+    stdin thread's on a pipe; None on the queue still means end of input.
+    """
+
+    def __init__(
+        self,
+        controller: ConsoleController,
+        view: PlainView,
+        lines: asyncio.Queue[str | None],
+        *,
+        on_interrupt: Callable[[], None],
+    ) -> None:
+        self.controller = controller
+        self.view = view
+        self.lines = lines
+        self.on_interrupt = on_interrupt
+        self.question: str | None = None
+        self.palette = False
+        """F1 opened the agent palette: the menu follows typing until the line is sent."""
+        # Imported here: scripts on a pipe never pay for loading prompt-toolkit.
+        from ateam.console.completion import CommandCompleter
+
+        self.completer: CommandCompleter = CommandCompleter.for_controller(controller)
+        self.session = self._session()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    def _session(self) -> PromptSession[str]:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.filters import Condition
+        from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+
+        from ateam.console.completion import PromptToolkitCompleter
+
+        history: History
+        try:
+            folder = private_dir(ateam_home() / "console")
+            history = FileHistory(str(folder / "history"))
+        except OSError:
+            history = InMemoryHistory()  # a read-only home must not stop the console
+        return PromptSession(
+            message=self._message,
+            history=history,
+            completer=PromptToolkitCompleter(
+                self.completer, refresh=lambda: self.controller.refresh_agents(announce=False)
+            ),
+            # TAB asks for completions; only the F1 palette completes while typing.
+            complete_while_typing=Condition(lambda: self.palette),
+            key_bindings=self._bindings(),
+        )
+
+    def _message(self) -> str:
+        if self.question is not None:
+            return self.question
+        agent = self.controller.attached
+        if agent is None:
+            return "> "
+        return f"{agent} (read-only)> " if self.controller.read_only else f"{agent}> "
+
+    def _bindings(self) -> KeyBindings:
+        from prompt_toolkit.document import Document
+        from prompt_toolkit.filters import Condition
+        from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+        bindings = KeyBindings()
+
+        @bindings.add("f1")
+        def _palette(event: KeyPressEvent) -> None:
+            # Plain mode has no overlay, so the palette is the completion menu of
+            # "/attach ": it lists every agent and narrows as the user types.
+            buffer = event.app.current_buffer
+            self.palette = True
+            buffer.text = "/attach "
+            buffer.cursor_position = len(buffer.text)
+            buffer.start_completion(select_first=False)
+
+        @bindings.add("enter", filter=Condition(lambda: self.palette))
+        def _pick(event: KeyPressEvent) -> None:
+            # Enter attaches to the highlighted agent, else to the first that matches
+            # what was typed. The match is computed here rather than taken from the
+            # menu, which may still be loading when a fast typist presses Enter.
+            buffer = event.current_buffer
+            state = buffer.complete_state
+            if state is None or state.current_completion is None:
+                text, cursor = buffer.text, buffer.cursor_position
+                found = self.completer.complete(text, cursor)
+                # An empty word after a full id must not pull in a second agent.
+                if found and (found[0].start < cursor or text.strip() == "/attach"):
+                    buffer.document = Document(*found[0].apply(text, cursor))
+            buffer.validate_and_handle()
+
+        return bindings
+
+    def ask(self, question: str | None) -> None:
+        self.question = question
+        self.session.app.invalidate()
+
+    def start(self) -> None:
+        self.view.ask_hook = self.ask
+        self._wrap_editor()
+        self._task = asyncio.create_task(self._read(), name="console:prompt")
+        self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        # Without its input the console could only hang: say why, and leave.
+        if not task.cancelled() and task.exception() is not None:
+            self.view.error(f"console input failed: {task.exception()!r}; leaving")
+            self.lines.put_nowait(None)
+
+    def _wrap_editor(self) -> None:
+        # $EDITOR needs the terminal to itself: the prompt steps aside while it runs.
+        from prompt_toolkit.application import in_terminal
+
+        edit = self.controller.edit_text
+
+        async def edit_in_terminal(text: str, *, suffix: str) -> str | None:
+            async with in_terminal():
+                return await edit(text, suffix=suffix)
+
+        self.controller.edit_text = edit_in_terminal  # type: ignore[method-assign]
+
+    async def _read(self) -> None:
+        while not self._stopping:
+            try:
+                line = await self.session.prompt_async(
+                    # The console's own SIGINT handler stays in place, and an error in a
+                    # background task must not stop the prompt to wait for Enter.
+                    handle_sigint=False,
+                    set_exception_handler=False,
+                )
+            except KeyboardInterrupt:
+                self.palette = False
+                self.on_interrupt()
+                continue
+            except EOFError:
+                self.lines.put_nowait(None)
+                return
+            self.palette = False
+            self.lines.put_nowait(line)
+
+    async def stop(self) -> None:
+        """End the prompt (the console is leaving) and give the terminal back."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stopping = True
+        app = self.session.app
+        if app.is_running and app.future is not None and not app.future.done():
+            app.exit(exception=EOFError)
+        try:
+            async with asyncio.timeout(2.0):
+                await task
+        except TimeoutError:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        except Exception:  # already reported by _ended; the console is leaving anyway
+            pass
+        self.view.ask_hook = None
 
 
 async def _quietly(coro: Any, view: PlainView) -> None:

@@ -1,0 +1,305 @@
+"""Growing the team from a console (SPEC §11): local spawns, worktrees, the remote line.
+
+A local spawn runs ``ateam agent`` under a *keeper*, a small process of its own session
+(closing the console stops nothing) that appends the agent's output to the agent's
+``state/agent.log`` and restarts the agent when it dies, with the backoff of the project
+supervisor (:mod:`ateam.supervisor`) — except after the exits that supervisor treats as
+final (stopped on purpose, duplicate identity, invalid configuration). ``/stop`` ends
+the agent with exit 0, so its keeper leaves with it.
+
+Run as ``python -m ateam.fleet --log LOG -- COMMAND…``, this module is that keeper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, standalone_agent
+from ateam.errors import SpawnFailed, UsageError
+from ateam.supervisor import FINAL_EXITS, HEALTHY_AFTER_S, RESTART_BACKOFF_S, STOP_TIMEOUT_S
+
+__all__ = [
+    "SpawnRequest",
+    "Worktree",
+    "add_worktree",
+    "agent_config_for",
+    "last_log_line",
+    "plan_worktree",
+    "remote_command",
+    "start_kept",
+]
+
+GIT_TIMEOUT_S = 60.0
+BRANCH_PREFIX = "ateam/"
+
+
+@dataclass(frozen=True)
+class SpawnRequest:
+    """One agent to start: who it is, where it works and which model it uses."""
+
+    project: str
+    """Project the agent joins."""
+    name: str
+    """Agent name within the project."""
+    cwd: Path
+    """Absolute working directory of the agent."""
+    model: str | None = None
+    """A model id to pin, or ``None`` for the agent's configured model."""
+
+    @property
+    def agent_id(self) -> str:
+        """``project/name``."""
+        return f"{self.project}/{self.name}"
+
+
+def agent_config_for(
+    project: ProjectConfig, project_name: str, name: str, cwd: Path, *, explicit_cwd: bool
+) -> AgentConfig:
+    """The configuration ``ateam agent --project … --name … [--cwd …]`` runs with.
+
+    The configured agent when ``project`` (loaded for ``cwd``) is that project and
+    configures ``name`` — moved to ``cwd`` when one was given — else an unconfigured
+    agent with its state under ``~/.ateam/projects/``.
+
+    Raises:
+        ConfigError: ``project_name`` or ``name`` is not a valid name.
+    """
+    configured = project.agents.get(name) if project.name == project_name else None
+    if configured is None:
+        return standalone_agent(project_name, name, cwd, config=project)
+    if explicit_cwd and configured.cwd != cwd:
+        return replace(configured, cwd=cwd)
+    return configured
+
+
+# worktrees -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Worktree:
+    """A git worktree planned (or made) for a spawned agent."""
+
+    repo: Path
+    """Top level of the repository it is a worktree of."""
+    path: Path
+    """The new worktree's directory."""
+    branch: str
+    """The new branch checked out in it (``ateam/NAME``)."""
+    cwd: Path
+    """The agent's working directory: the same place inside the repository as asked for."""
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            ["git", "-C", str(cwd), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise UsageError("--worktree needs git, and git is not on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise SpawnFailed(f"git {args[0]} took longer than {GIT_TIMEOUT_S:g} s") from None
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def plan_worktree(cwd: Path, name: str, project_root: Path | None) -> Worktree:
+    """Where the worktree of ``cwd``'s repository for agent ``name`` goes; changes nothing.
+
+    Inside the project's ``.ateam/worktrees/NAME`` when the project's root lies in the
+    repository, so the agent finds the same configuration there; otherwise beside the
+    repository as ``<repo>-NAME``.
+
+    Raises:
+        UsageError: ``cwd`` is not in a git repository, or the branch or directory exists.
+    """
+    found = _git(cwd, "rev-parse", "--show-toplevel")
+    if found.returncode != 0:
+        raise UsageError(f"{cwd} is not inside a git repository; --worktree needs one")
+    repo = Path(found.stdout.strip()).resolve()
+    inside = cwd.resolve().relative_to(repo)
+    if project_root is not None and (project_root == repo or repo in project_root.parents):
+        path = project_root / CONFIG_DIR / "worktrees" / name
+    else:
+        path = repo.parent / f"{repo.name}-{name}"
+    branch = f"{BRANCH_PREFIX}{name}"
+    if path.exists():
+        raise UsageError(f"{path} already exists; pick another agent name or remove it")
+    if _git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode == 0:
+        raise UsageError(f"branch {branch} already exists in {repo}; pick another agent name")
+    return Worktree(repo=repo, path=path, branch=branch, cwd=path / inside)
+
+
+def add_worktree(plan: Worktree) -> None:
+    """``git worktree add -b BRANCH PATH`` at the repository's ``HEAD``.
+
+    Raises:
+        SpawnFailed: git refused (no commit yet, a race on the branch, ...).
+    """
+    parent = plan.path.parent
+    if parent.name == "worktrees" and parent.parent.name == CONFIG_DIR:
+        parent.mkdir(parents=True, exist_ok=True)
+        ignore = parent / ".gitignore"
+        if not ignore.exists():
+            # The worktrees sit inside the main checkout: keep them out of its `git status`.
+            ignore.write_text("*\n", encoding="utf-8")
+    done = _git(plan.repo, "worktree", "add", "-b", plan.branch, str(plan.path))
+    if done.returncode != 0:
+        raise SpawnFailed(f"git worktree add failed: {_last_line(done.stderr)}")
+
+
+# starting ----------------------------------------------------------------------------------
+
+
+def agent_command(request: SpawnRequest, *, redis_url: str | None) -> list[str]:
+    """The ``ateam agent`` command line for ``request``, run by this Python."""
+    cmd = [
+        sys.executable, "-m", "ateam", "agent",
+        "--project", request.project, "--name", request.name,
+        "--cwd", str(request.cwd), "--no-repl",
+    ]  # fmt: skip
+    if request.model:
+        cmd += ["--model", request.model]
+    if redis_url:
+        cmd += ["--redis", redis_url]
+    return cmd
+
+
+def start_kept(
+    request: SpawnRequest, *, log: Path, redis_url: str | None
+) -> subprocess.Popen[bytes]:
+    """Start the agent under a detached keeper; returns the keeper's process.
+
+    The keeper leads a new session (and process group), so signals to the console's
+    terminal never reach it; its output and the agent's are appended to ``log``.
+    ``redis_url`` is passed on as ``--redis`` (``None``: the agent resolves the bus
+    itself, e.g. the embedded server).
+    """
+    log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    keeper = [sys.executable, "-m", "ateam.fleet", "--log", str(log), "--"]
+    try:
+        return subprocess.Popen(
+            keeper + agent_command(request, redis_url=redis_url),
+            cwd=request.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise SpawnFailed(f"cannot start {request.agent_id}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def remote_command(request: SpawnRequest, *, redis_url: str, token: str, with_cwd: bool) -> str:
+    """The one line to run on another host: ``ateam agent … --bootstrap TOKEN``."""
+    words = ["ateam", "agent", "--project", request.project, "--name", request.name]
+    if with_cwd:
+        words += ["--cwd", str(request.cwd)]
+    if request.model:
+        words += ["--model", request.model]
+    words += ["--redis", redis_url, "--bootstrap", token]
+    return shlex.join(words)
+
+
+def last_log_line(log: Path) -> str:
+    """The newest non-empty line of an agent log, for one-line failure messages."""
+    try:
+        with log.open("rb") as handle:
+            handle.seek(max(0, log.stat().st_size - 4096))
+            return _last_line(handle.read().decode("utf-8", "replace"))
+    except OSError:
+        return "no log"
+
+
+# the keeper -------------------------------------------------------------------------------
+
+
+class _Keeper:
+    """Runs one command until it exits on purpose; SIGTERM is passed on, then obeyed."""
+
+    def __init__(self, cmd: list[str]) -> None:
+        self.cmd = cmd
+        self.child: subprocess.Popen[bytes] | None = None
+        self.stopping = False
+
+    def _on_term(self, signum: int, frame: object) -> None:
+        self.stopping = True
+        if self.child is not None and self.child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.child.send_signal(signal.SIGTERM)
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, self._on_term)
+        failures = 0
+        while not self.stopping:
+            started = time.monotonic()
+            # stdout/stderr are inherited: the agent writes to the same log as the keeper.
+            self.child = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL)
+            if self.stopping:  # SIGTERM came between the loop's check and the start
+                self.child.send_signal(signal.SIGTERM)
+            code = self.child.wait()
+            if self.stopping:
+                break
+            final = FINAL_EXITS.get(code)
+            if final is not None:
+                _note(f"agent exited with {code} ({final}); not restarting")
+                return code
+            if time.monotonic() - started > HEALTHY_AFTER_S:
+                failures = 0
+            delay = RESTART_BACKOFF_S[min(failures, len(RESTART_BACKOFF_S) - 1)]
+            failures += 1
+            _note(f"agent exited with {code}; restarting in {delay:g} s")
+            deadline = time.monotonic() + delay
+            while not self.stopping and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self._finish()
+        return 0
+
+    def _finish(self) -> None:
+        child = self.child
+        if child is None or child.poll() is not None:
+            return
+        try:
+            child.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def _note(message: str) -> None:
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} keeper: {message}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ateam.fleet --log LOG -- COMMAND…``: keep COMMAND running."""
+    parser = argparse.ArgumentParser(prog="python -m ateam.fleet")
+    parser.add_argument("--log", required=True, help="the agent log (for people reading ps)")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not cmd:
+        parser.error("no command to keep")
+    return _Keeper(cmd).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""One-time bootstrap tokens against a real Redis (SPEC §11)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import time
+
+import pytest
+import redis.asyncio as aioredis
+
+from ateam.bus.bootstrap import TOKEN_TTL_S, issue, redeem, token_hash
+from ateam.bus.codec import unpack
+from ateam.bus.connection import RedisTarget
+from ateam.bus.keys import Keys
+from ateam.errors import AGENT_EXIT, BootstrapRefused, agent_exit_code
+
+
+@pytest.fixture
+def keys(target: RedisTarget) -> Keys:
+    return Keys(target.namespace)
+
+
+async def namespace_dump(client: aioredis.Redis, keys: Keys) -> list[bytes]:
+    """Every key of the test's namespace and its raw value, as one list of bytes."""
+    found: list[bytes] = []
+    async for key in client.scan_iter(match=f"{keys.ns}*"):
+        found.append(key)
+        value = await client.get(key)
+        if value is not None:
+            found.append(value)
+    return found
+
+
+async def test_only_the_hash_is_stored_with_a_five_minute_ttl(
+    client: aioredis.Redis, keys: Keys
+) -> None:
+    token = await issue(client, keys, agent_id="p/ares", spec={"model": "echo"})
+
+    assert len(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))) == 32
+    stored = await namespace_dump(client, keys)
+    assert stored == [
+        keys.bootstrap(hashlib.sha256(token.encode()).hexdigest()).encode(),
+        stored[1],
+    ]
+    assert not any(token.encode() in item for item in stored)
+    record = unpack(stored[1])
+    assert record["agent_id"] == "p/ares"
+    assert record["spec"] == {"model": "echo"}
+    assert abs(record["issued_at"] - time.time()) < 60
+    ttl = await client.pttl(keys.bootstrap(token_hash(token)))
+    assert TOKEN_TTL_S * 1000 - 5000 < ttl <= TOKEN_TTL_S * 1000
+
+
+async def test_a_token_works_once(client: aioredis.Redis, keys: Keys) -> None:
+    token = await issue(client, keys, agent_id="p/ares", spec={"cwd": "/srv/p"})
+
+    record = await redeem(client, keys, token, agent_id="p/ares")
+
+    assert record["agent_id"] == "p/ares"
+    assert record["spec"] == {"cwd": "/srv/p"}
+    assert await namespace_dump(client, keys) == []  # deleted on use
+    with pytest.raises(BootstrapRefused, match="unknown, expired or already used"):
+        await redeem(client, keys, token, agent_id="p/ares")
+
+
+async def test_two_racing_redemptions_admit_exactly_one(client: aioredis.Redis, keys: Keys) -> None:
+    token = await issue(client, keys, agent_id="p/ares", spec={})
+
+    results = await asyncio.gather(
+        *(redeem(client, keys, token) for _ in range(10)), return_exceptions=True
+    )
+
+    assert sum(isinstance(r, dict) for r in results) == 1
+    assert sum(isinstance(r, BootstrapRefused) for r in results) == 9
+
+
+async def test_an_expired_token_is_refused(client: aioredis.Redis, keys: Keys) -> None:
+    token = await issue(client, keys, agent_id="p/ares", spec={}, ttl_s=0.2)
+    key = keys.bootstrap(token_hash(token))
+    deadline = time.monotonic() + 10
+    while await client.exists(key):
+        assert time.monotonic() < deadline, "the token never expired"
+        await asyncio.sleep(0.05)
+
+    with pytest.raises(BootstrapRefused):
+        await redeem(client, keys, token, agent_id="p/ares")
+
+
+async def test_a_token_for_another_agent_is_refused_and_burnt(
+    client: aioredis.Redis, keys: Keys
+) -> None:
+    token = await issue(client, keys, agent_id="p/ares", spec={})
+
+    with pytest.raises(BootstrapRefused, match="issued for p/ares, not p/zeus"):
+        await redeem(client, keys, token, agent_id="p/zeus")
+    with pytest.raises(BootstrapRefused):
+        await redeem(client, keys, token, agent_id="p/ares")
+
+
+async def test_unknown_and_garbage_tokens_are_refused(client: aioredis.Redis, keys: Keys) -> None:
+    for token in ("", "x" * 43, "not a token at all"):
+        with pytest.raises(BootstrapRefused):
+            await redeem(client, keys, token)
+
+
+def test_a_refused_token_has_its_own_code_and_agent_exit() -> None:
+    error = BootstrapRefused("bootstrap token refused: it is unknown, expired or already used")
+
+    assert error.code == "bootstrap.refused"
+    assert agent_exit_code(error) == AGENT_EXIT["bootstrap.refused"] == 16
+    assert error.one_line().startswith("error [bootstrap.refused]: bootstrap token refused")
