@@ -21,7 +21,7 @@ from pathlib import Path
 from _common import Row, environment, render
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["rpc", "events", "queue", "ps", "ownership", "restart", "redact", "pty"]
+SCRIPTS = ["rpc", "events", "queue", "ps", "ownership", "restart", "redact", "pty", "console"]
 
 
 def parse_bench(line: str) -> Row:

@@ -466,7 +466,12 @@ class EventTail:
     keys: Keys
     block_ms: int = 100
     count: int = 1000
+    """Most events per read when events are small."""
+    max_bytes: int = 1 << 20
+    """Aim for reads of at most this many bytes: with 64 KiB tool-output frames, 1000
+    events would be 64 MiB decoded in one go by a console that fell behind."""
     on_connection_change: Callable[[bool, int], None] | None = None
+    _count: int = 0
     _cursors: dict[str, _Cursor] = field(default_factory=dict)
     _connected: bool = True
 
@@ -525,11 +530,18 @@ class EventTail:
                 await asyncio.sleep(self.block_ms / 1000)
             return []
         streams = {self.keys.events(a): f"{c.last}-0" for a, c in self._cursors.items()}
+        count = self._count or self.count
         reply: Any = await self.client.xread(
             streams,  # type: ignore[arg-type]  # redis-py's stub is narrower than its API
-            count=self.count,
+            count=count,
             block=self.block_ms if wait else None,
         )
+        received = sum(len(f.get(b"d", b"")) for _, entries in reply or [] for _, f in entries)
+        # Size the next read by what this one weighed: few big frames, many small ones.
+        if received > self.max_bytes:
+            self._count = max(4, count * self.max_bytes // received)
+        elif count < self.count:
+            self._count = min(self.count, count * 2)
         out: list[Item] = list(notices)
         for key, entries in reply or []:
             agent = self.keys.agent_from_events_key(key.decode())
