@@ -467,8 +467,8 @@ class EventTail:
     block_ms: int = 100
     count: int = 1000
     """Most events per read when events are small."""
-    max_bytes: int = 1 << 20
-    """Aim for reads of at most this many bytes: with 64 KiB tool-output frames, 1000
+    max_bytes: int = 1 << 18
+    """Aim for reads of at most this many bytes (~256 KiB): with 64 KiB frames, 1000
     events would be 64 MiB decoded in one go by a console that fell behind."""
     on_connection_change: Callable[[bool, int], None] | None = None
     _count: int = 0
