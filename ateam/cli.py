@@ -96,12 +96,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
     except AteamError as exc:
         print(exc.one_line(), file=sys.stderr)
         return agent_exit_code(exc)
-    if sys.stdin.isatty() and not args.no_repl:
-        print("ateam: the local REPL is not available yet; running without it", file=sys.stderr)
+    repl = sys.stdin.isatty() and sys.stdout.isatty() and not args.no_repl
     redactor = Redactor.from_config(project)
     for handler in logging.getLogger().handlers:
         handler.addFilter(redactor.logging_filter())  # agent.log never holds a secret
-    agent = Agent(config, target, provider, redactor=redactor)
+    agent = Agent(config, target, provider, redactor=redactor, repl=repl)
     if model:
         # Asked for by name: a pin, or the idle switch-back would undo it in seconds.
         agent.router.pinned = agent.entry.pinned = model

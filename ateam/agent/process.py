@@ -94,8 +94,12 @@ class Agent:
         *,
         redactor: Redactor | None = None,
         tools: ToolRegistry | None = None,
+        repl: bool = False,
     ) -> None:
         self.config = config
+        self.repl = repl
+        """Run the local REPL (SPEC §5.7) on this process's terminal once serving."""
+        self._repl_task: asyncio.Task[None] | None = None
         self.id = config.id
         self.target = target
         self.keys = Keys(target.namespace)
@@ -273,6 +277,8 @@ class Agent:
         self._tasks.append(asyncio.create_task(self._watch_prompts(), name="prompts"))
         self._worker = asyncio.create_task(self._supervise_worker(), name="worker")
         self._set_state(AgentState.IDLE)
+        if self.repl:
+            self._repl_task = asyncio.create_task(self._run_repl(), name="repl")
         # Everything loaded so far (config schemas, SDKs) lives as long as the process:
         # keep it out of the collector so full collections don't pause event streaming.
         gc.freeze()
@@ -291,6 +297,15 @@ class Agent:
             with contextlib.suppress(Exception):
                 await self.lock.release()
 
+    async def _run_repl(self) -> None:
+        """The local REPL; a REPL that fails only loses the REPL, never the agent."""
+        from ateam.agent.repl import AgentRepl
+
+        try:
+            await AgentRepl(self).run()
+        except Exception:
+            log.exception("the local REPL stopped")
+
     def request_shutdown(self, code: int = 0) -> None:
         if not self._stop.is_set():
             self.exit_code = code
@@ -299,6 +314,8 @@ class Agent:
     async def _shutdown(self) -> None:
         """Stop RPC, stop the worker, fsync, leave the registry, release the lock, close."""
         self._set_state(AgentState.SHUTDOWN)
+        # The REPL goes first: it gives the terminal back before the shutdown lines print.
+        await cancel_quietly(self._repl_task)
         # After a lost lock the bus is presumed gone: don't spend seconds on each step.
         bus_wait = 0.3 if self.exit_code == EXIT_LOCK_LOST else 2.0
         if self.rpc is not None:
