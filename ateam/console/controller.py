@@ -82,6 +82,9 @@ STOP_WAIT_S = 15.0
 """How long /stop waits for the agent to leave the registry."""
 SERVING_STATES = ("idle", "busy", "waiting")
 
+REGISTRY_NEWS_MIN_S = 0.2
+"""Least time between two registry reads triggered by change notices."""
+
 PS_COLUMNS = [
     "id", "state", "model", "pinned", "ctx_pct", "host", "queue_len", "owner", "tokens", "cost",
 ]  # fmt: skip
@@ -119,6 +122,7 @@ class ConsoleController:
         self._ended: deque[str] = deque(maxlen=1000)
         self.quit_requested = False
         self._tasks_changed = asyncio.Event()
+        self._registry_news = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
         self._keepers: list[subprocess.Popen[bytes]] = []
         """Keepers of agents this console spawned, polled so none lingers as a zombie."""
@@ -886,6 +890,8 @@ class ConsoleController:
             if kind == "join":
                 self.view.banner(f"agent {agent} joined")
                 self._tasks_changed.set()
+            elif kind == "update":
+                self._registry_news.set()
             elif kind == "leave":
                 self.view.banner(f"agent {agent} left")
                 self.known.pop(agent, None)
@@ -900,7 +906,14 @@ class ConsoleController:
 
     async def _registry_poll(self) -> None:
         while True:
-            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            # Every heartbeat interval, or at once when an agent announced a change (a
+            # new state such as `waiting` must not wait for the next poll).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(HEARTBEAT_INTERVAL_S):
+                    await self._registry_news.wait()
+            self._registry_news.clear()
+            # A burst of notices (many agents changing at once) costs one read, not many.
+            await asyncio.sleep(REGISTRY_NEWS_MIN_S)
             self._keepers = [keeper for keeper in self._keepers if keeper.poll() is None]
             with contextlib.suppress(*CONNECTION_ERRORS):
                 await self.refresh_agents()

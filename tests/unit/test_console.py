@@ -252,3 +252,33 @@ async def test_a_malformed_event_does_not_stop_the_console(
     await view.wait_for(lambda: any(e.data.get("msg") == "still here" for e in view.events))
     undecodable = [e for e in view.events if e.data.get("msg") == "undecodable event"]
     assert [e.offset for e in undecodable] == [bad, bad + 1]
+
+
+async def test_a_state_change_notice_refreshes_the_agent_list_without_waiting_for_the_poll(
+    target: RedisTarget, client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ateam.console.controller as controller_mod
+    from ateam.bus.keys import Keys
+    from ateam.bus.registry import AgentEntry, Heartbeat
+
+    # No periodic poll within the test: only the agent's notice can bring the news.
+    monkeypatch.setattr(controller_mod, "HEARTBEAT_INTERVAL_S", 3600.0)
+    view = RecordingView()
+    console = ConsoleController(target, view)
+    await console.start()
+    try:
+        keys = Keys(target.namespace)
+        entry = AgentEntry(id="proj/ares", name="ares", project="proj", state="busy")
+        heartbeat = Heartbeat(client, keys, entry)
+        await heartbeat.beat()
+        await view.wait_for(lambda: "agent proj/ares joined" in view.banners)
+        entry.state = "waiting"
+        await heartbeat.beat(changed=True)
+
+        async def waiting() -> None:
+            while (found := console.known.get("proj/ares")) is None or found.state != "waiting":  # noqa: ASYNC110 - polls a plain dict
+                await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(waiting(), 5.0)
+    finally:
+        await console.aclose()
