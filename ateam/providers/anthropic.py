@@ -37,12 +37,10 @@ How ateam's model-neutral conversation becomes an Anthropic request, and back:
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import json
 import os
 import re
-import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,7 +62,9 @@ from anthropic.types import (
 
 from ateam.config.schema import ModelEntry
 from ateam.errors import AuthFailed, ConfigError, ProviderError, provider_error_from_status
-from ateam.providers.base import Chunk, Headroom, Message, TextDelta, ToolCall, Usage
+from ateam.providers._headers import headroom as read_headroom
+from ateam.providers._headers import retry_after
+from ateam.providers.base import Chunk, Message, TextDelta, ToolCall, Usage
 
 PROVIDER_NAME = "anthropic"
 DEFAULT_API_KEY_ENV = "ANTHROPIC_API_KEY"
@@ -78,13 +78,16 @@ _WIRE_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _NOT_WIRE_CHAR = re.compile(r"[^a-zA-Z0-9_-]")
 _DIGEST_LEN = 10
 
-_RATE_LIMITS: dict[str, str] = {
-    "requests": "anthropic-ratelimit-requests",
-    "tokens": "anthropic-ratelimit-tokens",
-    "input_tokens": "anthropic-ratelimit-input-tokens",
-    "output_tokens": "anthropic-ratelimit-output-tokens",
+_RATE_LIMITS: dict[str, tuple[str, str]] = {
+    name: (f"anthropic-ratelimit-{header}-remaining", f"anthropic-ratelimit-{header}-limit")
+    for name, header in (
+        ("requests", "requests"),
+        ("tokens", "tokens"),
+        ("input_tokens", "input-tokens"),
+        ("output_tokens", "output-tokens"),
+    )
 }
-"""Headroom limit name → header prefix (``-remaining`` and ``-limit`` are appended)."""
+"""Limit name → its (remaining, limit) response headers."""
 
 _ERROR_TYPE_STATUS: dict[str, int] = {
     "invalid_request_error": 400,
@@ -203,47 +206,6 @@ def convert_messages(messages: list[Message]) -> tuple[str | None, list[MessageP
 
 
 # --- response headers -----------------------------------------------------------------
-
-
-def _int_header(headers: Mapping[str, str], name: str) -> int | None:
-    value = headers.get(name)
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def headroom_from_headers(headers: Mapping[str, str]) -> Headroom | None:
-    """The rate-limit headroom the response headers report, or ``None`` if they report none."""
-    remaining: dict[str, int] = {}
-    limits: dict[str, int] = {}
-    for name, prefix in _RATE_LIMITS.items():
-        left = _int_header(headers, f"{prefix}-remaining")
-        size = _int_header(headers, f"{prefix}-limit")
-        if left is None or size is None or size <= 0:
-            continue
-        remaining[name] = left
-        limits[name] = size
-    if not limits:
-        return None
-    fraction = min(min(max(remaining[n], 0) / limits[n], 1.0) for n in limits)
-    return Headroom(fraction=fraction, remaining=remaining, limits=limits)
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` in seconds; it may be a number or an HTTP date."""
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 # --- the stream -----------------------------------------------------------------------
@@ -431,7 +393,7 @@ class AnthropicProvider:
                 extra_body=self.settings or None,
             )
             async with events:
-                headroom = headroom_from_headers(events.response.headers)
+                headroom = read_headroom(events.response.headers, _RATE_LIMITS)
                 if headroom is not None:
                     yield headroom
                 async for event in events:
@@ -480,7 +442,7 @@ class AnthropicProvider:
             f"{label}: {_one_line(text)}" if text else label,
             provider=PROVIDER_NAME,
             model=self.model,
-            retry_after_s=retry_after_seconds(exc.response.headers),
+            retry_after_s=retry_after(exc.response.headers),
             detail={k: v for k, v in detail.items() if v is not None},
         )
 

@@ -37,11 +37,9 @@ Design:
 
 from __future__ import annotations
 
-import email.utils
 import json
 import os
 import re
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -63,9 +61,10 @@ from ateam.errors import (
     ProviderError,
     provider_error_from_status,
 )
+from ateam.providers._headers import headroom as read_headroom
+from ateam.providers._headers import retry_after
 from ateam.providers.base import (
     Chunk,
-    Headroom,
     Message,
     TextDelta,
     ToolCall,
@@ -87,8 +86,11 @@ _RESERVED_SETTINGS = frozenset({"model", "messages", "stream", "stream_options",
 _WIRE_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
 _WIRE_NAME_MAX = 64
 
-_RATE_LIMITS = ("requests", "tokens")
-"""The ``x-ratelimit-*-<name>`` header pairs that make up the headroom."""
+_RATE_LIMITS: dict[str, tuple[str, str]] = {
+    name: (f"x-ratelimit-remaining-{name}", f"x-ratelimit-limit-{name}")
+    for name in ("requests", "tokens")
+}
+"""Limit name → its (remaining, limit) response headers."""
 
 # An error event in the middle of a stream arrives after a 200, so it has no status of
 # its own; its code says what the status would have been, which picks the right error
@@ -203,7 +205,7 @@ class OpenAIProvider:
             raise self._error(exc) from None
 
         async with response:
-            headroom = _headroom(response.response.headers)
+            headroom = read_headroom(response.response.headers, _RATE_LIMITS)
             if headroom is not None:
                 yield headroom
             state = _StreamState()
@@ -253,7 +255,7 @@ class OpenAIProvider:
             return self._failure(
                 exc.status_code,
                 f"HTTP {exc.status_code}: {text}",
-                retry_after_s=_retry_after(exc.response.headers),
+                retry_after_s=retry_after(exc.response.headers),
                 detail=detail,
             )
         if isinstance(exc, openai.APIConnectionError):
@@ -472,54 +474,6 @@ class _StreamState:
 
 
 # --- headers --------------------------------------------------------------------------
-
-
-def _headroom(headers: Mapping[str, str]) -> Headroom | None:
-    """The rate-limit headroom the response headers report, if they report any."""
-    remaining: dict[str, int] = {}
-    limits: dict[str, int] = {}
-    for name in _RATE_LIMITS:
-        left = _int_header(headers.get(f"x-ratelimit-remaining-{name}"))
-        size = _int_header(headers.get(f"x-ratelimit-limit-{name}"))
-        if left is None or size is None or size <= 0:
-            continue  # half a pair, or a zero limit, says nothing about what is left
-        remaining[name] = left
-        limits[name] = size
-    if not limits:
-        return None
-    fraction = min(min(1.0, max(0.0, remaining[n] / limits[n])) for n in limits)
-    return Headroom(fraction=fraction, remaining=remaining, limits=limits)
-
-
-def _int_header(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return int(float(value.strip()))
-    except ValueError:
-        return None
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or a date)."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _provider_text(exc: openai.APIError) -> str:
