@@ -44,15 +44,14 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from ._wire import RecordedRequest, WireServer
 
 _WORDS = re.compile(r"\S+\s*|\s+")
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -149,22 +148,10 @@ def rate_limit_headers(**values: int) -> dict[str, str]:
     return headers
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One request as the server received it."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    """Header names in lower case."""
-    body: dict[str, Any]
-    """The JSON body (empty for a GET)."""
-
-
 # --- the server -----------------------------------------------------------------------
 
 
-class AnthropicWireServer:
+class AnthropicWireServer(WireServer[Response]):
     """A programmable Anthropic Messages endpoint on ``127.0.0.1``.
 
     Args:
@@ -175,6 +162,8 @@ class AnthropicWireServer:
         validate: refuse malformed requests as the real API would (see the module docs).
     """
 
+    name = "anthropic-wire"
+
     def __init__(
         self,
         *,
@@ -183,66 +172,9 @@ class AnthropicWireServer:
         api_key: str | None = None,
         validate: bool = True,
     ) -> None:
-        self.host = "127.0.0.1"
-        self._port = port
+        super().__init__(port=port, default=default if default is not None else Reply(text="ok"))
         self.api_key = api_key
         self.validate = validate
-        self._lock = threading.Lock()
-        self._received = threading.Condition(self._lock)
-        self._queue: deque[Response] = deque()
-        self._default: Response = default if default is not None else Reply(text="ok")
-        self._failure: ErrorReply | None = None
-        self._requests: list[RecordedRequest] = []
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # lifecycle
-
-    def start(self) -> AnthropicWireServer:
-        """Listen and serve in a daemon thread; returns ``self`` for chaining."""
-        if self._httpd is not None:
-            return self
-        handler = type("_BoundHandler", (_Handler,), {"wire": self})
-        httpd = ThreadingHTTPServer((self.host, self._port), handler)
-        httpd.daemon_threads = True  # a stuck client must not keep the test run alive
-        self._port = int(httpd.server_address[1])
-        self._httpd = httpd
-        # A short poll interval makes stop() quick: shutdown() waits for the next poll.
-        self._thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name=f"anthropic-wire:{self._port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop listening; connections in flight are dropped with their threads."""
-        httpd, thread = self._httpd, self._thread
-        self._httpd = self._thread = None
-        if httpd is None:
-            return
-        httpd.shutdown()
-        httpd.server_close()
-        if thread is not None:
-            thread.join(timeout=5)
-
-    def __enter__(self) -> AnthropicWireServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        """The port (0 until the first start when none was given)."""
-        return self._port
 
     @property
     def base_url(self) -> str:
@@ -250,11 +182,6 @@ class AnthropicWireServer:
         return f"http://{self.host}:{self._port}"
 
     # programming the answers
-
-    def enqueue(self, *responses: Response) -> None:
-        """Answer the next requests with these, in order."""
-        with self._lock:
-            self._queue.extend(responses)
 
     def reply_text(self, text: str, **options: Any) -> None:
         """Queue a text reply; ``options`` are the other :class:`Reply` fields."""
@@ -287,17 +214,6 @@ class AnthropicWireServer:
         """Queue a stream that sends ``text`` and then an ``event: error``."""
         self.enqueue(Reply(text=text, stream_error=StreamError(type, message), **options))
 
-    @property
-    def default(self) -> Response:
-        """The answer when the FIFO is empty; assign to change it at any time."""
-        with self._lock:
-            return self._default
-
-    @default.setter
-    def default(self, response: Response) -> None:
-        with self._lock:
-            self._default = response
-
     def fail_with(
         self,
         status: int = 529,
@@ -311,72 +227,16 @@ class AnthropicWireServer:
         failure = _error_reply(
             status, message or f"simulated failure: HTTP {status}", type, headers, retry_after
         )
-        with self._lock:
-            self._failure = failure
-
-    def recover(self) -> None:
-        """Lift :meth:`fail_with`: the FIFO and the default answer again."""
-        with self._lock:
-            self._failure = None
-
-    @property
-    def failing(self) -> bool:
-        with self._lock:
-            return self._failure is not None
-
-    @property
-    def pending(self) -> int:
-        """How many queued responses are still unused."""
-        with self._lock:
-            return len(self._queue)
-
-    def clear(self) -> None:
-        """Forget queued responses, the failure mode and recorded requests."""
-        with self._lock:
-            self._queue.clear()
-            self._failure = None
-            self._requests.clear()
+        self._fail(failure)
 
     # what was received
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """The requests received so far, oldest first (a copy)."""
-        with self._lock:
-            return list(self._requests)
 
     @property
     def message_requests(self) -> list[RecordedRequest]:
         """Only the ``POST /v1/messages`` requests."""
         return [r for r in self.requests if r.path == "/v1/messages"]
 
-    def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[RecordedRequest]:
-        """Block until at least ``count`` requests arrived (for tests driving a subprocess).
-
-        Raises:
-            TimeoutError: fewer arrived within ``timeout`` seconds.
-        """
-        with self._received:
-            if not self._received.wait_for(lambda: len(self._requests) >= count, timeout):
-                raise TimeoutError(
-                    f"expected {count} requests, got {len(self._requests)} in {timeout} s"
-                )
-            return list(self._requests)
-
     # used by the handler
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._received:
-            self._requests.append(request)
-            self._received.notify_all()
-
-    def _next_response(self) -> Response:
-        with self._lock:
-            if self._failure is not None:
-                return self._failure
-            if self._queue:
-                return self._queue.popleft()
-            return self._default
 
 
 def _error_reply(
@@ -638,3 +498,6 @@ def _usage(reply: Reply, body: dict[str, Any]) -> tuple[int, int]:
 
 def _new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:24]}"
+
+
+AnthropicWireServer.handler = _Handler  # the wire format (defined after the server)

@@ -30,15 +30,14 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from ._wire import RecordedRequest, WireServer
 
 _WORDS = re.compile(r"\S+\s*|\s+")
 _ARGUMENT_PIECE = 8
@@ -112,22 +111,10 @@ def rate_limit_headers(
     return {name: str(value) for name, value in values.items() if value is not None}
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One request as the server received it."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    """Header names in lower case."""
-    body: dict[str, Any]
-    """The JSON body (empty for a GET)."""
-
-
 # --- the server -----------------------------------------------------------------------
 
 
-class OpenAIWireServer:
+class OpenAIWireServer(WireServer[Response]):
     """A programmable OpenAI-compatible endpoint on ``127.0.0.1``.
 
     Args:
@@ -139,68 +126,13 @@ class OpenAIWireServer:
         default: the answer when nothing is queued (``Reply(text="ok")`` if omitted).
     """
 
+    name = "openai-wire"
+
     def __init__(
         self, *, port: int = 0, prefix: str = "/v1", default: Response | None = None
     ) -> None:
-        self.host = "127.0.0.1"
-        self._port = port
+        super().__init__(port=port, default=default if default is not None else Reply(text="ok"))
         self.prefix = prefix.rstrip("/")
-        self._lock = threading.Lock()
-        self._received = threading.Condition(self._lock)
-        self._queue: deque[Response] = deque()
-        self._default: Response = default if default is not None else Reply(text="ok")
-        self._failure: ErrorReply | None = None
-        self._requests: list[RecordedRequest] = []
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # lifecycle
-
-    def start(self) -> OpenAIWireServer:
-        """Listen and serve in a daemon thread; returns ``self`` for chaining."""
-        if self._httpd is not None:
-            return self
-        handler = type("_BoundHandler", (_Handler,), {"wire": self})
-        httpd = ThreadingHTTPServer((self.host, self._port), handler)
-        httpd.daemon_threads = True  # a stuck client must not keep the test run alive
-        self._port = int(httpd.server_address[1])
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            # A short poll keeps stop() quick: shutdown() waits for the loop to notice.
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name=f"openai-wire:{self._port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop listening; connections in flight are dropped with their threads."""
-        httpd, thread = self._httpd, self._thread
-        self._httpd = self._thread = None
-        if httpd is None:
-            return
-        httpd.shutdown()
-        httpd.server_close()
-        if thread is not None:
-            thread.join(timeout=5)
-
-    def __enter__(self) -> OpenAIWireServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        """The port (0 until the first start when none was given)."""
-        return self._port
 
     @property
     def base_url(self) -> str:
@@ -208,11 +140,6 @@ class OpenAIWireServer:
         return f"http://{self.host}:{self._port}{self.prefix}"
 
     # programming the answers
-
-    def enqueue(self, *responses: Response) -> None:
-        """Answer the next requests with these, in order."""
-        with self._lock:
-            self._queue.extend(responses)
 
     def reply_text(self, text: str, **options: Any) -> None:
         """Queue a text reply; ``options`` are the other :class:`Reply` fields."""
@@ -225,17 +152,6 @@ class OpenAIWireServer:
     def reply_error(self, status: int, message: str = "simulated error", **options: Any) -> None:
         """Queue an HTTP error; ``options`` are ``type``, ``code`` and ``headers``."""
         self.enqueue(ErrorReply(status=status, message=message, **options))
-
-    @property
-    def default(self) -> Response:
-        """The answer when the FIFO is empty; assign to change it at any time."""
-        with self._lock:
-            return self._default
-
-    @default.setter
-    def default(self, response: Response) -> None:
-        with self._lock:
-            self._default = response
 
     def fail_with(
         self,
@@ -258,72 +174,16 @@ class OpenAIWireServer:
             code=code,
             headers=all_headers,
         )
-        with self._lock:
-            self._failure = failure
-
-    def recover(self) -> None:
-        """Lift :meth:`fail_with`: the FIFO and the default answer again."""
-        with self._lock:
-            self._failure = None
-
-    @property
-    def failing(self) -> bool:
-        with self._lock:
-            return self._failure is not None
-
-    @property
-    def pending(self) -> int:
-        """How many queued responses are still unused."""
-        with self._lock:
-            return len(self._queue)
-
-    def clear(self) -> None:
-        """Forget queued responses, the failure mode and recorded requests."""
-        with self._lock:
-            self._queue.clear()
-            self._failure = None
-            self._requests.clear()
+        self._fail(failure)
 
     # what was received
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """The requests received so far, oldest first (a copy)."""
-        with self._lock:
-            return list(self._requests)
 
     @property
     def chat_requests(self) -> list[RecordedRequest]:
         """Only the chat-completion requests."""
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
-    def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[RecordedRequest]:
-        """Block until at least ``count`` requests arrived (for tests driving a subprocess).
-
-        Raises:
-            TimeoutError: fewer arrived within ``timeout`` seconds.
-        """
-        with self._received:
-            if not self._received.wait_for(lambda: len(self._requests) >= count, timeout):
-                raise TimeoutError(
-                    f"expected {count} requests, got {len(self._requests)} in {timeout} s"
-                )
-            return list(self._requests)
-
     # used by the handler
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._received:
-            self._requests.append(request)
-            self._received.notify_all()
-
-    def _next_response(self) -> Response:
-        with self._lock:
-            if self._failure is not None:
-                return self._failure
-            if self._queue:
-                return self._queue.popleft()
-            return self._default
 
 
 # --- the HTTP side --------------------------------------------------------------------
@@ -529,3 +389,6 @@ def _completion_id() -> str:
 
 def _model_object(name: str) -> dict[str, Any]:
     return {"id": name, "object": "model", "created": 0, "owned_by": "openai-wire"}
+
+
+OpenAIWireServer.handler = _Handler  # the wire format (defined after the server)
