@@ -953,6 +953,23 @@ def ps_rows(views: list[AgentView]) -> list[dict[str, Any]]:
     return rows
 
 
+def table_lines(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
+    """``rows`` as aligned text: an upper-case header line, then one line per row."""
+    cells = [[_cell(row.get(col)) for col in columns] for row in rows]
+    widths = [max(len(col), *(len(r[i]) for r in cells)) for i, col in enumerate(columns)]
+    header = "  ".join(col.upper().ljust(w) for col, w in zip(columns, widths, strict=True))
+    body = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return [header, *body]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
 def _option(args: list[str], name: str) -> str | None:
     if name in args:
         index = args.index(name)

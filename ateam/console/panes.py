@@ -55,7 +55,7 @@ from textual.widgets.option_list import Option
 from ateam.bus.events import Event, EventType, Gap, decode_chunk
 from ateam.bus.registry import AgentView
 from ateam.console.completion import CommandCompleter, TabCycler
-from ateam.console.controller import ConsoleController, ConsoleView
+from ateam.console.controller import ConsoleController, ConsoleView, table_lines
 from ateam.errors import AteamError, cli_exit_code
 
 EXIT_QUIT = "quit"
@@ -411,12 +411,10 @@ class PanesView(ConsoleView):
         if not rows:
             self.info("no agents")
             return
-        cells = [[_cell(row.get(col)) for col in columns] for row in rows]
-        widths = [max(len(col), *(len(r[i]) for r in cells)) for i, col in enumerate(columns)]
-        header = "  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))
+        header, *body = table_lines(rows, columns)
         self._put(lines_of(None, None, header, "bold"))
-        for row_cells in cells:
-            self.info("  ".join(c.ljust(w) for c, w in zip(row_cells, widths, strict=True)))
+        for line in body:
+            self.info(line)
 
     async def ask(self, question: str) -> str:
         if self.app is None:
@@ -560,14 +558,6 @@ def _diff_style(line: str) -> str:
         if line.startswith(start):
             return style
     return ""
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
 
 
 _STATE_STYLES = {

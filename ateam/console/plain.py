@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ateam.bus.connection import RedisTarget
 from ateam.bus.events import Event, EventType, Gap, decode_chunk
-from ateam.console.controller import ConsoleController
+from ateam.console.controller import ConsoleController, table_lines
 from ateam.errors import AteamError, cli_exit_code
 from ateam.paths import ateam_home, private_dir
 
@@ -120,11 +120,8 @@ class PlainView:
         if not rows:
             self._print("no agents")
             return
-        cells = [[_cell(row.get(col)) for col in columns] for row in rows]
-        widths = [max(len(col), *(len(r[i]) for r in cells)) for i, col in enumerate(columns)]
-        self._print("  ".join(col.upper().ljust(w) for col, w in zip(columns, widths, strict=True)))
-        for row_cells in cells:
-            self._print("  ".join(c.ljust(w) for c, w in zip(row_cells, widths, strict=True)))
+        for line in table_lines(rows, columns):
+            self._print(line)
 
     async def ask(self, question: str) -> str:
         if self.ask_hook is not None:
@@ -305,14 +302,6 @@ def _isatty(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
 
 
 def start_stdin_reader(loop: asyncio.AbstractEventLoop, lines: asyncio.Queue[str | None]) -> None:

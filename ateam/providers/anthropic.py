@@ -246,11 +246,7 @@ class _Turn:
     def message_start(self, event: RawMessageStartEvent) -> Iterator[Chunk]:
         usage = event.message.usage
         # Cached prompt tokens fill the context window as much as fresh ones.
-        self.tokens_in = (
-            usage.input_tokens
-            + (usage.cache_creation_input_tokens or 0)
-            + (usage.cache_read_input_tokens or 0)
-        )
+        self.tokens_in = _prompt_tokens(usage.input_tokens, usage)
         self.tokens_out = usage.output_tokens
         return iter(())
 
@@ -282,11 +278,7 @@ class _Turn:
         usage = event.usage
         # Counts here are running totals; an input count, when sent, supersedes message_start's.
         if usage.input_tokens is not None:
-            self.tokens_in = (
-                usage.input_tokens
-                + (usage.cache_creation_input_tokens or 0)
-                + (usage.cache_read_input_tokens or 0)
-            )
+            self.tokens_in = _prompt_tokens(usage.input_tokens, usage)
         self.tokens_out = usage.output_tokens
         return iter(())
 
@@ -456,6 +448,12 @@ class AnthropicProvider:
             provider=PROVIDER_NAME,
             model=self.model,
         )
+
+
+def _prompt_tokens(fresh: int, usage: Any) -> int:
+    """Input tokens including the cached ones: they fill the window as much as fresh ones."""
+    cached = (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
+    return int(fresh + cached)
 
 
 def _one_line(text: str) -> str:
