@@ -1,7 +1,9 @@
 """One-time bootstrap tokens: how an agent started on another host is let in (SPEC §11).
 
 A console issues a token for one agent id and prints the command that starts the agent
-with it. The token is 32 random bytes (URL-safe base64 text); Redis holds only its
+with it. The token is 32 random bytes written as hex (never URL-safe base64: its text can
+start with ``-``, which a command line reads as an option, so one token in 64 failed to
+parse as ``--bootstrap TOKEN``); Redis holds only its
 SHA-256 digest, as the key, with a 5-minute TTL, so a reader of Redis (or of its AOF)
 learns nothing that can be presented as the token. Redeeming gets and deletes the key in
 one atomic step, so of two agents racing with the same token exactly one gets in.
@@ -63,7 +65,7 @@ async def issue(
     Returns:
         The token text; it is not stored anywhere, so this is the only copy.
     """
-    token = secrets.token_urlsafe(TOKEN_BYTES)
+    token = secrets.token_hex(TOKEN_BYTES)
     record = pack({"agent_id": agent_id, "spec": spec, "issued_at": time.time()})
     await client.set(keys.bootstrap(token_hash(token)), record, px=max(1, int(ttl_s * 1000)))
     return token

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import time
 
@@ -14,6 +13,7 @@ from ateam.bus.bootstrap import TOKEN_TTL_S, issue, redeem, token_hash
 from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget
 from ateam.bus.keys import Keys
+from ateam.cli import build_parser
 from ateam.errors import AGENT_EXIT, BootstrapRefused, agent_exit_code
 
 
@@ -38,7 +38,7 @@ async def test_only_the_hash_is_stored_with_a_five_minute_ttl(
 ) -> None:
     token = await issue(client, keys, agent_id="p/ares", spec={"model": "echo"})
 
-    assert len(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))) == 32
+    assert len(bytes.fromhex(token)) == 32
     stored = await namespace_dump(client, keys)
     assert stored == [
         keys.bootstrap(hashlib.sha256(token.encode()).hexdigest()).encode(),
@@ -51,6 +51,19 @@ async def test_only_the_hash_is_stored_with_a_five_minute_ttl(
     assert abs(record["issued_at"] - time.time()) < 60
     ttl = await client.pttl(keys.bootstrap(token_hash(token)))
     assert TOKEN_TTL_S * 1000 - 5000 < ttl <= TOKEN_TTL_S * 1000
+
+
+async def test_a_token_is_always_one_command_line_word(client: aioredis.Redis, keys: Keys) -> None:
+    # A token starting with "-" would be read by argparse as an option, not as the value of
+    # --bootstrap (URL-safe base64 did that one time in 64 and failed CI once).
+    tokens = [await issue(client, keys, agent_id="p/ares", spec={}, ttl_s=5) for _ in range(300)]
+
+    parser = build_parser()
+    for token in tokens:
+        args = parser.parse_args(
+            ["agent", "--project", "p", "--name", "ares", "--bootstrap", token]
+        )
+        assert args.bootstrap == token
 
 
 async def test_a_token_works_once(client: aioredis.Redis, keys: Keys) -> None:
