@@ -67,6 +67,7 @@ def _project(start: Path | None = None) -> ProjectConfig:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
+    from ateam import fleet
     from ateam.agent.process import Agent
     from ateam.providers import build_provider
     from ateam.redact import Redactor
@@ -92,6 +93,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
             if model is None and isinstance(spec.get("model"), str):
                 model = spec["model"]  # the model the console asked for, unless overridden
                 entry = config.model_entry(model)
+            # An offload's overlay and first task: written once, as the token works once.
+            fleet.seed_agent(config, fleet.Seed.from_spec(spec))
         provider = build_provider(entry)
     except AteamError as exc:
         print(exc.one_line(), file=sys.stderr)

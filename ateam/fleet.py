@@ -23,23 +23,35 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import yaml
+
+from ateam._fs import atomic_write
+from ateam.agent.queue import DurableQueue
 from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, standalone_agent
-from ateam.errors import SpawnFailed, UsageError
+from ateam.config.schema import AgentSpec
+from ateam.errors import AteamError, SpawnFailed, UsageError
 from ateam.supervisor import FINAL_EXITS, HEALTHY_AFTER_S, RESTART_BACKOFF_S, STOP_TIMEOUT_S
 
 __all__ = [
+    "FIRST_TASK_PRIORITY",
+    "Seed",
     "SpawnRequest",
     "Worktree",
     "add_worktree",
     "agent_config_for",
+    "create_agent_dir",
     "last_log_line",
+    "parent_agent_yaml",
     "plan_worktree",
     "remote_command",
+    "seed_agent",
     "start_kept",
 ]
 
 GIT_TIMEOUT_S = 60.0
 BRANCH_PREFIX = "ateam/"
+FIRST_TASK_PRIORITY = 10
+"""Queue priority of a seeded first task: ahead of anything an old queue still holds."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,102 @@ def agent_config_for(
     if explicit_cwd and configured.cwd != cwd:
         return replace(configured, cwd=cwd)
     return configured
+
+
+# a new agent's first contents ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Seed:
+    """What a new agent starts with besides its configuration (``/offload``, ``/agent new``)."""
+
+    system_prompt: str | None = None
+    """Text for its ``system_overlay.md``; ``None`` leaves the file as it is."""
+    first_task: str | None = None
+    """Queued before it starts, ahead of anything else, so it is the first thing it does."""
+    source: str = "offload"
+    """The queue item's ``source``."""
+
+    def to_spec(self) -> dict[str, str]:
+        """The fields a bootstrap token carries to an agent on another host."""
+        fields = (("system_prompt", self.system_prompt), ("first_task", self.first_task))
+        spec = {key: value for key, value in fields if value}
+        if spec:
+            spec["source"] = self.source
+        return spec
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, object]) -> Seed:
+        """The seed in a redeemed token's spec; fields of the wrong type are ignored."""
+
+        def text(key: str) -> str | None:
+            value = spec.get(key)
+            return value if isinstance(value, str) and value else None
+
+        return cls(text("system_prompt"), text("first_task"), text("source") or "offload")
+
+
+def seed_agent(config: AgentConfig, seed: Seed) -> None:
+    """Write the overlay and queue the first task of an agent that is not running yet.
+
+    Raises:
+        SpawnFailed: the overlay or the queue could not be written.
+    """
+    try:
+        if seed.system_prompt is not None:
+            config.overlay_prompt_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            atomic_write(config.overlay_prompt_path, seed.system_prompt.encode("utf-8"))
+    except OSError as exc:
+        raise SpawnFailed(f"cannot write {config.overlay_prompt_path}: {exc.strerror}") from None
+    if not seed.first_task:
+        return
+    queue = DurableQueue(config.state_dir)
+    try:
+        queue.open()
+        queue.append(seed.first_task, source=seed.source, priority=FIRST_TASK_PRIORITY)
+    except AteamError as exc:
+        raise SpawnFailed(f"cannot queue the first task of {config.id}: {exc}") from None
+    finally:
+        queue.close()
+
+
+def create_agent_dir(
+    agents_dir: Path, name: str, spec: dict[str, object], *, base_prompt: str | None = None
+) -> Path:
+    """Create ``agents_dir/NAME/agent.yaml`` from ``spec`` (validated) for a new agent.
+
+    Raises:
+        UsageError: the directory exists, or ``spec`` is not a valid ``agent.yaml``.
+        SpawnFailed: the files could not be written.
+    """
+    try:
+        AgentSpec.model_validate(spec)
+    except ValueError as exc:
+        first = str(exc).splitlines()
+        raise UsageError(f"invalid agent.yaml for {name}: {' '.join(first[1:3]).strip()}") from None
+    directory = agents_dir / name
+    if directory.exists():
+        raise UsageError(f"{directory} already exists; pick another agent name")
+    text = yaml.safe_dump(spec, sort_keys=False, allow_unicode=True)
+    try:
+        directory.mkdir(parents=True, mode=0o700)
+        atomic_write(directory / "agent.yaml", text.encode("utf-8"), mode=0o600)
+        if base_prompt:
+            atomic_write(directory / "system_base.md", base_prompt.encode("utf-8"), mode=0o600)
+    except OSError as exc:
+        raise SpawnFailed(f"cannot create {directory}: {exc.strerror}") from None
+    return directory
+
+
+def parent_agent_yaml(parent: AgentConfig) -> dict[str, object]:
+    """The parent's ``agent.yaml`` as a mapping (``{}`` for an unconfigured agent)."""
+    if parent.source is None:
+        return {}
+    try:
+        data = yaml.safe_load(parent.source.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return dict(data) if isinstance(data, dict) else {}
 
 
 # worktrees -------------------------------------------------------------------------------

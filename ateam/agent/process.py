@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -821,30 +821,57 @@ class Agent:
     def _handoff_context(self) -> str:
         """The block the first call after a switch carries: the handoff and the summary."""
         record = self.handoff.read() or {}
-        task = record.get("task") or {}
-        context = record.get("context") or {}
         lines = [
             "## Handoff",
             f"You are taking over from model {record.get('author', '?')} mid-work.",
-            f"Task: {task.get('description', '')} (status: {task.get('status', '?')})",
+            *_handoff_lines(record),
         ]
-        for title, key in (
-            ("Recent actions", "recent_actions"),
-            ("Decisions", "decisions"),
-            ("Next steps", "next_steps"),
-            ("Blockers", "blockers"),
-        ):
-            items = context.get(key) or []
-            if items:
-                lines.append(f"{title}:")
-                lines.extend(f"- {item}" for item in items)
-        if record.get("files_touched"):
-            lines.append("Files touched: " + ", ".join(record["files_touched"][-20:]))
         # The rolling summary is already in the working-context block every turn carries;
         # this block stays small so the first context after a switch stays in budget.
         block = "\n".join(lines)
         limit = HANDOFF_BLOCK_TOKENS * 4  # ~4 characters a token
         return block if len(block) <= limit else block[: limit - 1] + "…"
+
+    def propose_offload(self, name: str | None = None) -> dict[str, Any]:
+        """A spec for a fresh agent to take over this one's work (SPEC §11 ``/offload``).
+
+        The handoff is refreshed first, so the new agent starts from this moment; it is
+        its first task, beside the overlay as its system prompt. Nothing changes here:
+        this agent keeps working, and the console decides what (if anything) is started.
+        """
+        current = self.queue.current
+        if current is not None:
+            self._refresh_handoff(status="in_progress", description=current.text)
+        else:
+            with contextlib.suppress(AteamError):  # re-stamped so it is not stale
+                self.handoff.update({}, author=self.router.current)
+        record, validity = self.handoff.show()
+        record = record or {}
+        checksum = str(record.get("checksum", "none"))
+        state = "verified" if validity.ok else f"not verified: {validity.reason}"
+        summary = self.workctx.summary().strip()
+        lines = [
+            f"You take over work offloaded by agent {self.id} (its handoff {checksum}, {state}).",
+            *_handoff_lines(record),
+        ]
+        if summary:
+            lines += ["Summary of its work so far:", summary]
+        pending = [item.text for item in self.queue.pending()][:5]
+        if pending:
+            lines.append(f"Still queued at {self.id} (it keeps these unless you are told):")
+            lines.extend(f"- {text[:300]}" for text in pending)
+        lines.append("Continue the task from here; say what you do first.")
+        return {
+            "from": self.id,
+            "project": self.config.project,
+            "name": name or f"{self.config.name}-2",
+            "cwd": str(self.config.cwd),
+            "model": self.router.current,
+            "system_prompt": self.prompts.overlay_text(),
+            "kb_ids": [],
+            "first_task": "\n".join(lines),
+            "handoff": {"checksum": checksum, "valid": validity.ok, "reason": validity.reason},
+        }
 
     def _mirror_handoff(self, data: bytes) -> None:
         """Mirror the record into Redis: one sender, always the newest bytes, in order."""
@@ -946,3 +973,23 @@ async def _bounded(step: Awaitable[Any], seconds: float = 2.0) -> None:
     with contextlib.suppress(TimeoutError, *CONNECTION_ERRORS):
         async with asyncio.timeout(seconds):
             await step
+
+
+def _handoff_lines(record: Mapping[str, Any]) -> list[str]:
+    """The task, context lists and touched files of a handoff record, as prompt lines."""
+    task = record.get("task") or {}
+    context = record.get("context") or {}
+    lines = [f"Task: {task.get('description', '')} (status: {task.get('status', '?')})"]
+    for title, key in (
+        ("Recent actions", "recent_actions"),
+        ("Decisions", "decisions"),
+        ("Next steps", "next_steps"),
+        ("Blockers", "blockers"),
+    ):
+        items = context.get(key) or []
+        if items:
+            lines.append(f"{title}:")
+            lines.extend(f"- {item}" for item in items)
+    if record.get("files_touched"):
+        lines.append("Files touched: " + ", ".join(record["files_touched"][-20:]))
+    return lines

@@ -188,6 +188,12 @@ class AgentService:
         record, validity = self.agent.handoff.show()
         return {"record": record, "valid": validity.ok, "reason": validity.reason}
 
+    async def offload_propose(self, call: Call) -> dict[str, Any]:
+        name = call.params.get("name")
+        if name is not None and not isinstance(name, str):
+            raise BadRequest("'name' must be a string")
+        return self.agent.propose_offload(name)
+
     async def context_summarize(self, call: Call) -> dict[str, Any]:
         return await self.agent.summarize("/summarize")
 
@@ -285,6 +291,12 @@ def build_methods(agent: Agent) -> dict[str, Method]:
         ("model.use", svc.model_use, True, "pin a model {model}; null unpins"),
         ("model.save", svc.model_save, True, "write the current model to agent.yaml"),
         ("handoff.show", svc.handoff_show, False, "the handoff record and whether it verifies"),
+        (
+            "offload.propose",
+            svc.offload_propose,
+            True,
+            "a spec for a new agent to take over {name?}",
+        ),
         ("context.summarize", svc.context_summarize, True, "re-summarise the working context"),
         ("shutdown", svc.shutdown, True, "graceful stop {restart?}"),
     ]

@@ -36,8 +36,9 @@ from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
 from ateam.bus.registry import AgentView, Registry
 from ateam.bus.rpc import RpcClient
-from ateam.config import load_project
+from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, load_project
 from ateam.config.schema import check_name
+from ateam.console.offload import LONG_FIELDS, OffloadForm
 from ateam.console.offsets import OffsetStore
 from ateam.constants import HEARTBEAT_INTERVAL_S, OWNER_REFRESH_S
 from ateam.errors import AteamError, BadRequest, OwnershipDenied, SpawnFailed, UsageError
@@ -76,6 +77,11 @@ class Command:
 _T = TypeVar("_T")
 
 SPAWN_USAGE = "/spawn [PROJECT/]NAME [--cwd D] [--model M] [--worktree] [--remote] [--attach]"
+OFFLOAD_USAGE = "/offload [--name N] [--remote] [--worktree] [--attach]"
+OFFLOAD_QUESTION = (
+    "change a field with FIELD=VALUE ('edit FIELD' opens $EDITOR), 'yes' to start it, "
+    "anything else cancels: "
+)
 SPAWN_TIMEOUT_S = 20.0
 """How long /spawn waits for a new agent to serve before giving up on it."""
 STOP_WAIT_S = 15.0
@@ -270,6 +276,12 @@ class ConsoleController:
             ("handoff", self._cmd_handoff, "/handoff", "the handoff record, and if it verifies"),
             ("summarize", self._cmd_summarize, "/summarize", "re-summarise the working context"),
             ("spawn", self._cmd_spawn, SPAWN_USAGE, "start a new agent here or elsewhere (asks)"),
+            (
+                "offload",
+                self._cmd_offload,
+                OFFLOAD_USAGE,
+                "hand the attached agent's work to a new agent (its proposal, editable; asks)",
+            ),
             ("stop", self._cmd_stop, "/stop ID [--takeover]", "stop an agent gracefully (asks)"),
             ("quit", self._cmd_quit, "/quit", "leave the console (agents keep running)"),
         ]
@@ -576,6 +588,111 @@ class ConsoleController:
 
     # fleet ---------------------------------------------------------------------------
 
+    async def _cmd_offload(self, args: list[str]) -> None:
+        positional, options, flags = _parse_args(
+            args,
+            f"usage: {OFFLOAD_USAGE}",
+            options=("--name",),
+            flags=("--remote", "--worktree", "--attach"),
+        )
+        if positional:
+            raise UsageError(f"usage: {OFFLOAD_USAGE}")
+        parent = self._require_writer()
+        name = options.get("--name")
+        params = {"name": name} if name else {}
+        proposal = await self.rpc.call(parent, "offload.propose", params)
+        form = OffloadForm.from_proposal(
+            proposal,
+            where="remote" if "--remote" in flags else "here",
+            worktree="--worktree" in flags,
+        )
+        if name:
+            form = form.set("name", name)
+        else:
+            form = replace(form, name=await self._free_name(form))
+        self.view.info(f"{parent} proposes this agent to take over its work:")
+        while True:
+            for line in form.lines():
+                self.view.info(line)
+            answer = (await self.view.ask(OFFLOAD_QUESTION)).strip()
+            if answer.lower() == "yes":
+                try:
+                    plan = await self._plan_offload(form)
+                except AteamError as exc:  # a value that can't work: fix it, don't start
+                    self.view.info(exc.one_line())
+                    continue
+                await self._start_offload(form, plan, attach="--attach" in flags)
+                return
+            try:
+                if answer.startswith("edit "):
+                    form = await self._edit_field(form, answer[5:].strip())
+                elif "=" in answer or answer.partition(":")[0].strip() in LONG_FIELDS:
+                    form = form.apply(answer)
+                else:
+                    self.view.info("offload cancelled")
+                    return
+            except UsageError as exc:
+                self.view.info(exc.one_line())
+
+    async def _edit_field(self, form: OffloadForm, name: str) -> OffloadForm:
+        if name not in LONG_FIELDS:
+            raise UsageError(f"edit works on {', '.join(LONG_FIELDS)}; use {name}=VALUE")
+        edited = await self.edit_text(str(getattr(form, name)), suffix=".md")
+        if edited is None:
+            raise UsageError("the editor failed; the field is unchanged")
+        return form.set(name, edited)
+
+    async def _free_name(self, form: OffloadForm) -> str:
+        """The proposed name if free, else the first ``NAME-N`` neither running nor configured."""
+        await self.refresh_agents(announce=False)
+        configured = await asyncio.to_thread(_configured_names, Path(form.cwd))
+        base = form.name
+        stem, _, number = base.rpartition("-")
+        stem = stem if stem and number.isdigit() else base
+        for candidate in (base, *(f"{stem}-{n}" for n in range(2, 100))):
+            if f"{form.project}/{candidate}" not in self.known and candidate not in configured:
+                return candidate
+        return base
+
+    async def _plan_offload(self, form: OffloadForm) -> _LocalPlan | None:
+        """Validate the form for its destination; ``None`` for a remote start."""
+        if form.where == "remote":
+            if form.worktree:
+                raise UsageError("worktree=yes is for agents on this host, not where=remote")
+            await self._refuse_running(form.agent_id)
+            return None
+        return await self._plan_local(form.agent_id, form.cwd, form.model, worktree=form.worktree)
+
+    async def _start_offload(
+        self, form: OffloadForm, plan: _LocalPlan | None, *, attach: bool
+    ) -> None:
+        seed = fleet.Seed(system_prompt=form.system_prompt, first_task=form.first_task)
+        if plan is None:
+            request = fleet.SpawnRequest(form.project, form.name, Path(form.cwd), form.model)
+            await self._issue_remote(request, with_cwd=True, seed=seed)
+            self.view.info(f"{form.parent} keeps working; the new agent starts on the handoff")
+            return
+        parent = await self._local_config(form.parent, Path(form.cwd))
+        agent_yaml = fleet.parent_agent_yaml(parent) if parent is not None else {}
+        agent_yaml.pop("cwd", None)  # the new agent's cwd is given on its command line
+        agent_yaml["model"] = form.model
+        agent_yaml["description"] = f"offloaded from {form.parent}"
+        base = None
+        if parent is not None and parent.base_prompt_path.is_file():
+            base = await asyncio.to_thread(parent.base_prompt_path.read_text, encoding="utf-8")
+        view = await self._launch_local(
+            plan, attach=attach, seed=seed, agent_yaml=agent_yaml, base_prompt=base
+        )
+        self.view.info(f"{form.parent} keeps working; {view.id} starts on the handoff")
+
+    async def _local_config(self, agent: str, cwd: Path) -> AgentConfig | None:
+        """The configuration ``agent`` has on this host, if its cwd is here."""
+        project_name, _, name = agent.partition("/")
+        project = await asyncio.to_thread(_project_of, cwd)
+        if project is None:
+            return None
+        return fleet.agent_config_for(project, project_name, name, cwd, explicit_cwd=False)
+
     async def _cmd_stop(self, args: list[str]) -> None:
         usage = "usage: /stop ID [--takeover]"
         positional, _, flags = _parse_args(args, usage, flags=("--takeover",))
@@ -634,10 +751,28 @@ class ConsoleController:
             await self._spawn_local(positional[0], options, flags)
 
     async def _spawn_local(self, text: str, options: dict[str, str], flags: set[str]) -> None:
-        cwd = self._spawn_cwd(options.get("--cwd"))
+        plan = await self._plan_local(
+            text, options.get("--cwd"), options.get("--model"), worktree="--worktree" in flags
+        )
+        self._show_spawn(
+            plan.request,
+            where=plan.where,
+            model=plan.request.model or plan.config.model,
+            how="this host, detached, restarted if it crashes, log state/agent.log",
+        )
+        if not await self._confirm("start it?"):
+            self.view.info("spawn cancelled")
+            return
+        await self._launch_local(plan, attach="--attach" in flags)
+
+    async def _plan_local(
+        self, text: str, given_cwd: str | None, model: str | None, *, worktree: bool
+    ) -> _LocalPlan:
+        """Check everything a local start needs, changing nothing; raises AteamError."""
+        cwd = self._spawn_cwd(given_cwd)
         here = await asyncio.to_thread(load_project, cwd)
         project, name = self._spawn_identity(text, here.name)
-        request = fleet.SpawnRequest(project, name, cwd, options.get("--model"))
+        request = fleet.SpawnRequest(project, name, cwd, model)
         await self._refuse_running(request.agent_id)
         if here.namespace != self.keys.ns:
             raise UsageError(
@@ -646,28 +781,55 @@ class ConsoleController:
             )
         config = fleet.agent_config_for(here, project, name, cwd, explicit_cwd=True)
         config.model_entry(request.model)  # an unknown model fails here, not in the log
-        worktree = None
+        planned = None
         where = str(cwd)
-        if "--worktree" in flags:
-            worktree = await asyncio.to_thread(fleet.plan_worktree, cwd, name, here.root)
-            where = (
-                f"{worktree.cwd} (new git worktree of {worktree.repo}, branch {worktree.branch})"
+        if worktree:
+            planned = await asyncio.to_thread(fleet.plan_worktree, cwd, name, here.root)
+            where = f"{planned.cwd} (new git worktree of {planned.repo}, branch {planned.branch})"
+        return _LocalPlan(request, config, planned, where)
+
+    async def _launch_local(
+        self,
+        plan: _LocalPlan,
+        *,
+        attach: bool,
+        seed: fleet.Seed | None = None,
+        agent_yaml: dict[str, Any] | None = None,
+        base_prompt: str | None = None,
+    ) -> AgentView:
+        """Start a planned agent under a keeper and wait until it serves.
+
+        ``agent_yaml`` configures the agent in its project's ``.ateam/agents/`` when it
+        is not configured there yet (a project-less directory keeps it unconfigured);
+        ``seed`` is written before it starts.
+        """
+        request, config = plan.request, plan.config
+        if plan.worktree is not None:
+            await asyncio.to_thread(fleet.add_worktree, plan.worktree)
+            self.view.info(
+                f"created worktree {plan.worktree.path} on branch {plan.worktree.branch}"
             )
-        self._show_spawn(
-            request,
-            where=where,
-            model=request.model or config.model,
-            how="this host, detached, restarted if it crashes, log state/agent.log",
+            request = replace(request, cwd=plan.worktree.cwd)
+        project = await asyncio.to_thread(load_project, request.cwd)
+        configured = project.name == request.project and request.name in project.agents
+        if agent_yaml is not None and not configured and project.root is not None:
+            agents_dir = project.root / CONFIG_DIR / "agents"
+            made = await asyncio.to_thread(
+                fleet.create_agent_dir,
+                agents_dir,
+                request.name,
+                agent_yaml,
+                base_prompt=base_prompt,
+            )
+            self.view.info(f"configured {request.agent_id} in {made}")
+            project = await asyncio.to_thread(load_project, request.cwd)
+            # Its agent.yaml names the model: no pin, so automatic switching stays on.
+            request = replace(request, model=None)
+        config = fleet.agent_config_for(
+            project, request.project, request.name, request.cwd, explicit_cwd=True
         )
-        if not await self._confirm("start it?"):
-            self.view.info("spawn cancelled")
-            return
-        if worktree is not None:
-            await asyncio.to_thread(fleet.add_worktree, worktree)
-            self.view.info(f"created worktree {worktree.path} on branch {worktree.branch}")
-            request = replace(request, cwd=worktree.cwd)
-            inside = await asyncio.to_thread(load_project, worktree.cwd)
-            config = fleet.agent_config_for(inside, project, name, worktree.cwd, explicit_cwd=True)
+        if seed is not None:
+            await asyncio.to_thread(fleet.seed_agent, config, seed)
         log = config.state_dir / "agent.log"
         # The embedded server's password is not in its URL: let the agent find it itself.
         url = None if self.target.source == "embedded" else self.target.url
@@ -678,8 +840,9 @@ class ConsoleController:
             f"spawned {view.id} (pid {view.entry.pid}, model {view.entry.model}, cwd "
             f"{view.entry.cwd}); its keeper is pid {keeper.pid}; log {log}"
         )
-        if "--attach" in flags:
+        if attach:
             await self._cmd_attach([view.id])
+        return view
 
     async def _spawn_remote(self, text: str, options: dict[str, str]) -> None:
         given = options.get("--cwd")
@@ -696,13 +859,26 @@ class ConsoleController:
         if not await self._confirm("issue the token?"):
             self.view.info("spawn cancelled")
             return
-        spec = {key: value for key, value in (("cwd", given), ("model", request.model)) if value}
+        await self._issue_remote(request, with_cwd=given is not None)
+
+    async def _issue_remote(
+        self, request: fleet.SpawnRequest, *, with_cwd: bool, seed: fleet.Seed | None = None
+    ) -> None:
+        """Mint a one-time token for ``request`` and print the command that redeems it."""
+        spec: dict[str, Any] = {
+            key: value
+            for key, value in (
+                ("cwd", str(request.cwd) if with_cwd else None),
+                ("model", request.model),
+            )
+            if value
+        }
+        if seed is not None:
+            spec.update(seed.to_spec())
         token = await bootstrap.issue(self.client, self.keys, agent_id=request.agent_id, spec=spec)
         self.view.info("run this on the other host (the token works once, within 5 minutes):")
         self.view.info(
-            fleet.remote_command(
-                request, redis_url=self.target.url, token=token, with_cwd=given is not None
-            )
+            fleet.remote_command(request, redis_url=self.target.url, token=token, with_cwd=with_cwd)
         )
         if self.target.url.startswith("unix://"):
             self.view.info("note: this Redis is a local unix socket; give the other host a URL")
@@ -941,6 +1117,32 @@ class ConsoleController:
             self.view.banner(f"still no Redis after {failures} attempts; retrying", level="warn")
         elif connected:
             self.view.banner("reconnected to Redis")
+
+
+@dataclass(frozen=True)
+class _LocalPlan:
+    """A checked local start: who, where, with which configuration, in which worktree."""
+
+    request: fleet.SpawnRequest
+    config: AgentConfig
+    worktree: fleet.Worktree | None
+    where: str
+    """The cwd as shown to people (with the worktree's repository and branch)."""
+
+
+def _project_of(cwd: Path) -> ProjectConfig | None:
+    """The project configuration for ``cwd``; ``None`` if it is not a directory here."""
+    if not cwd.is_dir():
+        return None
+    try:
+        return load_project(cwd)
+    except AteamError:
+        return None
+
+
+def _configured_names(cwd: Path) -> set[str]:
+    project = _project_of(cwd)
+    return set(project.agents) if project is not None else set()
 
 
 def ps_rows(views: list[AgentView]) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -130,6 +131,12 @@ def serving_entry(bus: Bus, agent: str, *, not_pid: int = 0) -> dict[str, Any] |
 def is_json_list(line: str) -> bool:
     """``/ps --json`` output, not an agent's ``[A:…]`` line."""
     return line.startswith(("[{", "[]"))
+
+
+def form_field(name: str, value: str) -> Callable[[str], bool]:
+    """Matches the /offload form's line for field ``name`` showing ``value``."""
+    pattern = re.compile(rf"(^|\s){re.escape(name)}\s+{re.escape(value)}(\s|$)")
+    return lambda line: pattern.search(line) is not None
 
 
 def bootstrap_keys(bus: Bus) -> list[bytes]:
@@ -322,6 +329,150 @@ def test_spawn_worktree_outside_a_git_repository_is_refused(
     assert "not inside a git repository" in line
     assert console.wait_exit() == 4
     assert keepers(tmp_path) == []
+
+
+# --- /offload -------------------------------------------------------------------------------
+
+
+def test_offload_proposes_an_editable_spec_and_starts_the_agent_on_the_handoff(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path,
+    spawned: None,
+) -> None:  # fmt: skip
+    root = write_project(tmp_path / "p", "p", delay_ms=100)
+    zeus_dir = root / ".ateam" / "agents" / "zeus"
+    (zeus_dir / "agent.yaml").write_text("model: slowecho\ntools:\n  allow: [plan.*]\n")
+    (zeus_dir / "system_overlay.md").write_text("Always answer in haiku.\n")
+    zeus = start_agent("p/zeus", cwd=root)
+    console = start_console()
+    long_task = "refactor the parser " + " ".join(f"w{i}" for i in range(60))  # ~6 s busy
+    attach_and_send(console, "p/zeus", long_task)
+    wait_until(lambda: (bus.entry("p/zeus") or {}).get("state") == "busy", 10, "zeus busy")
+
+    console.send("/offload")
+    start = mark(console)
+    wait_after(console, start, "p/zeus proposes this agent to take over its work")
+    wait_after(console, start, form_field("name", "zeus-2"))
+    wait_after(console, start, lambda line: "handoff" in line and "sha256:" in line)
+    console.send("name=../evil")  # refused, the form stays as it was
+    wait_after(console, start, "error [bad_request]: invalid agent name '../evil'")
+    console.send("name=hermes")  # the edit is applied
+    wait_after(console, start, form_field("name", "hermes"))
+    assert bus.entry("p/hermes") is None  # nothing starts before the confirmation
+    console.send("yes")
+    wait_after(console, start, "spawned p/hermes", timeout=SPAWN_TIMEOUT_S)
+    wait_after(console, start, "p/zeus keeps working")
+
+    hermes = root / ".ateam" / "agents" / "hermes"
+    assert (hermes / "system_overlay.md").read_text() == "Always answer in haiku.\n"
+    assert "plan.*" in (hermes / "agent.yaml").read_text()  # the parent's tools came along
+    entry = bus.entry("p/hermes")
+    assert entry is not None and entry["model"] == "slowecho"
+    assert entry["cwd"] == str(root.resolve())
+
+    def first_input() -> dict[str, Any] | None:
+        path = hermes / "state" / "history.jsonl"
+        if not path.exists():
+            return None
+        turns = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return next((t for t in turns if t.get("role") == "user"), None)
+
+    turn = wait_until(first_input, 20, "p/hermes to take its first task")
+    assert "offloaded by agent p/zeus" in turn["content"]
+    assert "refactor the parser" in turn["content"]  # the handoff's task
+    record = json.loads((zeus_dir / "state" / "handoff.json").read_text())
+    assert record["checksum"].split(":")[1][:12] in turn["content"]
+
+    # The original agent was not stopped: it finishes the task it was on.
+    console.wait_line("[A:p/zeus] echo: refactor the parser", timeout=30)
+    assert zeus.running()
+    assert (bus.entry("p/zeus") or {}).get("state") in ("busy", "idle")
+
+
+def test_offload_does_nothing_unless_confirmed(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path,
+    spawned: None,
+) -> None:  # fmt: skip
+    root = write_project(tmp_path / "p", "p", delay_ms=1)
+    start_agent("p/zeus", cwd=root)
+    console = start_console()
+    attach_and_send(console, "p/zeus")
+    for answer in ("no", ""):
+        start = mark(console)
+        console.send("/offload --name hermes")
+        console.send(answer)
+        wait_after(console, start, "offload cancelled")
+    assert bus.entry("p/hermes") is None
+    assert not (root / ".ateam" / "agents" / "hermes").exists()
+    assert keepers(tmp_path) == []
+
+
+def test_offload_worktree_puts_the_new_agent_in_its_own_worktree_and_branch(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path,
+    spawned: None,
+) -> None:  # fmt: skip
+    repo = write_project(tmp_path / "repo", "w", delay_ms=1)
+    (repo / "README.md").write_text("hello\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    start_agent("w/zeus", cwd=repo)
+    console = start_console()
+    attach_and_send(console, "w/zeus", "first steps")
+    console.wait_line("[A:w/zeus] echo: first steps")
+
+    start = mark(console)
+    console.send("/offload --worktree --name apollo")
+    wait_after(console, start, form_field("worktree", "yes"))
+    console.send("yes")
+    wait_after(console, start, "spawned w/apollo", timeout=SPAWN_TIMEOUT_S)
+    worktree = repo.resolve() / ".ateam" / "worktrees" / "apollo"
+    entry = bus.entry("w/apollo")
+    assert entry is not None
+    assert entry["cwd"] == str(worktree)
+    listing = git(repo, "worktree", "list", "--porcelain")
+    block = listing.split(f"worktree {worktree}\n", 1)[1].split("\n\n", 1)[0]
+    assert "branch refs/heads/ateam/apollo" in block
+    history = worktree / ".ateam" / "agents" / "apollo" / "state" / "history.jsonl"
+    wait_until(
+        lambda: history.exists() and "offloaded by agent w/zeus" in history.read_text(),
+        20,
+        "w/apollo to start on the handoff",
+    )
+    # Only the running zeus's own state is new in the main checkout, not the new agent.
+    changes = git(repo, "status", "--porcelain", "--untracked-files=all").splitlines()
+    assert changes and all("agents/zeus/state/" in line for line in changes)
+
+
+def test_offload_remote_prints_a_token_whose_agent_starts_on_the_handoff(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path,
+    isolated_home: Path,
+) -> None:  # fmt: skip
+    root = write_project(tmp_path / "p", "p", delay_ms=1)
+    start_agent("p/zeus", cwd=root)
+    console = start_console()
+    attach_and_send(console, "p/zeus", "plan the release")
+    console.wait_line("[A:p/zeus] echo: plan the release")
+
+    start = mark(console)
+    console.send("/offload --remote --name remote1")
+    console.send("system_prompt=You review releases.")
+    console.send("model=echo")  # the other host knows only the built-in model
+    console.send("yes")
+    line = wait_after(console, start, lambda text: text.startswith("ateam agent "))
+    words = shlex.split(line)
+    token = words[words.index("--bootstrap") + 1]
+    remote = tmp_path / "elsewhere"
+    remote.mkdir()
+    start_agent("p/remote1", cwd=remote, extra=("--bootstrap", token))
+    state = isolated_home / "projects" / "p" / "agents" / "remote1"
+    assert (state / "system_overlay.md").read_text() == "You review releases."
+    history = state / "state" / "history.jsonl"
+    wait_until(
+        lambda: history.exists() and "offloaded by agent p/zeus" in history.read_text(),
+        20,
+        "p/remote1 to start on the handoff",
+    )
+    assert "plan the release" in history.read_text()
 
 
 # --- bootstrap tokens -----------------------------------------------------------------------

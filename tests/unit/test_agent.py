@@ -76,7 +76,7 @@ async def test_status_reports_state_and_offsets(agent: Agent) -> None:
     assert mutating == {
         "input", "interrupt", "cancel", "queue.clear", "queue.retry", "history.clear", "shutdown",
         "approval.answer", "prompt.append", "prompt.set", "prompt.reload",
-        "model.use", "model.save", "context.summarize",
+        "model.use", "model.save", "context.summarize", "offload.propose",
     }  # fmt: skip
 
 
