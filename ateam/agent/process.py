@@ -31,7 +31,7 @@ from ateam.agent.prompts import Prompts
 from ateam.agent.queue import DurableQueue, QueueItem
 from ateam.agent.router import ModelRouter, Reason
 from ateam.agent.runner import HISTORY_CANDIDATES, TaskControl, TaskRunner, cancel_quietly
-from ateam.agent.service import build_methods
+from ateam.agent.service import PLAN_FILE, build_methods
 from ateam.agent.workctx import WorkingContext
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
@@ -577,7 +577,7 @@ class Agent:
             on_output=on_output,
             exec_limits=self.exec_limits,
             track=control.track,
-            plan_path=self.config.dir / "plan.md",
+            plan_path=self.config.dir / PLAN_FILE,
             list_agents=self._list_agents,
             memory=self.workctx,
         )

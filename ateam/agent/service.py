@@ -10,9 +10,11 @@ import asyncio
 import os
 import re
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ateam._fs import atomic_write
+from ateam.agent.plan import append_plan, delete_plan, read_plan, write_plan
 from ateam.bus.rpc import Call, Method
 from ateam.config import AgentConfig
 from ateam.errors import BadRequest
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from ateam.agent.process import Agent
 
 MAX_HISTORY_TAIL = 1000
+PLAN_FILE = "plan.md"
 
 
 def save_model(config: AgentConfig, model: str) -> str:
@@ -188,6 +191,38 @@ class AgentService:
         record, validity = self.agent.handoff.show()
         return {"record": record, "valid": validity.ok, "reason": validity.reason}
 
+    # the plan ---------------------------------------------------------------------------
+
+    @property
+    def _plan_path(self) -> Path:
+        return self.agent.config.dir / PLAN_FILE
+
+    async def plan_read(self, call: Call) -> dict[str, Any]:
+        text = await asyncio.to_thread(read_plan, self._plan_path)
+        return {"text": text, "path": str(self._plan_path), "bytes": len(text.encode("utf-8"))}
+
+    async def plan_write(self, call: Call) -> dict[str, Any]:
+        text = call.params.get("text")
+        if not isinstance(text, str):
+            raise BadRequest("'text' must be a string")
+        return {"bytes": await self._plan_op(write_plan, text)}
+
+    async def plan_append(self, call: Call) -> dict[str, Any]:
+        return {"bytes": await self._plan_op(append_plan, _text_param(call, "text"))}
+
+    async def plan_delete(self, call: Call) -> dict[str, Any]:
+        if call.params.get("confirm") is not True:
+            raise BadRequest("plan.delete needs confirm=true: the plan is removed for good")
+        return {"deleted": await asyncio.to_thread(delete_plan, self._plan_path)}
+
+    async def _plan_op(self, op: Callable[[Path, str], int], text: str) -> int:
+        try:
+            return await asyncio.to_thread(op, self._plan_path, text)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        except OSError as exc:
+            raise BadRequest(f"cannot write {self._plan_path}: {exc.strerror}") from None
+
     async def offload_propose(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
         if name is not None and not isinstance(name, str):
@@ -291,6 +326,10 @@ def build_methods(agent: Agent) -> dict[str, Method]:
         ("model.use", svc.model_use, True, "pin a model {model}; null unpins"),
         ("model.save", svc.model_save, True, "write the current model to agent.yaml"),
         ("handoff.show", svc.handoff_show, False, "the handoff record and whether it verifies"),
+        ("plan.read", svc.plan_read, False, "the agent's plan.md {text, path, bytes}"),
+        ("plan.write", svc.plan_write, True, "replace the plan {text}"),
+        ("plan.append", svc.plan_append, True, "add a line to the plan {text}"),
+        ("plan.delete", svc.plan_delete, True, "remove the plan {confirm: true}"),
         (
             "offload.propose",
             svc.offload_propose,

@@ -41,6 +41,32 @@ class Keys:
         """Pub/sub channel that reaches one console session (ownership notices)."""
         return f"{self.ns}console:{session}"
 
+    # team context (SPEC §9). A project's items and index share the hash tag
+    # ``{project}``, and global items and the global index share ``{@global}``, so the
+    # one transaction that stores an item and indexes it stays in one Cluster slot.
+    # ``@`` cannot occur in a project name, so no project can collide with the global tag.
+    def context_item(self, project: str, item_id: str) -> str:
+        """A project's (``task`` or ``project`` scope) context item: msgpack, with its TTL."""
+        return f"{self.ns}context:{{{project}}}:item:{item_id}"
+
+    def context_index(self, project: str) -> str:
+        """Sorted set of a project's item ids, scored by creation time (ms)."""
+        return f"{self.ns}context:{{{project}}}:index"
+
+    def context_global_item(self, item_id: str) -> str:
+        """A ``global`` scope context item, visible from every project."""
+        return f"{self.ns}context:{{@global}}:item:{item_id}"
+
+    @property
+    def context_global_index(self) -> str:
+        """Sorted set of the team-wide (``global`` scope) item ids, scored by creation (ms)."""
+        return f"{self.ns}context:{{@global}}:index"
+
+    @property
+    def context_channel(self) -> str:
+        """Pub/sub channel of post notices for every project, so one subscription sees all."""
+        return f"{self.ns}context:events"
+
     # per agent
     def lock(self, agent: str) -> str:
         return f"{self.ns}lock:{{{agent}}}"

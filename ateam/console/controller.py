@@ -40,6 +40,7 @@ from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, load_project
 from ateam.config.schema import check_name
 from ateam.console.offload import LONG_FIELDS, OffloadForm
 from ateam.console.offsets import OffsetStore
+from ateam.console.wizard import AgentWizard
 from ateam.constants import HEARTBEAT_INTERVAL_S, OWNER_REFRESH_S
 from ateam.errors import AteamError, BadRequest, OwnershipDenied, SpawnFailed, UsageError
 
@@ -275,6 +276,24 @@ class ConsoleController:
             ("save", self._cmd_save, "/save", "write the current model to agent.yaml"),
             ("handoff", self._cmd_handoff, "/handoff", "the handoff record, and if it verifies"),
             ("summarize", self._cmd_summarize, "/summarize", "re-summarise the working context"),
+            (
+                "plan",
+                self._cmd_plan,
+                "/plan [read|write|append|delete|list] [TEXT]",
+                "the attached agent's plan.md; write without TEXT opens $EDITOR",
+            ),
+            (
+                "agents",
+                self._cmd_agents,
+                "/agents",
+                "configured agents of the project, running or not",
+            ),
+            (
+                "agent",
+                self._cmd_agent,
+                "/agent new",
+                "create and start a configured agent (wizard)",
+            ),
             ("spawn", self._cmd_spawn, SPAWN_USAGE, "start a new agent here or elsewhere (asks)"),
             (
                 "offload",
@@ -585,6 +604,152 @@ class ConsoleController:
             return
         await self.rpc.call(agent, "history.clear", {"confirm_id": agent})
         self.view.info(f"history of {agent} cleared")
+
+    async def _cmd_plan(self, args: list[str]) -> None:
+        action, text = (args[0], " ".join(args[1:])) if args else ("read", "")
+        handler = self._plan_actions.get(action)
+        if handler is None:
+            raise UsageError("usage: /plan [read|write|append|delete|list] [TEXT]")
+        await handler(text)
+
+    @property
+    def _plan_actions(self) -> dict[str, Callable[[str], Awaitable[None]]]:
+        return {
+            "read": self._plan_read,
+            "show": self._plan_read,
+            "write": self._plan_write,
+            "append": self._plan_append,
+            "delete": self._plan_delete,
+            "list": self._plan_list,
+        }
+
+    async def _plan_read(self, text: str) -> None:
+        agent = await self.resolve_agent(text) if text else self._require_attached()
+        reply = await self.rpc.call(agent, "plan.read")
+        if not reply["text"]:
+            self.view.info(f"{agent} has no plan yet ({reply['path']})")
+            return
+        for line in str(reply["text"]).splitlines():
+            self.view.info(line, agent)
+
+    async def _plan_write(self, text: str) -> None:
+        agent = self._require_writer()
+        if not text:
+            current = await self.rpc.call(agent, "plan.read")
+            edited = await self.edit_text(str(current["text"]), suffix=".md")
+            if edited is None or edited == current["text"]:
+                self.view.info("plan unchanged")
+                return
+            text = edited
+        reply = await self.rpc.call(agent, "plan.write", {"text": text})
+        self.view.info(f"plan of {agent} written ({reply['bytes']} bytes)")
+
+    async def _plan_append(self, text: str) -> None:
+        if not text:
+            raise UsageError("usage: /plan append TEXT")
+        agent = self._require_writer()
+        reply = await self.rpc.call(agent, "plan.append", {"text": text})
+        self.view.info(f"plan of {agent} now {reply['bytes']} bytes")
+
+    async def _plan_delete(self, text: str) -> None:
+        agent = self._require_writer()
+        if not await self._confirm(f"delete the plan of {agent} for good?"):
+            self.view.info("plan delete cancelled")
+            return
+        reply = await self.rpc.call(agent, "plan.delete", {"confirm": True})
+        self.view.info(f"plan of {agent} deleted" if reply["deleted"] else f"{agent} had no plan")
+
+    async def _plan_list(self, text: str) -> None:
+        views = [v for v in await self.refresh_agents(announce=False) if v.connected]
+
+        async def plan_of(agent: str) -> dict[str, Any] | None:
+            with contextlib.suppress(AteamError, RedisError):
+                reply: dict[str, Any] = await self.rpc.call(agent, "plan.read", timeout=2.0)
+                return reply
+            return None
+
+        replies = await asyncio.gather(*(plan_of(v.id) for v in views))
+        rows = []
+        for view, reply in zip(views, replies, strict=True):
+            if reply is None:
+                rows.append({"id": view.id, "bytes": None, "first_line": "(no answer)"})
+            elif reply["text"]:
+                first = next((ln for ln in str(reply["text"]).splitlines() if ln.strip()), "")
+                rows.append({"id": view.id, "bytes": reply["bytes"], "first_line": first[:60]})
+        if rows:
+            self.view.table(rows, ["id", "bytes", "first_line"])
+        else:
+            self.view.info("no running agent has a plan")
+
+    async def _cmd_agents(self, args: list[str]) -> None:
+        project = await self._home_project()
+        running = {v.id: v for v in await self.refresh_agents(announce=False)}
+        rows = []
+        for _, config in sorted(project.agents.items()):
+            view = running.pop(config.id, None)
+            rows.append(
+                {
+                    "id": config.id,
+                    "state": view.state if view else "stopped",
+                    "model": view.entry.model if view else config.model,
+                    "cwd": str(config.cwd),
+                    "description": config.spec.description,
+                }
+            )
+        for agent, view in sorted(running.items()):
+            if agent.split("/", 1)[0] == project.name:
+                rows.append(
+                    {
+                        "id": agent,
+                        "state": view.state,
+                        "model": view.entry.model,
+                        "cwd": view.entry.cwd,
+                        "description": "(not configured)",
+                    }
+                )
+        if not rows:
+            where = project.root or Path.cwd()
+            self.view.info(f"no agents configured in {where}; /agent new creates one")
+            return
+        self.view.table(rows, ["id", "state", "model", "cwd", "description"])
+
+    async def _home_project(self) -> ProjectConfig:
+        """The project of the attached agent's cwd, else of the console's cwd."""
+        view = self.known.get(self.attached) if self.attached else None
+        cwd = Path(view.entry.cwd) if view is not None and view.entry.cwd else Path.cwd()
+        project = await asyncio.to_thread(_project_of, cwd)
+        if project is None:
+            project = await asyncio.to_thread(load_project, Path.cwd())
+        return project
+
+    async def _cmd_agent(self, args: list[str]) -> None:
+        if args != ["new"]:
+            raise UsageError("usage: /agent new")
+        project = await self._home_project()
+        if project.root is None:
+            raise UsageError(
+                "no .ateam/ project here to add an agent to; create .ateam/project.yaml first"
+            )
+        wizard = AgentWizard(project, taken=set(self.known), ask=self.view.ask, say=self.view.info)
+        answers = await wizard.run()
+        if answers is None:
+            self.view.info("agent new cancelled")
+            return
+        plan = await self._plan_local(
+            f"{project.name}/{answers.name}", str(answers.cwd), None, worktree=False
+        )
+        self._show_spawn(
+            plan.request,
+            where=plan.where,
+            model=answers.model,
+            how="this host, detached, restarted if it crashes, log state/agent.log",
+        )
+        self.view.info(f"  {'config':<8} {project.root / CONFIG_DIR / 'agents' / answers.name}")
+        if not await self._confirm("create and start it?"):
+            self.view.info("agent new cancelled")
+            return
+        seed = fleet.Seed(system_prompt=answers.overlay or None, source="console")
+        await self._launch_local(plan, attach=False, seed=seed, agent_yaml=answers.agent_yaml())
 
     # fleet ---------------------------------------------------------------------------
 

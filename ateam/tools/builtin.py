@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ateam._fs import atomic_write
+from ateam.agent.plan import append_plan, read_plan, write_plan
 from ateam.agent.workctx import WorkingContext
 from ateam.config.schema import Approval
 from ateam.errors import BadRequest, FsDenied
@@ -176,8 +177,7 @@ async def fs_patch(ctx: ToolContext, path: str, content: str, base_sha256: str) 
 @tool("plan.read")
 def plan_read(ctx: ToolContext) -> str:
     """Read the agent's plan (plan.md); empty when there is none yet."""
-    path = _plan_path(ctx)
-    return path.read_text(encoding="utf-8") if path.exists() else ""
+    return read_plan(_plan_path(ctx))
 
 
 @tool("plan.write")
@@ -187,9 +187,7 @@ def plan_write(ctx: ToolContext, content: str) -> dict[str, Any]:
     Args:
         content: The whole plan, Markdown.
     """
-    path = _plan_path(ctx)
-    atomic_write(path, content.encode("utf-8"))
-    return {"bytes": len(content.encode("utf-8"))}
+    return {"bytes": _plan_op(write_plan, ctx, content)}
 
 
 @tool("plan.append")
@@ -199,12 +197,14 @@ def plan_append(ctx: ToolContext, text: str) -> dict[str, Any]:
     Args:
         text: What to add; a newline is added when missing.
     """
-    path = _plan_path(ctx)
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
-    sep = "" if not old or old.endswith("\n") else "\n"
-    new = old + sep + text + ("" if text.endswith("\n") else "\n")
-    atomic_write(path, new.encode("utf-8"))
-    return {"bytes": len(new.encode("utf-8"))}
+    return {"bytes": _plan_op(append_plan, ctx, text)}
+
+
+def _plan_op(op: Callable[[Path, str], int], ctx: ToolContext, text: str) -> int:
+    try:
+        return op(_plan_path(ctx), text)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 @tool("agents.list", timeout_s=5.0)

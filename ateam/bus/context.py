@@ -1,0 +1,603 @@
+"""Team context items (SPEC §9): what agents tell each other, kept in Redis with TTLs.
+
+An item is a msgpack value under its own key with a PX TTL, so Redis forgets it on
+time without any sweeper. Items are found through sorted-set indexes scored by creation
+time: one per project (``task`` and ``project`` scope) and one team-wide (``global``
+scope), so a project sees its own items plus the global ones and never another
+project's. An index member whose item has expired is pruned by the first reader that
+finds it missing; every post also trims its index by age and by size, so an index stays
+bounded even when nobody reads it.
+
+Times come from the Redis server's clock (``TIME``), as the registry's heartbeats do, so
+ordering and expiry never depend on the clocks of different hosts agreeing.
+
+Key layout (see :class:`~ateam.bus.keys.Keys`)::
+
+    context:{<project>}:item:<id>   msgpack item, PX = its TTL
+    context:{<project>}:index       zset id -> created_at (µs)
+    context:{@global}:item:<id>     global items
+    context:{@global}:index
+    context:events                  pub/sub notices of every post, team-wide
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import re
+import secrets
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import partial
+from typing import Any, NamedTuple, TypeVar
+
+import redis.asyncio as aioredis
+
+from ateam.bus.codec import pack, unpack
+from ateam.bus.keys import Keys
+from ateam.config.schema import check_name
+from ateam.errors import BadRequest
+
+__all__ = [
+    "CONTENT_MAX_BYTES",
+    "LIMIT_MAX",
+    "SUMMARY_MAX_BYTES",
+    "TAGS_MAX",
+    "TAG_MAX_CHARS",
+    "TITLE_MAX_CHARS",
+    "TTL_DEFAULT_S",
+    "TTL_MAX_S",
+    "TTL_MIN_S",
+    "URGENCY_ORDER",
+    "ContextItem",
+    "ContextStore",
+    "ContextType",
+    "Scope",
+    "Urgency",
+]
+
+
+class ContextType(StrEnum):
+    """What kind of news an item is."""
+
+    DISCOVERY = "discovery"
+    DECISION = "decision"
+    STATUS = "status"
+    REQUEST = "request"
+    ALERT = "alert"
+
+
+class Scope(StrEnum):
+    """Who an item is for: ``task`` and ``project`` stay in the project, ``global`` does not."""
+
+    TASK = "task"
+    PROJECT = "project"
+    GLOBAL = "global"
+
+
+class Urgency(StrEnum):
+    """How loudly to tell: consoles show ``attention`` and ``blocking`` as banners."""
+
+    BACKGROUND = "background"
+    ATTENTION = "attention"
+    BLOCKING = "blocking"
+
+
+URGENCY_ORDER: dict[Urgency, int] = {
+    Urgency.BACKGROUND: 0,
+    Urgency.ATTENTION: 1,
+    Urgency.BLOCKING: 2,
+}
+"""Rank of each urgency, for "at least this urgent" filters."""
+
+# Limits. Items are injected into agents' prompts and shown in banners, so they are kept
+# small; text sizes are UTF-8 bytes except the title, which people read in characters.
+TITLE_MAX_CHARS = 200
+CONTENT_MAX_BYTES = 16 * 1024
+SUMMARY_MAX_BYTES = 1024
+TAGS_MAX = 16
+TAG_MAX_CHARS = 40
+SOURCE_MAX_CHARS = 200
+"""``source_agent`` and ``source_runtime``: an agent id or a runtime's name, never prose."""
+QUERY_MAX_CHARS = 1024
+TTL_MIN_S = 1.0
+TTL_MAX_S = 30 * 24 * 3600.0
+TTL_DEFAULT_S = 24 * 3600.0
+INDEX_MAX = 10_000
+"""Most members one index keeps; a runaway poster loses its oldest items from view."""
+LIMIT_MAX = 500
+"""Most items one ``list`` or ``search`` returns."""
+
+TAG_PATTERN = re.compile(rf"[A-Za-z0-9._-]{{1,{TAG_MAX_CHARS}}}")
+ID_PATTERN = re.compile(r"c-[0-9a-f]{10}")
+
+_PAGE = 100
+"""Index members read per round trip while scanning."""
+_US = 1_000_000
+_TTL_MAX_US = int(TTL_MAX_S * _US)
+
+_E = TypeVar("_E", bound=StrEnum)
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """One context item, as stored and as readers get it."""
+
+    id: str
+    project: str
+    """The project it was posted in; a ``global`` item is seen from every project."""
+    type: ContextType
+    title: str
+    scope: Scope
+    urgency: Urgency
+    created_at: float
+    """Epoch seconds on the Redis server's clock."""
+    expires_at: float
+    """Epoch seconds; the item's key expires then, and no reader returns it after."""
+    content: str = ""
+    summary: str = ""
+    tags: tuple[str, ...] = ()
+    """Lower-cased, so ``API`` and ``api`` are one tag."""
+    source_agent: str = ""
+    """The poster's agent id (``project/name``), empty for a console or script."""
+    source_runtime: str = "ateam"
+    """``ateam``, or the external runtime that posted through ``ateam mcp``."""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "project": self.project,
+            "type": str(self.type),
+            "title": self.title,
+            "content": self.content,
+            "summary": self.summary,
+            "scope": str(self.scope),
+            "tags": list(self.tags),
+            "urgency": str(self.urgency),
+            "source_agent": self.source_agent,
+            "source_runtime": self.source_runtime,
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> ContextItem:
+        """Rebuild an item; unknown fields (newer writers) are ignored.
+
+        Raises:
+            BadRequest: a required field is missing or has a value this version
+                does not know.
+        """
+        try:
+            return cls(
+                id=str(data["id"]),
+                project=str(data.get("project", "")),
+                type=ContextType(data["type"]),
+                title=str(data["title"]),
+                scope=Scope(data["scope"]),
+                urgency=Urgency(data["urgency"]),
+                created_at=float(data["created_at"]),
+                expires_at=float(data["expires_at"]),
+                content=str(data.get("content", "")),
+                summary=str(data.get("summary", "")),
+                tags=tuple(str(tag) for tag in data.get("tags", ())),
+                source_agent=str(data.get("source_agent", "")),
+                source_runtime=str(data.get("source_runtime", "ateam")),
+            )
+        except (KeyError, ValueError, TypeError) as exc:
+            raise BadRequest(f"malformed context item: {type(exc).__name__}: {exc}") from exc
+
+
+# ---------------------------------------------------------------- validation
+# Every check raises BadRequest with one line that starts with the field's name, since
+# these values often come from a model through a tool call and the model must be able
+# to fix its call from the message alone.
+
+
+def _choice(enum: type[_E], value: object, name: str) -> _E:
+    try:
+        return enum(value)
+    except (ValueError, TypeError):
+        allowed = ", ".join(enum)
+        raise BadRequest(f"{name} must be one of {allowed}; got {value!r}") from None
+
+
+def _text(
+    name: str,
+    value: object,
+    *,
+    max_chars: int | None = None,
+    max_bytes: int | None = None,
+    required: bool = False,
+) -> str:
+    if not isinstance(value, str):
+        raise BadRequest(f"{name} must be a string; got {type(value).__name__}")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise BadRequest(f"{name} is not valid Unicode text (it has a lone surrogate)") from None
+    if required and not value.strip():
+        raise BadRequest(f"{name} must not be empty")
+    if max_chars is not None and len(value) > max_chars:
+        raise BadRequest(f"{name} is {len(value)} characters long; the limit is {max_chars}")
+    if max_bytes is not None and size > max_bytes:
+        raise BadRequest(f"{name} is {size} bytes of UTF-8; the limit is {max_bytes}")
+    return value
+
+
+def _values(value: object, name: str) -> tuple[object, ...]:
+    """A list argument as a tuple; a lone string is one value, not a list of characters."""
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, Iterable):
+        raise BadRequest(f"{name} must be a list of strings; got {type(value).__name__}")
+    return tuple(value)
+
+
+def _tags(value: object) -> tuple[str, ...]:
+    tags: dict[str, None] = {}  # a dict keeps first-seen order while dropping repeats
+    for tag in _values(value, "tags"):
+        if not isinstance(tag, str) or not TAG_PATTERN.fullmatch(tag):
+            raise BadRequest(
+                f"tags: {tag!r} is not a tag; use 1-{TAG_MAX_CHARS} of A-Z a-z 0-9 . _ -"
+            )
+        tags[tag.lower()] = None
+    if len(tags) > TAGS_MAX:
+        raise BadRequest(f"tags: {len(tags)} given; the limit is {TAGS_MAX}")
+    return tuple(tags)
+
+
+def _ttl_us(value: object) -> int:
+    ok = (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and TTL_MIN_S <= value <= TTL_MAX_S
+    )
+    if not ok:
+        raise BadRequest(
+            f"ttl_s must be a number of seconds from {TTL_MIN_S:g} to {TTL_MAX_S:g} "
+            f"(30 days); got {value!r}"
+        )
+    assert isinstance(value, int | float)  # for mypy: checked just above
+    return int(value * _US)
+
+
+def _project(value: object) -> str:
+    name = _text("project", value, required=True)
+    try:
+        return check_name(name, "project")
+    except ValueError as exc:
+        # The name becomes part of Redis keys unescaped; check_name is what makes that safe.
+        raise BadRequest(f"project: {exc}") from None
+
+
+def _limit(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= LIMIT_MAX:
+        raise BadRequest(f"limit must be a whole number from 1 to {LIMIT_MAX}; got {value!r}")
+    return value
+
+
+def _choices(enum: type[_E], value: object, name: str) -> frozenset[_E] | None:
+    """A filter over enum values; ``None`` or empty means "any"."""
+    if value is None:
+        return None
+    chosen = frozenset(_choice(enum, item, name) for item in _values(value, name))
+    return chosen or None
+
+
+def _haystack(item: ContextItem) -> str:
+    return "\n".join((item.title, item.summary, item.content, " ".join(item.tags))).casefold()
+
+
+def _new_id() -> str:
+    # 40 random bits: items live at most 30 days in one project's index, so a collision
+    # needs on the order of a million live items in one project.
+    return f"c-{secrets.token_hex(5)}"
+
+
+def _text_of(member: bytes | str) -> str:
+    return member.decode() if isinstance(member, bytes) else member
+
+
+# ---------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class _Filter:
+    """What a reader wants; ``None`` means any."""
+
+    scopes: frozenset[Scope] | None = None
+    types: frozenset[ContextType] | None = None
+    tags: frozenset[str] | None = None
+    min_rank: int = 0
+    words: tuple[str, ...] = ()
+
+    def matches(self, item: ContextItem) -> bool:
+        return (
+            (self.scopes is None or item.scope in self.scopes)
+            and (self.types is None or item.type in self.types)
+            and (self.tags is None or not self.tags.isdisjoint(item.tags))
+            and URGENCY_ORDER[item.urgency] >= self.min_rank
+            and (not self.words or all(word in _haystack(item) for word in self.words))
+        )
+
+
+class _Place(NamedTuple):
+    """Where items of one scope live: their index and how their keys are named."""
+
+    index: str
+    item_key: Callable[[str], str]
+
+
+@dataclass
+class _IndexCursor:
+    """Reads one index newest first, a page per round trip, pruning expired members.
+
+    Pages advance by score, not by rank: a post during the scan inserts a newer member
+    above the cursor and a prune removes members, and either would shift ranks and make
+    a rank-based scan skip or repeat items. Equal scores are resolved by counting the
+    members already read at the page's lowest score.
+    """
+
+    client: aioredis.Redis
+    place: _Place
+    now_us: int
+    _max: float = math.inf
+    _skip: int = 0
+    _done: bool = False
+    _buffer: deque[ContextItem] = field(default_factory=deque)
+
+    async def peek(self) -> ContextItem | None:
+        while not self._buffer and not self._done:
+            await self._fill()
+        return self._buffer[0] if self._buffer else None
+
+    def pop(self) -> None:
+        self._buffer.popleft()
+
+    async def _fill(self) -> None:
+        rows = await self.client.zrevrangebyscore(
+            self.place.index,
+            self._max,
+            self.now_us - _TTL_MAX_US,
+            start=self._skip,
+            num=_PAGE,
+            withscores=True,
+        )
+        self._done = len(rows) < _PAGE
+        if not rows:
+            return
+        ids = [_text_of(member) for member, _ in rows]
+        pipe = self.client.pipeline(transaction=False)
+        for item_id in ids:
+            pipe.get(self.place.item_key(item_id))
+        raws = await pipe.execute()
+        stale = [item_id for item_id, raw in zip(ids, raws, strict=True) if raw is None]
+        if stale:
+            await self.client.zrem(self.place.index, *stale)
+        for raw in raws:
+            item = _decode(raw)
+            if item is not None and item.expires_at * _US > self.now_us:
+                self._buffer.append(item)
+        lowest = rows[-1][1]
+        kept = sum(1 for (_, s), raw in zip(rows, raws, strict=True) if s == lowest and raw)
+        self._skip = (self._skip if lowest == self._max else 0) + kept
+        self._max = lowest
+
+
+def _decode(raw: bytes | None) -> ContextItem | None:
+    """An item from its stored bytes; ``None`` for a missing or unreadable one."""
+    if raw is None:
+        return None
+    try:
+        return ContextItem.from_wire(unpack(raw))
+    except BadRequest:
+        # Written by a newer version with a type or scope this one does not know, or
+        # damaged: either way not something to show, and its TTL will remove it.
+        return None
+
+
+# ---------------------------------------------------------------- the store
+
+
+class ContextStore:
+    """Post, list, get and search a team's context items on one Redis.
+
+    Args:
+        client: the bus.
+        keys: key names of the bus's namespace.
+    """
+
+    def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
+        self._client = client
+        self._keys = keys
+
+    async def post(
+        self,
+        project: str,
+        *,
+        type: ContextType | str,
+        title: str,
+        content: str = "",
+        summary: str = "",
+        scope: Scope | str = Scope.PROJECT,
+        tags: Iterable[str] = (),
+        urgency: Urgency | str = Urgency.BACKGROUND,
+        source_agent: str = "",
+        source_runtime: str = "ateam",
+        ttl_s: float = TTL_DEFAULT_S,
+    ) -> ContextItem:
+        """Store an item for ``ttl_s`` seconds and announce it on the context channel.
+
+        The item, its index entry, the index trim and the notice go in one MULTI, so a
+        subscriber told of an item can always read it (until it expires).
+
+        Args:
+            project: the project posting; ``global`` items are still stamped with it.
+            type: ``discovery``, ``decision``, ``status``, ``request`` or ``alert``.
+            title: one line, at most 200 characters.
+            content: the body, at most 16 KiB.
+            summary: what an agent's context gets when the body does not fit, at most 1 KiB.
+            scope: ``task``, ``project`` or ``global`` (seen from every project).
+            tags: at most 16, each 1-40 of ``A-Z a-z 0-9 . _ -``; stored lower-cased.
+            urgency: ``background``, ``attention`` or ``blocking``.
+            source_agent: the poster's agent id, if an agent posts.
+            source_runtime: ``ateam`` or the external runtime posting through MCP.
+            ttl_s: lifetime in seconds, from 1 s to 30 days.
+
+        Returns:
+            The item as stored, with its id and times.
+
+        Raises:
+            BadRequest: any argument is invalid; nothing is stored.
+        """
+        item_project = _project(project)
+        kind = _choice(ContextType, type, "type")
+        where = _choice(Scope, scope, "scope")
+        level = _choice(Urgency, urgency, "urgency")
+        title = _text("title", title, max_chars=TITLE_MAX_CHARS, required=True)
+        content = _text("content", content, max_bytes=CONTENT_MAX_BYTES)
+        summary = _text("summary", summary, max_bytes=SUMMARY_MAX_BYTES)
+        clean_tags = _tags(tags)
+        source_agent = _text("source_agent", source_agent, max_chars=SOURCE_MAX_CHARS)
+        source_runtime = _text("source_runtime", source_runtime, max_chars=SOURCE_MAX_CHARS)
+        ttl_us = _ttl_us(ttl_s)
+
+        now_us = await self._now_us()
+        item = ContextItem(
+            id=_new_id(),
+            project=item_project,
+            type=kind,
+            title=title,
+            scope=where,
+            urgency=level,
+            created_at=now_us / _US,
+            expires_at=(now_us + ttl_us) / _US,
+            content=content,
+            summary=summary,
+            tags=clean_tags,
+            source_agent=source_agent,
+            source_runtime=source_runtime or "ateam",
+        )
+        notice = {
+            "event": "post",
+            "project": item.project,
+            "id": item.id,
+            "type": str(item.type),
+            "scope": str(item.scope),
+            "urgency": str(item.urgency),
+            "title": item.title,
+            "tags": list(item.tags),
+            "source_agent": item.source_agent,
+        }
+        place = self._place(item.project, item.scope)
+        pipe = self._client.pipeline(transaction=True)
+        # Rounded up so the key never vanishes before expires_at; readers compare against
+        # expires_at itself, so the key outliving it by a fraction of a ms shows nothing.
+        pipe.set(place.item_key(item.id), pack(item.to_wire()), px=-(-ttl_us // 1000))
+        # Scored in µs, not ms: two posts in one millisecond must still list in order.
+        pipe.zadd(place.index, {item.id: now_us})
+        pipe.zremrangebyscore(place.index, "-inf", f"({now_us - _TTL_MAX_US}")
+        pipe.zremrangebyrank(place.index, 0, -(INDEX_MAX + 1))
+        pipe.publish(self._keys.context_channel, pack(notice))
+        await pipe.execute()
+        return item
+
+    async def list(
+        self,
+        project: str,
+        *,
+        scopes: Iterable[Scope | str] | None = None,
+        types: Iterable[ContextType | str] | None = None,
+        tags: Iterable[str] | None = None,
+        min_urgency: Urgency | str | None = None,
+        limit: int = 50,
+    ) -> builtins.list[ContextItem]:
+        """The project's live items and the global ones, newest first.
+
+        Args:
+            project: whose items; another project's ``task``/``project`` items never show.
+            scopes: only these scopes (``None`` or empty: any).
+            types: only these types (``None`` or empty: any).
+            tags: only items carrying at least one of these tags (case-insensitive).
+            min_urgency: only items at least this urgent.
+            limit: at most this many items, from 1 to 500.
+
+        Raises:
+            BadRequest: an argument is invalid.
+        """
+        flt = _Filter(
+            scopes=_choices(Scope, scopes, "scopes"),
+            types=_choices(ContextType, types, "types"),
+            tags=None if tags is None else (frozenset(_tags(tags)) or None),
+            min_rank=(
+                0
+                if min_urgency is None
+                else URGENCY_ORDER[_choice(Urgency, min_urgency, "min_urgency")]
+            ),
+        )
+        return await self._collect(_project(project), flt, _limit(limit))
+
+    async def get(self, project: str, item_id: str) -> ContextItem | None:
+        """The live item ``item_id`` of ``project`` or of the global scope, if any.
+
+        Raises:
+            BadRequest: ``project`` or ``item_id`` is malformed.
+        """
+        name = _project(project)
+        if not isinstance(item_id, str) or not ID_PATTERN.fullmatch(item_id):
+            raise BadRequest(f"item_id must look like c-0123456789; got {item_id!r}")
+        pipe = self._client.pipeline(transaction=False)
+        pipe.get(self._keys.context_item(name, item_id))
+        pipe.get(self._keys.context_global_item(item_id))
+        for raw in await pipe.execute():
+            item = _decode(raw)
+            if item is not None:
+                return item
+        return None
+
+    async def search(
+        self, project: str, query: str, *, limit: int = 20
+    ) -> builtins.list[ContextItem]:
+        """Items (as :meth:`list` sees them) containing every word of ``query``.
+
+        Words match case-insensitively anywhere in the title, summary, content or tags,
+        each word in any of them. A plain scan: indexes are bounded, and a model's query
+        is rarely worth a full-text index.
+
+        Raises:
+            BadRequest: the query is empty or too long, or an argument is invalid.
+        """
+        words = tuple(_text("query", query, max_chars=QUERY_MAX_CHARS).casefold().split())
+        if not words:
+            raise BadRequest("query must contain at least one word")
+        return await self._collect(_project(project), _Filter(words=words), _limit(limit))
+
+    async def _collect(self, project: str, flt: _Filter, limit: int) -> builtins.list[ContextItem]:
+        """Merge the wanted indexes newest first until ``limit`` items match ``flt``."""
+        now_us = await self._now_us()
+        places = {p.index: p for p in (self._place(project, s) for s in flt.scopes or Scope)}
+        cursors = [_IndexCursor(self._client, place, now_us) for place in places.values()]
+        found: builtins.list[ContextItem] = []
+        while len(found) < limit:
+            heads = [(await cursor.peek(), cursor) for cursor in cursors]
+            live = [(item, cursor) for item, cursor in heads if item is not None]
+            if not live:
+                break
+            item, cursor = max(live, key=lambda pair: pair[0].created_at)
+            cursor.pop()
+            if flt.matches(item):
+                found.append(item)
+        return found
+
+    def _place(self, project: str, scope: Scope) -> _Place:
+        if scope is Scope.GLOBAL:
+            return _Place(self._keys.context_global_index, self._keys.context_global_item)
+        return _Place(self._keys.context_index(project), partial(self._keys.context_item, project))
+
+    async def _now_us(self) -> int:
+        sec, usec = await self._client.time()
+        return int(sec) * _US + int(usec)

@@ -1,0 +1,161 @@
+"""SPEC §6 commands on a real plain console: /plan, /agents and the /agent new wizard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import (
+    AgentFactory,
+    Bus,
+    ConsoleFactory,
+    attach_and_send,
+    wait_until,
+    write_project,
+)
+from .test_fleet import SPAWN_TIMEOUT_S, keepers, mark, spawned, wait_after
+
+pytestmark = pytest.mark.integration
+
+__all__ = ["spawned"]  # the fixture, imported so this module's tests can use it
+
+
+def test_plan_read_write_append_list_and_a_confirmed_delete(
+    start_agent: AgentFactory, start_console: ConsoleFactory, tmp_path: Path
+) -> None:
+    root = write_project(tmp_path / "p", "p", agents=("zeus", "hera"))
+    start_agent("p/zeus", cwd=root)
+    start_agent("p/hera", cwd=root)
+    plan = root / ".ateam" / "agents" / "zeus" / "plan.md"
+    console = start_console()
+    attach_and_send(console, "p/zeus")
+
+    start = mark(console)
+    console.send("/plan")
+    wait_after(console, start, "p/zeus has no plan yet")
+    console.send("/plan write 1. parse the config")
+    wait_after(console, start, "plan of p/zeus written")
+    console.send("/plan append 2. write the tests")
+    wait_after(console, start, "plan of p/zeus now")
+    assert plan.read_text() == "1. parse the config\n2. write the tests\n"
+
+    start = mark(console)
+    console.send("/plan read")
+    wait_after(console, start, "[A:p/zeus] 2. write the tests")
+    console.send("/plan list")
+    row = wait_after(console, start, lambda line: line.startswith("p/zeus "))
+    assert "1. parse the config" in row
+    assert not any(line.startswith("p/hera ") for line in console.output().split("\n")[start:])
+
+    start = mark(console)
+    console.send("/plan delete")
+    console.send("no")
+    wait_after(console, start, "plan delete cancelled")
+    assert plan.exists()
+    console.send("/plan delete")
+    console.send("yes")
+    wait_after(console, start, "plan of p/zeus deleted")
+    assert not plan.exists()
+
+    console.send("/plan frobnicate")
+    line = wait_after(console, start, "error [")
+    assert "usage: /plan [read|write|append|delete|list]" in line
+
+
+def test_agents_lists_configured_agents_running_or_not(
+    start_agent: AgentFactory, start_console: ConsoleFactory, tmp_path: Path
+) -> None:
+    root = write_project(tmp_path / "p", "p", agents=("zeus", "hera"))
+    (root / ".ateam" / "agents" / "hera" / "agent.yaml").write_text(
+        "model: slowecho\ndescription: reviews every change\n"
+    )
+    start_agent("p/zeus", cwd=root)
+    console = start_console()
+    attach_and_send(console, "p/zeus")
+
+    start = mark(console)
+    console.send("/agents")
+    header = wait_after(console, start, lambda line: line.startswith("ID "))
+    assert header.split() == ["ID", "STATE", "MODEL", "CWD", "DESCRIPTION"]
+    hera = wait_after(console, start, lambda line: line.startswith("p/hera "))
+    zeus = wait_after(console, start, lambda line: line.startswith("p/zeus "))
+    assert hera.split()[1:3] == ["stopped", "slowecho"]
+    assert "reviews every change" in hera
+    assert zeus.split()[1] == "idle"
+
+
+def test_agent_new_asks_checks_each_answer_and_creates_only_after_confirmation(
+    start_agent: AgentFactory,
+    start_console: ConsoleFactory,
+    bus: Bus,
+    tmp_path: Path,
+    spawned: None,
+) -> None:
+    root = write_project(tmp_path / "p", "p")
+    (root / "src").mkdir()
+    start_agent("p/zeus", cwd=root)
+    console = start_console()
+    attach_and_send(console, "p/zeus")
+    new_dir = root / ".ateam" / "agents" / "apollo"
+
+    # Cancelled at the end: nothing is written, nothing starts.
+    start = mark(console)
+    console.send("/agent new")
+    for answer in ("apollo", "", "", "", "", "", "no"):
+        console.send(answer)  # queued: the wizard reads them in order
+    wait_after(console, start, "agent new cancelled")
+    assert not new_dir.exists()
+    assert bus.entry("p/apollo") is None
+
+    # Out of answers at the first question: cancelled too.
+    start = mark(console)
+    console.send("/agent new")
+    console.send("")
+    wait_after(console, start, "agent new cancelled")
+
+    start = mark(console)
+    console.send("/agent new")
+    for answer in (
+        "zeus",  # configured already: asked again
+        "../evil",  # not a name: asked again
+        "apollo",
+        "src",
+        "gpt-9000",  # unknown model: asked again
+        "slowecho",
+        "os.exec,shell.*",  # a glob that matches no tool: asked again
+        "os.exec,plan.*",
+        "builds the docs",
+        "Prefer small commits.",
+        "yes",
+    ):
+        console.send(answer)
+    wait_after(console, start, "p/zeus is already configured")
+    wait_after(console, start, "invalid agent name '../evil'")
+    wait_after(console, start, "unknown model 'gpt-9000'")
+    wait_after(console, start, "'shell.*' matches no tool")
+    wait_after(console, start, "spawned p/apollo", timeout=SPAWN_TIMEOUT_S)
+
+    spec = yaml.safe_load((new_dir / "agent.yaml").read_text())
+    assert spec == {
+        "model": "slowecho",
+        "cwd": "src",
+        "tools": {"allow": ["os.exec", "plan.*"]},
+        "description": "builds the docs",
+    }
+    assert (new_dir / "system_overlay.md").read_text() == "Prefer small commits."
+    entry = bus.entry("p/apollo")
+    assert entry is not None
+    assert entry["cwd"] == str((root / "src").resolve())
+    assert entry["model"] == "slowecho"
+    assert len(keepers(tmp_path)) == 1
+    console.send("/agents")
+    wait_until(
+        lambda: any(
+            line.startswith("p/apollo ") and "builds the docs" in line
+            for line in console.output().split("\n")
+        ),
+        10,
+        "/agents to list p/apollo",
+    )
