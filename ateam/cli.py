@@ -297,11 +297,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     except AteamError as exc:
         print(exc.one_line(), file=sys.stderr)
         return cli_exit_code(exc)
+    if args.down:  # also agents a console started, configured or not
+        return _down(project)
     if not project.agents:
         print(f"error [config.invalid]: no agents configured under {root}", file=sys.stderr)
         return 4
-    if args.down:
-        return _down(project)
     from ateam.supervisor import start_agents
 
     try:

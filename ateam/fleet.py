@@ -30,7 +30,13 @@ from ateam.agent.queue import DurableQueue
 from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, standalone_agent
 from ateam.config.schema import AgentSpec
 from ateam.errors import AteamError, SpawnFailed, UsageError
-from ateam.supervisor import FINAL_EXITS, HEALTHY_AFTER_S, RESTART_BACKOFF_S, STOP_TIMEOUT_S
+from ateam.supervisor import (
+    FINAL_EXITS,
+    HEALTHY_AFTER_S,
+    KEEPER_PID_FILE,
+    RESTART_BACKOFF_S,
+    STOP_TIMEOUT_S,
+)
 
 __all__ = [
     "FIRST_TASK_PRIORITY",
@@ -406,7 +412,16 @@ def main(argv: list[str] | None = None) -> int:
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not cmd:
         parser.error("no command to keep")
-    return _Keeper(cmd).run()
+    # Beside the log, in the agent's state/: how `ateam up --down` finds this keeper.
+    pid_file = Path(args.log).parent / KEEPER_PID_FILE
+    with contextlib.suppress(OSError):
+        atomic_write(pid_file, f"{os.getpid()}\n".encode(), mode=0o600)
+    try:
+        return _Keeper(cmd).run()
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            if int(pid_file.read_text()) == os.getpid():
+                pid_file.unlink()
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ died — but never one that stopped on purpose or cannot run (see :data:`FINAL_E
 ``ateam up --down`` sends the supervisor SIGTERM; it passes SIGTERM (the agent's
 graceful shutdown) to every agent and exits once they have.
 
-The supervisor's pid lives in ``~/.ateam/run/<project>.json``.
+The supervisor's pid lives in ``~/.ateam/run/<project>.json``. Agents a console started
+(``/spawn``, ``/agent new``, ``/offload``) run under keepers (:mod:`ateam.fleet`) that
+leave their pid in the agent's ``state/keeper.pid``; ``--down`` stops those too.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ateam._proc import pid_is_running
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.keys import Keys
 from ateam.bus.registry import Registry
-from ateam.config import ProjectConfig, load_project
+from ateam.config import CONFIG_DIR, ProjectConfig, agent_dir_for, load_project
 from ateam.errors import AteamError
 from ateam.paths import ateam_home, private_dir
 
@@ -44,6 +46,9 @@ FINAL_EXITS = {
     12: "its configuration is invalid",
 }
 """Exit codes after which restarting would be wrong or pointless."""
+
+KEEPER_PID_FILE = "keeper.pid"
+"""In an agent's ``state/``: the pid of the keeper a console started it under."""
 
 
 def _pid_file(project: ProjectConfig) -> Path:
@@ -126,21 +131,79 @@ async def _wait_registered(target: RedisTarget, ids: list[str], supervisor: int)
 
 
 def stop_agents(project: ProjectConfig) -> tuple[list[str], bool]:
-    """SIGTERM the project's supervisor and wait until it (and its agents) are gone.
+    """SIGTERM the project's supervisor and its agents' keepers; wait until they are gone.
 
     Returns the lines to print and whether everything stopped.
     """
+    lines: list[str] = []
+    ok = True
     pid = supervisor_pid(project)
-    if pid is None:
-        return [f"no agents of {project.name} are running under `ateam up`"], True
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
+    if pid is not None:
+        if _terminate(pid):
+            lines += [f"{agent.id}: stopped" for agent in project.agents.values()]
+        else:
+            lines.append(f"{project.name}: the supervisor (pid {pid}) is still running")
+            ok = False
+    kept = project_keepers(project)
+    for keeper in kept.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(keeper, signal.SIGTERM)  # the keeper passes it on and waits
+    for agent, keeper in sorted(kept.items()):
+        if _terminate(keeper, signalled=True):
+            lines.append(f"{agent}: stopped (started by a console, keeper pid {keeper})")
+        else:
+            lines.append(f"{agent}: its keeper (pid {keeper}) is still running")
+            ok = False
+    if not lines:
+        lines.append(f"no agents of {project.name} are running under `ateam up` or a console")
+    return lines, ok
+
+
+def _terminate(pid: int, *, signalled: bool = False) -> bool:
+    """SIGTERM ``pid`` (unless already sent) and wait for it to end; returns whether it did."""
+    if not signalled:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S + 5
     while time.monotonic() < deadline and pid_is_running(pid):
         time.sleep(0.05)
-    if pid_is_running(pid):
-        return [f"{project.name}: the supervisor (pid {pid}) is still running"], False
-    return [f"{agent.id}: stopped" for agent in project.agents.values()], True
+    return not pid_is_running(pid)
+
+
+def keeper_pid(state_dir: Path) -> int | None:
+    """The live keeper whose pid ``state_dir/keeper.pid`` holds, if it is one."""
+    try:
+        pid = int((state_dir / KEEPER_PID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if not pid_is_running(pid):
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return pid  # no /proc: the liveness check is all there is
+    return pid if b"ateam.fleet" in cmdline else None  # a reused pid is never signalled
+
+
+def project_keepers(project: ProjectConfig) -> dict[str, int]:
+    """Agent id → keeper pid for the project's console-started agents on this host.
+
+    Looked for in the configured agents' state, in unconfigured agents' directories
+    (``~/.ateam/projects/<project>/agents/``) and in the project's worktrees.
+    """
+    dirs = {agent.name: agent.state_dir for agent in project.agents.values()}
+    places = [agent_dir_for(project.name, "x").parent]
+    if project.root is not None:
+        places += (project.root / CONFIG_DIR / "worktrees").glob(f"*/{CONFIG_DIR}/agents")
+    for place in places:
+        for state in place.glob("*/state"):
+            dirs.setdefault(state.parent.name, state)
+    found = {}
+    for name, state in dirs.items():
+        pid = keeper_pid(state)
+        if pid is not None:
+            found[f"{project.name}/{name}"] = pid
+    return found
 
 
 def _tail(path: Path, lines: int = 8) -> str:

