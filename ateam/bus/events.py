@@ -568,7 +568,9 @@ class EventTail:
 
     async def _resolve_starts(self) -> list[Item]:
         notices: list[Item] = []
-        for agent, cursor in self._cursors.items():
+        # A snapshot: add()/remove() may run while this awaits Redis (a /tail, an
+        # automatic tail), and iterating the live dict would then fail.
+        for agent, cursor in list(self._cursors.items()):
             if cursor.last is not None:
                 if not cursor.checked:
                     cursor.checked = True

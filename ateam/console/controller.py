@@ -89,6 +89,9 @@ STOP_WAIT_S = 15.0
 """How long /stop waits for the agent to leave the registry."""
 SERVING_STATES = ("idle", "busy", "waiting")
 
+AUTO_TAIL_BACKLOG = 20
+"""Events an automatically tailed agent starts with: its recent screen, not its history."""
+
 REGISTRY_NEWS_MIN_S = 0.2
 """Least time between two registry reads triggered by change notices."""
 
@@ -124,6 +127,9 @@ class ConsoleController:
         self.attached: str | None = None
         self.read_only = False
         self.tailed: set[str] = set()
+        self.auto_tail_limit = 0
+        """Follow up to this many other live agents unasked (panes mode's right column)."""
+        self.auto_tailed: set[str] = set()
         self.known: dict[str, AgentView] = {}
         self.pending_tasks: set[str] = set()
         self._ended: deque[str] = deque(maxlen=1000)
@@ -1172,7 +1178,37 @@ class ConsoleController:
                 elif old is not None and not old.connected and view.connected:
                     self.view.banner(f"agent {agent} is back")
         self.known = fresh
+        self._auto_tail()
         return views
+
+    def _auto_tail(self) -> None:
+        """Keep up to :attr:`auto_tail_limit` other live agents followed, busy ones first.
+
+        Started from their recent screen (a short backlog), not their whole history, and
+        dropped again when they leave, so the set follows the team as it changes.
+        """
+        if self.auto_tail_limit <= 0 and not self.auto_tailed:
+            return
+        live = [
+            v
+            for v in self.known.values()
+            if v.connected and v.id != self.attached and v.id not in self.tailed
+        ]
+        # Those already shown stay (no flicker as states change); free places go to
+        # the agents doing something, then by id.
+        wanted = {v.id for v in live if v.id in self.auto_tailed}
+        for view in sorted(live, key=lambda v: (v.state not in ("busy", "waiting"), v.id)):
+            if len(wanted) >= self.auto_tail_limit:
+                break
+            wanted.add(view.id)
+        wanted = set(sorted(wanted)[: max(self.auto_tail_limit, 0)])
+        for agent in self.auto_tailed - wanted:
+            if agent not in self.tailed and agent != self.attached:
+                self.tail.remove(agent)
+        for agent in wanted - self.auto_tailed:
+            if agent not in self.tail.agents:
+                self.tail.add(agent, None, backlog=AUTO_TAIL_BACKLOG)
+        self.auto_tailed = wanted
 
     # background loops ------------------------------------------------------------------
 

@@ -282,3 +282,44 @@ async def test_a_state_change_notice_refreshes_the_agent_list_without_waiting_fo
         await asyncio.wait_for(waiting(), 5.0)
     finally:
         await console.aclose()
+
+
+async def test_auto_tail_follows_other_live_agents_up_to_its_limit(
+    agent: Agent, target: RedisTarget, tmp_path: Path
+) -> None:
+    others = [
+        Agent(standalone_agent("proj", name, tmp_path / name), target, EchoProvider())
+        for name in ("hera", "ares")
+    ]
+    for other in others:
+        await other._start()
+    view = RecordingView()
+    c = ConsoleController(target, view)
+    c.auto_tail_limit = 1
+    await c.start()
+    try:
+        await c.execute("/attach proj/zeus")
+        await c.refresh_agents(announce=False)
+        # One place: the busy agent takes it over the idle ones; the attached one needs none.
+        assert c.auto_tailed == {"proj/ares"}  # by id while all are idle
+        assert sorted(c.tail.agents) == ["proj/ares", "proj/zeus"]
+
+        c.auto_tail_limit = 2
+        await c.refresh_agents(announce=False)
+        assert c.auto_tailed == {"proj/ares", "proj/hera"}
+        others[0].enqueue("hello from hera", source="test")
+        await view.wait_for(lambda: any(e.agent == "proj/hera" for e in view.events))
+
+        assert not [b for b in view.banners if "failed" in b]  # the tail loop survived
+        others[1].request_shutdown()
+        await others[1]._shutdown()
+        await view.wait_for(lambda: "agent proj/ares left" in view.banners)
+        await c.refresh_agents(announce=False)
+        assert c.auto_tailed == {"proj/hera"}
+        assert "proj/ares" not in c.tail.agents
+    finally:
+        await c.aclose()
+        for other in others:
+            if other.state.value != "stopped":
+                other.request_shutdown()
+                await other._shutdown()
