@@ -35,6 +35,7 @@ from ateam.agent.service import PLAN_FILE, build_methods
 from ateam.agent.workctx import WorkingContext
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
+from ateam.bus.context import ContextStore
 from ateam.bus.events import EventPublisher, EventType
 from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock
@@ -580,6 +581,7 @@ class Agent:
             plan_path=self.config.dir / PLAN_FILE,
             list_agents=self._list_agents,
             memory=self.workctx,
+            context_items=ContextStore(self.client, self.keys),
         )
 
     async def _list_agents(self) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ import shlex
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
 from ateam import fleet
@@ -31,6 +33,7 @@ from ateam.bus import bootstrap
 from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
+from ateam.bus.context import ContextStore
 from ateam.bus.events import Event, EventTail, EventType, Gap
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
@@ -89,6 +92,13 @@ STOP_WAIT_S = 15.0
 """How long /stop waits for the agent to leave the registry."""
 SERVING_STATES = ("idle", "busy", "waiting")
 
+CONTEXT_USAGE = (
+    "/context [ls|post] [--type T] [--urgency U] [--scope S] [--tags A,B] [--content C] [TITLE]"
+)
+CONTEXT_COLUMNS = ["id", "age", "type", "urgency", "scope", "source", "title"]
+ALERT_URGENCIES = {"attention": "warn", "blocking": "alert"}
+"""Context items consoles announce, and the banner level of each (``alert`` rings)."""
+
 AUTO_TAIL_BACKLOG = 20
 """Events an automatically tailed agent starts with: its recent screen, not its history."""
 
@@ -127,6 +137,9 @@ class ConsoleController:
         self.attached: str | None = None
         self.read_only = False
         self.tailed: set[str] = set()
+        self.announce_waiting = False
+        """A banner (and bell) when any agent starts waiting; set by front ends that do
+        not show it otherwise (plain mode; panes mode draws its own)."""
         self.auto_tail_limit = 0
         """Follow up to this many other live agents unasked (panes mode's right column)."""
         self.auto_tailed: set[str] = set()
@@ -147,12 +160,19 @@ class ConsoleController:
         """Connect and start watching; raises RedisUnavailable if Redis is not there."""
         await ensure_reachable(self.client, self.target)
         try:
-            await self.refresh_agents(announce=False)
+            # Subscribed before anything is read: a notice sent once start() returned
+            # (a blocking item, a join) is never missed.
+            pubsub = await self._subscribe()
+            views = await self.refresh_agents(announce=False)
         except RedisError as exc:
             raise bus_error(exc) from exc
+        if self.announce_waiting:
+            for view in views:
+                if view.connected and view.state == "waiting":
+                    self.view.banner(f"agent {view.id} is waiting for approval", level="alert")
         for coro, name in (
             (self._tail_loop(), "tail"),
-            (self._watch_loop(), "watch"),
+            (self._watch_loop(pubsub), "watch"),
             (self._registry_poll(), "registry"),
             (self._owner_refresh(), "owner"),
         ):
@@ -287,6 +307,12 @@ class ConsoleController:
                 self._cmd_plan,
                 "/plan [read|write|append|delete|list] [TEXT]",
                 "the attached agent's plan.md; write without TEXT opens $EDITOR",
+            ),
+            (
+                "context",
+                self._cmd_context,
+                CONTEXT_USAGE,
+                "the team's context items; post shares one",
             ),
             (
                 "agents",
@@ -686,6 +712,58 @@ class ConsoleController:
             self.view.table(rows, ["id", "bytes", "first_line"])
         else:
             self.view.info("no running agent has a plan")
+
+    async def _cmd_context(self, args: list[str]) -> None:
+        action = args[0] if args and not args[0].startswith("--") else "ls"
+        rest = args[1:] if args and args[0] == action else args
+        positional, options, _ = _parse_args(
+            rest,
+            f"usage: {CONTEXT_USAGE}",
+            options=("--type", "--urgency", "--scope", "--tags", "--content", "--tag"),
+        )
+        project = (await self._home_project()).name
+        store = ContextStore(self.client, self.keys)
+        if action == "post":
+            if not positional:
+                raise UsageError(f"usage: {CONTEXT_USAGE} (post needs a TITLE)")
+            item = await store.post(
+                project,
+                type=options.get("--type", "status"),
+                title=" ".join(positional),
+                content=options.get("--content", ""),
+                urgency=options.get("--urgency", "background"),
+                scope=options.get("--scope", "project"),
+                tags=_csv(options.get("--tags")),
+                source_runtime="console",
+            )
+            self.view.info(f"posted {item.id} to {project} ({item.scope}, {item.urgency})")
+            return
+        if action != "ls" or positional:
+            raise UsageError(f"usage: {CONTEXT_USAGE}")
+        items = await store.list(
+            project,
+            types=_csv(options.get("--type")),
+            scopes=_csv(options.get("--scope")),
+            tags=_csv(options.get("--tag") or options.get("--tags")),
+            min_urgency=options.get("--urgency"),
+        )
+        if not items:
+            self.view.info(f"no context items in {project}")
+            return
+        now = time.time()
+        rows = [
+            {
+                "id": item.id,
+                "age": f"{max(0, int(now - item.created_at))}s",
+                "type": str(item.type),
+                "urgency": str(item.urgency),
+                "scope": str(item.scope),
+                "source": item.source_agent or item.source_runtime,
+                "title": item.title[:80],
+            }
+            for item in items
+        ]
+        self.view.table(rows, CONTEXT_COLUMNS)
 
     async def _cmd_agents(self, args: list[str]) -> None:
         project = await self._home_project()
@@ -1177,6 +1255,12 @@ class ConsoleController:
                     self.view.banner(f"agent {agent} is {view.state}", level="warn")
                 elif old is not None and not old.connected and view.connected:
                     self.view.banner(f"agent {agent} is back")
+                if (
+                    self.announce_waiting
+                    and view.state == "waiting"
+                    and (old is None or old.state != "waiting")
+                ):
+                    self.view.banner(f"agent {agent} is waiting for approval", level="alert")
         self.known = fresh
         self._auto_tail()
         return views
@@ -1237,14 +1321,22 @@ class ConsoleController:
             # it had not yet shown.
             self.offsets.save()
 
-    async def _watch_loop(self) -> None:
-        """Registry notices and messages addressed to this console, with reconnects."""
+    async def _subscribe(self) -> PubSub:
+        pubsub = self.client.pubsub()
+        await pubsub.subscribe(
+            self.keys.registry_channel,
+            self.keys.console_channel(self.session),
+            self.keys.context_channel,
+        )
+        return pubsub
+
+    async def _watch_loop(self, pubsub: PubSub | None) -> None:
+        """Registry notices, context items and messages to this console, with reconnects."""
         backoff = Backoff()
-        channels = [self.keys.registry_channel, self.keys.console_channel(self.session)]
         while True:
-            pubsub = self.client.pubsub()
             try:
-                await pubsub.subscribe(*channels)
+                if pubsub is None:
+                    pubsub = await self._subscribe()
                 backoff.reset()
                 while True:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
@@ -1253,8 +1345,10 @@ class ConsoleController:
             except CONNECTION_ERRORS:
                 await asyncio.sleep(backoff.next_delay())
             finally:
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        await pubsub.aclose()  # type: ignore[no-untyped-call]
+                pubsub = None
 
     def _on_notice(self, channel: bytes, data: bytes) -> None:
         try:
@@ -1263,6 +1357,9 @@ class ConsoleController:
             return
         agent = str(notice.get("agent", ""))
         kind = notice.get("event")
+        if channel.decode() == self.keys.context_channel:
+            self._on_context_item(notice)
+            return
         if channel.decode() == self.keys.registry_channel:
             if kind == "join":
                 self.view.banner(f"agent {agent} joined")
@@ -1280,6 +1377,18 @@ class ConsoleController:
                 f"console {notice.get('by')} took over {agent}: this console is now read-only",
                 level="warn",
             )
+
+    def _on_context_item(self, notice: dict[str, Any]) -> None:
+        """An ``attention`` or ``blocking`` item is a banner; ``blocking`` also rings."""
+        level = ALERT_URGENCIES.get(str(notice.get("urgency")))
+        if level is None:
+            return
+        source = notice.get("source_agent") or "a console"
+        self.view.banner(
+            f"{str(notice.get('urgency')).upper()} {notice.get('type')} from {source}: "
+            f"{notice.get('title')} (/context ls)",
+            level=level,
+        )
 
     async def _registry_poll(self) -> None:
         while True:
@@ -1371,6 +1480,11 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+def _csv(value: str | None) -> tuple[str, ...]:
+    """``a,b`` → ``("a", "b")``; ``None`` → ``()``."""
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
 
 def _option(args: list[str], name: str) -> str | None:

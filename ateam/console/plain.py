@@ -111,7 +111,9 @@ class PlainView:
         self._print(f"{prefix(agent)} {text}" if agent else text)
 
     def banner(self, text: str, *, level: str = "info") -> None:
-        self._print(f"*** {text}")
+        # The bell only on a terminal: in a pipe it would be a stray byte in a script's input.
+        bell = "\a" if level == "alert" and self._out.isatty() else ""
+        self._print(f"{bell}*** {text}")
 
     def error(self, text: str) -> None:
         self._print(text)
@@ -356,6 +358,7 @@ async def _run_plain(
         lines.put_nowait(preset)
     view = PlainView(lines)
     controller = ConsoleController(target, view)
+    controller.announce_waiting = True  # no agent list here: a waiting agent is a banner
     try:
         await controller.start()
     except AteamError as exc:

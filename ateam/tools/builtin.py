@@ -19,6 +19,7 @@ from typing import Any
 
 from ateam.agent.plan import append_plan, read_plan, write_plan
 from ateam.agent.workctx import WorkingContext
+from ateam.bus.context import ContextStore
 from ateam.config.schema import Approval
 from ateam.errors import BadRequest, FsDenied
 from ateam.tools.approvals import Decision
@@ -221,6 +222,65 @@ def _memory(ctx: ToolContext) -> WorkingContext:
     return ctx.memory
 
 
+def _context_items(ctx: ToolContext) -> tuple[ContextStore, str]:
+    if ctx.context_items is None:
+        raise BadRequest("the team's context items are not available")
+    return ctx.context_items, ctx.agent_id.split("/", 1)[0]
+
+
+@tool("context.post", timeout_s=5.0)
+async def context_post(
+    ctx: ToolContext,
+    type: str,
+    title: str,
+    content: str = "",
+    urgency: str = "background",
+    scope: str = "project",
+    tags: list[str] | None = None,
+) -> dict[str, Any]:
+    """Share something with the team: a discovery, decision, status, request or alert.
+
+    Args:
+        type: discovery, decision, status, request or alert.
+        title: One line.
+        content: The details.
+        urgency: background, attention (consoles show a banner) or blocking (a banner and
+            a bell: someone must act).
+        scope: task, project or global (every project).
+        tags: Short labels others can filter on.
+    """
+    store, project = _context_items(ctx)
+    item = await store.post(
+        project,
+        type=type,
+        title=title,
+        content=content,
+        urgency=urgency,
+        scope=scope,
+        tags=tuple(tags or ()),
+        source_agent=ctx.agent_id,
+    )
+    return {"id": item.id, "expires_at": item.expires_at}
+
+
+@tool("context.read", timeout_s=5.0)
+async def context_read(ctx: ToolContext, query: str = "", limit: int = 10) -> list[dict[str, Any]]:
+    """Read the team's recent context items, newest first; with a query, only matching ones.
+
+    Args:
+        query: Words that must all appear (title, summary, content or tags).
+        limit: At most this many items.
+    """
+    store, project = _context_items(ctx)
+    limit = max(1, min(limit, 50))
+    items = (
+        await store.search(project, query, limit=limit)
+        if query.strip()
+        else await store.list(project, limit=limit)
+    )
+    return [item.to_wire() for item in items]
+
+
 @tool("memory.decide")
 def memory_decide(
     ctx: ToolContext, decision: str, rationale: str = "", impact: str = ""
@@ -271,6 +331,8 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (
     agents_list,
     memory_decide,
     memory_constrain,
+    context_post,
+    context_read,
 )
 
 

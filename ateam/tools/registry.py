@@ -53,6 +53,7 @@ from ateam.tools.approvals import Answer
 
 if TYPE_CHECKING:
     from ateam.agent.workctx import WorkingContext
+    from ateam.bus.context import ContextStore
     from ateam.tools.fs import Sandbox
     from ateam.tools.pty import ExecLimits
 
@@ -134,6 +135,8 @@ class ToolContext:
     """The live registry, for ``agents.list``."""
     memory: WorkingContext | None = field(default=None, repr=False)
     """The agent's working context (SPEC §8), for ``memory.*``."""
+    context_items: ContextStore | None = field(default=None, repr=False)
+    """The team's context items (SPEC §9), for ``context.*``."""
 
 
 @dataclass(frozen=True)

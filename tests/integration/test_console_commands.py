@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from .conftest import (
     attach_and_send,
     wait_until,
     write_project,
+    write_scripted_project,
 )
 from .test_fleet import SPAWN_TIMEOUT_S, keepers, mark, spawned, wait_after
 
@@ -159,3 +161,89 @@ def test_agent_new_asks_checks_each_answer_and_creates_only_after_confirmation(
         10,
         "/agents to list p/apollo",
     )
+
+
+def test_context_post_and_ls_and_a_blocking_item_is_a_banner_in_every_console(
+    start_agent: AgentFactory, start_console: ConsoleFactory, tmp_path: Path
+) -> None:
+    root = write_project(tmp_path / "p", "p")
+    start_agent("p/zeus", cwd=root)
+    poster = start_console()
+    watcher = start_console()  # attached to nothing: it still hears of blocking items
+    watcher.wait_line("*** connected to")
+    attach_and_send(poster, "p/zeus")
+
+    start = mark(poster)
+    poster.send("/context post --type discovery --tags parser,perf the parser is O(n^2)")
+    wait_after(poster, start, lambda line: line.startswith("posted c-") and "to p" in line)
+    poster.send("/context post --type request --urgency blocking need the staging DB password")
+    wait_after(poster, start, "(project, blocking)")
+    banner = "*** BLOCKING request from a console: need the staging DB password (/context ls)"
+    watcher.wait_line(banner)
+    assert "the parser is O(n^2)" not in watcher.output()  # background items stay quiet
+
+    start = mark(poster)
+    poster.send("/context ls")
+    header = wait_after(poster, start, lambda line: line.startswith("ID "))
+    assert header.split() == ["ID", "AGE", "TYPE", "URGENCY", "SCOPE", "SOURCE", "TITLE"]
+    newest = wait_after(poster, start, "need the staging DB password")
+    wait_after(poster, start, "the parser is O(n^2)")
+    assert newest.split()[2:6] == ["request", "blocking", "project", "console"]
+
+    start = mark(poster)
+    poster.send("/context ls --tag perf")
+    wait_after(poster, start, "the parser is O(n^2)")
+    poster.send("/context ls --urgency attention --type discovery")
+    wait_after(poster, start, "no context items in p")
+
+    poster.send("/context post --urgency panic help")
+    line = wait_after(poster, start, "error [")
+    assert "error [bad_request]" in line and "urgency" in line
+
+
+def test_an_agent_posts_a_blocking_item_with_its_tool(
+    start_agent: AgentFactory, start_console: ConsoleFactory, tmp_path: Path
+) -> None:
+    call = {
+        "name": "context.post",
+        "args": {"type": "alert", "title": "prod deploy is failing", "urgency": "blocking"},
+    }
+    root = write_scripted_project(
+        tmp_path / "s",
+        "s",
+        [{"text": "Telling the team.", "tool_calls": [call]}, {"text": "Posted."}],
+        allow=("context.*",),
+    )
+    start_agent("s/zeus", cwd=root)
+    watcher = start_console()
+    watcher.wait_line("*** connected to")
+    console = start_console()
+    attach_and_send(console, "s/zeus", "watch the deploy")
+
+    watcher.wait_line("*** BLOCKING alert from s/zeus: prod deploy is failing (/context ls)")
+    console.wait_line("[A:s/zeus] Posted.")
+    start = mark(console)
+    console.send("/context ls")
+    row = wait_after(console, start, "prod deploy is failing")
+    assert row.split()[2:6] == ["alert", "blocking", "project", "s/zeus"]
+
+
+def test_a_plain_console_announces_any_agent_that_starts_waiting(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path
+) -> None:
+    base = hashlib.sha256(b"a = 1\n").hexdigest()
+    call = {"name": "fs.patch", "args": {"path": "a.py", "content": "a = 2\n", "base_sha256": base}}
+    root = write_scripted_project(
+        tmp_path / "s", "s", [{"text": "May I?", "tool_calls": [call]}], allow=("fs.*",)
+    )
+    (root / "a.py").write_text("a = 1\n")
+    start_agent("s/zeus", cwd=root)
+    bystander = start_console()  # not attached to s/zeus
+    bystander.wait_line("*** connected to")
+    console = start_console()
+    attach_and_send(console, "s/zeus", "change it")
+
+    bystander.wait_line("*** agent s/zeus is waiting for approval")
+    assert (bus.entry("s/zeus") or {}).get("state") == "waiting"
+    late = start_console()  # started while it waits: told at once
+    late.wait_line("*** agent s/zeus is waiting for approval")
