@@ -28,27 +28,41 @@ number of lines and ``scrollback * LINE_MAX`` characters; older ones are dropped
 visible "not drawn" note, as they would have scrolled out anyway. An unterminated line
 is cut every :data:`LINE_MAX` characters and each tail keeps a few lines, so 50 MB of
 tool output leaves memory where the scrollback setting puts it.
+
+Garbage collection: pauses of the cycle collector, not drawing, were what kept keys
+waiting in a flood. The stream widget (:class:`StreamLog`) keeps its rows in a form
+the collector does not track, and the objects that exist once the console is up are
+frozen out of full collections (``ConsoleApp._freeze_startup_heap``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Self, cast, overload
 
 from rich.ansi import AnsiDecoder
+from rich.cells import cell_len
+from rich.console import ConsoleOptions, RenderableType
+from rich.measure import measure_renderables
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.geometry import Size
 from textual.screen import ModalScreen
+from textual.strip import Strip
 from textual.widgets import Footer, Input, Label, OptionList, RichLog, Static
 from textual.widgets.option_list import Option
 
@@ -70,10 +84,17 @@ LINE_MAX = 4096
 """Longest line kept: a newline-free flood is cut into lines of this many characters."""
 TAIL_LINES = 4
 """Lines shown per agent in the right-hand tails."""
+AUTO_TAILS = 6
+"""Other live agents followed unasked in the right column (busy ones first)."""
+_BANNER_STYLES = {"warn": "bold yellow", "alert": "bold white on red"}
 FRAME_S = 1 / 60
 FRAME_BUDGET_S = 0.008
 """Time one frame may spend drawing stream lines; the rest waits for the next frame."""
 DRAW_CHUNK = 200
+STYLES_MAX = 4096
+"""Distinct styles the stream pane numbers before it forgets those no kept row uses."""
+LINE_CACHE = 256
+"""Rows of the stream pane kept drawn as strips: a few screens' worth for scrolling."""
 SYNC_S = 0.25
 """How often the agent list and banners are compared with the controller's registry."""
 QUIT_CONFIRM_S = 3.0
@@ -401,10 +422,12 @@ class PanesView(ConsoleView):
 
     def banner(self, text: str, *, level: str = "info") -> None:
         self.banners.append((text, level))
-        style = "bold yellow" if level == "warn" else "bold"
+        style = _BANNER_STYLES.get(level, "bold")
         self._put(lines_of(None, None, f"*** {text}", style))
         self.status_dirty = True
         if self.app is not None:
+            if level == "alert":  # a blocking context item: someone must act
+                self.app.bell()
             self.app.banner_posted()
 
     def table(self, rows: list[dict[str, Any]], columns: list[str]) -> None:
@@ -584,6 +607,216 @@ def agent_prompt(view: AgentView, state: str, *, attached: bool) -> Text:
     details = f"  {model} · {entry.ctx_pct:.0f}% · {entry.host or '-'} · q{entry.queue_len}"
     text.append(details, "dim")
     return text
+
+
+Row = tuple[str | int, ...]
+"""One row of the stream pane: each segment's text followed by its style's number."""
+
+
+def _pairs(row: Row) -> Iterator[tuple[str, int]]:
+    """The ``(text, style number)`` of each segment of ``row``."""
+    return zip(cast("tuple[str, ...]", row[0::2]), cast("tuple[int, ...]", row[1::2]), strict=True)
+
+
+class StreamLog(RichLog):
+    """A :class:`RichLog` whose kept rows cost the garbage collector nothing.
+
+    RichLog keeps each row as a :class:`Strip`: the strip, its segment list, seven
+    caches, and a second strip cached in the first, some twenty objects per row that
+    CPython's cycle collector walks on every full collection. A full scrollback is
+    100 000 objects more, and a flood, which replaces them every second or so, sets off
+    such collections about as often: each stopped the app for 50-200 ms, keystrokes
+    included. Here a row is a tuple of strings and style numbers, which the collector
+    stops tracking at its first pass; rows become strips only when drawn, and only
+    those on screen are kept drawn (:data:`LINE_CACHE`).
+
+    ``lines`` still reads as RichLog's list of strips, made on demand.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._rows: list[Row] = []
+        self._styles: list[Style | None] = []
+        self._style_ids: dict[Style | None, int] = {}
+        self._styles_max = STYLES_MAX
+        super().__init__(**kwargs)
+        self._line_cache = LRUCache(LINE_CACHE)
+
+    @property  # type: ignore[override]  # read-only strips over the rows, not a list
+    def lines(self) -> Sequence[Strip]:
+        return _Strips(self)
+
+    @lines.setter
+    def lines(self, value: list[Strip]) -> None:
+        # Only RichLog.__init__ assigns, an empty list: rows are added by ``write``.
+        self._rows = [self._row(list(strip))[0] for strip in value]
+
+    def write(
+        self,
+        content: RenderableType | object,
+        width: int | None = None,
+        expand: bool = False,
+        shrink: bool = True,
+        scroll_end: bool | None = None,
+        animate: bool = False,
+    ) -> Self:
+        """Render ``content`` into rows at the bottom of the log (as RichLog does)."""
+        if not self._size_known:
+            # RichLog queues the write and replays it here once the size is known.
+            return super().write(content, width, expand, shrink, scroll_end, animate)
+        renderable = self._make_renderable(content)
+        console = self.app.console
+        options = console.options
+        if isinstance(renderable, Text) and not self.wrap:
+            options = options.update(overflow="ignore", no_wrap=True)
+        if width is None:
+            width = self._render_width(renderable, options, expand=expand, shrink=shrink)
+        lines = Segment.split_lines(console.render(renderable, options.update_width(width)))
+        rows = self._rows_of(lines)
+        if not rows:  # nothing rendered still takes a row, as in RichLog
+            rows.append(((" " * width, self._style_id(None)), width))
+        self._add(rows, scroll_end, animate)
+        return self
+
+    def write_lines(
+        self, texts: Iterable[Text], width: int | None, *, scroll_end: bool | None = None
+    ) -> None:
+        """Write each of ``texts`` as ``write(text, width)`` would, all in one go.
+
+        A line that fits ``width`` is made into its segments directly: Rich's wrapping
+        would leave it as it is, at twenty times the cost (25 µs a line against 1).
+        """
+        if not self._size_known or width is None:
+            self.write(Text("\n").join(texts), width, scroll_end=scroll_end)
+            return
+        console = self.app.console
+        options = console.options.update_width(width)
+        if not self.wrap:
+            options = options.update(overflow="ignore", no_wrap=True)
+
+        def lines() -> Iterator[Iterable[Segment]]:
+            for text in texts:
+                plain = text.plain
+                simple = "\t" not in plain and text.justify in (None, "default")
+                if not simple or cell_len(plain) > width:
+                    yield from Segment.split_lines(console.render(text, options))
+                elif text.spans:
+                    yield text.render(console)
+                else:
+                    # Text.render leaves out the text's own style when it has no spans.
+                    yield [Segment(plain, console.get_style(text.style))] if plain else []
+
+        self._add(self._rows_of(lines()), scroll_end, animate=False)
+
+    def _rows_of(self, lines: Iterable[Iterable[Segment]]) -> deque[tuple[Row, int]]:
+        """``lines`` as rows, with their widths; only as many as the log keeps."""
+        if len(self._styles) > self._styles_max:
+            self._renumber_styles()
+        # Rows that would be trimmed at once are never kept, nor their styles numbered.
+        return deque(map(self._row, lines), maxlen=self.max_lines)
+
+    def _add(self, rows: deque[tuple[Row, int]], scroll_end: bool | None, animate: bool) -> None:
+        if not rows:
+            return
+        self._rows.extend(row for row, _ in rows)
+        self._widest_line_width = max(self._widest_line_width, *(cells for _, cells in rows), 0)
+        if self.max_lines is not None and len(self._rows) > self.max_lines:
+            excess = len(self._rows) - self.max_lines
+            self._start_line += excess
+            del self._rows[:excess]
+            self.refresh()
+        self.virtual_size = Size(self._widest_line_width, len(self._rows))
+        if self.auto_scroll if scroll_end is None else scroll_end:
+            self.scroll_end(animate=animate, immediate=False, x_axis=False)
+
+    def _render_width(
+        self, renderable: RenderableType, options: ConsoleOptions, *, expand: bool, shrink: bool
+    ) -> int:
+        """RichLog's width for a write that names none: measured, fitted to the pane."""
+        measured = measure_renderables(self.app.console, options, [renderable]).maximum
+        pane = self.scrollable_content_region.width
+        width = measured
+        if expand and measured < pane:
+            width = pane
+        if shrink and measured > pane:
+            width = pane
+        return max(width, self.min_width)
+
+    def _row(self, line: Iterable[Segment]) -> tuple[Row, int]:
+        """``line`` as a row, and its width in cells."""
+        row: list[str | int] = []
+        cells = 0
+        for text, style, control in line:
+            if control:
+                continue  # cursor movement: a row of a log has nowhere to move it to
+            row += (text, self._style_id(style))
+            cells += cell_len(text)
+        return tuple(row), cells
+
+    def _style_id(self, style: Style | None) -> int:
+        found = self._style_ids.get(style)
+        if found is None:
+            found = self._style_ids[style] = len(self._styles)
+            self._styles.append(style)
+        return found
+
+    def _renumber_styles(self) -> None:
+        """Forget the styles no kept row uses (output in ever new colours, say)."""
+        styles, self._styles, self._style_ids = self._styles, [], {}
+        self._rows = [
+            tuple(item for text, i in _pairs(row) for item in (text, self._style_id(styles[i])))
+            for row in self._rows
+        ]
+        # Renumbering is a pass over every row: when most styles are in use, wait longer.
+        self._styles_max = max(STYLES_MAX, 2 * len(self._styles))
+        self._line_cache.clear()
+
+    def strip(self, y: int) -> Strip:
+        """Row ``y`` (0 is the oldest kept) as a strip."""
+        styles = self._styles
+        return Strip([Segment(text, styles[i]) for text, i in _pairs(self._rows[y])])
+
+    def clear(self) -> Self:
+        self._rows.clear()
+        self._styles.clear()
+        self._style_ids.clear()
+        self._line_cache.clear()
+        self._start_line = 0
+        self._widest_line_width = 0
+        self._deferred_renders.clear()
+        self.virtual_size = Size(0, 0)
+        self.refresh()
+        return self
+
+    def _render_line(self, y: int, scroll_x: int, width: int) -> Strip:
+        if y >= len(self._rows):
+            return Strip.blank(width, self.rich_style)
+        key = (y + self._start_line, scroll_x, width, self._widest_line_width)
+        line = self._line_cache.get(key)
+        if line is None:
+            line = self.strip(y).crop_extend(scroll_x, scroll_x + width, self.rich_style)
+            self._line_cache[key] = line
+        return line
+
+
+class _Strips(Sequence[Strip]):
+    """A :class:`StreamLog`'s rows read as strips, made as they are read."""
+
+    def __init__(self, log: StreamLog) -> None:
+        self._log = log
+
+    def __len__(self) -> int:
+        return len(self._log._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Strip: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Strip]: ...
+
+    def __getitem__(self, index: int | slice) -> Strip | list[Strip]:
+        if isinstance(index, slice):
+            return [self._log.strip(y) for y in range(len(self))[index]]
+        return self._log.strip(range(len(self))[index])
 
 
 class CommandInput(Input):
@@ -767,9 +1000,14 @@ class ConsoleApp(App[str]):
         *,
         scrollback: int = DEFAULT_SCROLLBACK,
         tail_lines: int = TAIL_LINES,
+        first_lines: Sequence[str] = (),
+        auto_tails: int = AUTO_TAILS,
     ) -> None:
         super().__init__()
         self._factory = controller_factory
+        self._first_lines = list(first_lines)
+        """Run once connected (re-attaching after ``/ui panes on`` in plain mode)."""
+        self._auto_tails = auto_tails
         self.scrollback = scrollback
         self.view = PanesView(self, scrollback=scrollback, tail_lines=tail_lines)
         self.controller: ConsoleController | None = None
@@ -793,6 +1031,7 @@ class ConsoleApp(App[str]):
         self._live = ""
         self._quit_armed_at = 0.0
         self._decoders: dict[str, AnsiDecoder] = {}
+        self._froze = False
 
     # layout ---------------------------------------------------------------------------
 
@@ -802,7 +1041,7 @@ class ConsoleApp(App[str]):
             yield OptionList(id="agents")
             with Vertical(id="centre"):
                 yield Static(id="readonly")
-                yield RichLog(id="stream", max_lines=self.scrollback, wrap=True, min_width=1)
+                yield StreamLog(id="stream", max_lines=self.scrollback, wrap=True, min_width=1)
                 yield Static(id="live")
             with VerticalScroll(id="tails"):
                 yield Static(id="tails-text")
@@ -822,6 +1061,9 @@ class ConsoleApp(App[str]):
     @work(exclusive=True, group="start", exit_on_error=False)
     async def _start(self) -> None:
         controller = self._factory(self.view)
+        controller.front_end = "panes"
+        controller.panes_possible = True
+        controller.auto_tail_limit = self._auto_tails  # the right column: the rest of the team
         self.controller = controller
         self.query_one("#command", CommandInput).cycler = TabCycler(
             CommandCompleter.for_controller(controller)
@@ -837,7 +1079,25 @@ class ConsoleApp(App[str]):
             self.exit(EXIT_ERROR, return_code=cli_exit_code(exc))
             return
         self.view.banner("connected — /help for commands, F1 for agents")
+        self._freeze_startup_heap()
+        for line in self._first_lines:
+            self._commands.put_nowait(line)
         self.ready.set()
+
+    def _freeze_startup_heap(self) -> None:
+        """Leave what exists once connected out of the cycle collector's full collections.
+
+        A full collection walks every tracked object, and a started console holds some
+        110 000 (Textual, its widgets and styles, the modules): 70-100 ms with the app
+        stopped, keystrokes included. Drawing a flood creates and drops strips fast
+        enough to set one off every second or so. Nearly all of those objects live as
+        long as the app, so they are frozen (collected first, so no garbage is kept);
+        full collections then walk only what came after. Unfrozen on unmount, so the
+        app's own cycles can be collected once it is gone.
+        """
+        gc.collect()
+        gc.freeze()
+        self._froze = True
 
     # commands ---------------------------------------------------------------------------
 
@@ -941,6 +1201,9 @@ class ConsoleApp(App[str]):
         for task in list(self._side_tasks):
             task.cancel()
         await self._close_controller()
+        if self._froze:
+            self._froze = False
+            gc.unfreeze()
 
     async def action_quit(self) -> None:
         await self.leave(EXIT_QUIT)
@@ -1010,7 +1273,7 @@ class ConsoleApp(App[str]):
 
     def _draw_stream(self) -> None:
         view = self.view
-        log = self.query_one("#stream", RichLog)
+        log = self.query_one("#stream", StreamLog)
         follow = log.scroll_offset.y >= log.max_scroll_y
         # Wrap at the pane's width: left to itself RichLog measures against the whole
         # console, which is not the pane.
@@ -1021,33 +1284,37 @@ class ConsoleApp(App[str]):
             view.skipped = 0
             log.write(Text(note, "dim yellow"), width=width, scroll_end=follow)
         while view.pending and time.perf_counter() - started < FRAME_BUDGET_S:
-            texts = [
-                text for lines in view.take_pending(DRAW_CHUNK) for text in self._render(lines)
-            ]
-            # One write per chunk: RichLog re-trims its line list on every write.
-            log.write(Text("\n").join(texts), width=width, scroll_end=follow)
+            # Line by line, so the garbage of one line is gone before the next is made:
+            # a whole chunk's worth alive at once outlives young collections and is
+            # promoted, which brings on full collections sooner.
+            chunk = view.take_pending(DRAW_CHUNK)
+            log.write_lines(
+                (text for lines in chunk for text in self._render(lines)), width, scroll_end=follow
+            )
         view.drawn()
 
-    def _render(self, lines: Lines) -> list[Text]:
+    def _render(self, lines: Lines) -> Iterator[Text]:
+        """The styled lines of ``lines``, made one at a time as they are drawn."""
         agent = lines.agent
         texts = _fit([_visible(text) for text in lines.text.split("\n")])
         if lines.kind == Kind.OUTPUT and agent is not None:
             decoder = self._decoders.get(agent)
             if decoder is None:
                 decoder = self._decoders[agent] = AnsiDecoder()
-            return [decoder.decode_line(text) for text in texts]
+            return map(decoder.decode_line, texts)
         if agent is not None:
             # A tool boundary or other notice: colours of the last output end there.
             self._decoders.pop(agent, None)
         if lines.kind == Kind.MODEL:
-            return [Text.from_ansi(text, style=lines.style) for text in texts]
-        return [Text(text, lines.style) for text in texts]
+            return (Text.from_ansi(text, style=lines.style) for text in texts)
+        return (Text(text, lines.style) for text in texts)
 
     def _draw_tails(self) -> None:
         controller = self.controller
         if controller is None:
             return
-        shown = sorted(a for a in controller.tailed if a != controller.attached)
+        followed = controller.tailed | controller.auto_tailed
+        shown = sorted(a for a in followed if a != controller.attached)
         out = Text(no_wrap=True, overflow="ellipsis")
         for agent in shown:
             known = controller.known.get(agent)
@@ -1063,7 +1330,7 @@ class ConsoleApp(App[str]):
                 out.append("\n")
             out.append("\n")
         if not shown:
-            out.append("/tail ID shows another\nagent's output here", "dim")
+            out.append("other agents' output\nshows here (/tail ID)", "dim")
         self.query_one("#tails-text", Static).update(out)
 
     # registry, banners, ownership ------------------------------------------------------------
@@ -1124,7 +1391,9 @@ class ConsoleApp(App[str]):
         if waiting - self._waiting:
             self.bell()
         self._waiting = waiting
-        self.view.prune_tails([*controller.tailed, *(a for a in [controller.attached] if a)])
+        self.view.prune_tails(
+            [*controller.tailed, *controller.auto_tailed, *(a for a in [controller.attached] if a)]
+        )
         self._status = self._status_key()
         self._draw_status(controller)
 

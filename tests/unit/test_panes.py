@@ -8,6 +8,7 @@ echo provider.
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
@@ -17,16 +18,20 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from rich.style import Style
+from rich.text import Text
+from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.strip import Strip
 from textual.widgets import Input, Label, OptionList, RichLog, Static
 
 from ateam.agent.process import Agent
 from ateam.bus.connection import RedisTarget, make_client
+from ateam.bus.context import ContextStore
 from ateam.bus.events import Event, EventPublisher, Gap
 from ateam.bus.keys import Keys
 from ateam.bus.registry import AgentEntry, Heartbeat
 from ateam.config import standalone_agent
+from ateam.console import panes
 from ateam.console.controller import ConsoleController, ConsoleView
 from ateam.console.panes import (
     EXIT_ERROR,
@@ -36,6 +41,7 @@ from ateam.console.panes import (
     AskScreen,
     ConsoleApp,
     PaletteScreen,
+    StreamLog,
 )
 from ateam.providers import EchoProvider
 
@@ -497,6 +503,90 @@ async def test_an_unreachable_bus_ends_the_app_with_its_error(namespace: str) ->
     assert app.startup_error.one_line().startswith("error [redis.unavailable]: cannot reach Redis")
 
 
+# the stream pane ---------------------------------------------------------------------------
+
+
+class LogsApp(App[None]):
+    """A StreamLog beside a plain RichLog, to compare the two."""
+
+    def __init__(self, max_lines: int = 5000) -> None:
+        super().__init__()
+        self.max_lines = max_lines
+
+    def compose(self) -> ComposeResult:
+        yield StreamLog(id="stream", max_lines=self.max_lines, wrap=True, min_width=1)
+        yield RichLog(id="rich", max_lines=self.max_lines, wrap=True, min_width=1)
+
+
+def cells(strip: Strip) -> list[tuple[str, Style]]:
+    """What a row draws: its characters and styles, unstyled spans as the null style."""
+    return [(s.text, s.style or Style()) for s in strip if s.text]
+
+
+async def test_stream_rows_draw_as_richlog_draws_them() -> None:
+    texts = [
+        Text.from_ansi("\x1b[31mred\x1b[0m plain \x1b[1;4mbold\x1b[0m"),
+        Text("styled whole", "bold cyan"),
+        Text.from_ansi("dim \x1b[7mreversed\x1b[27m", style="dim"),
+        Text(""),
+        Text("trailing   "),
+        Text("wide 日本語 characters", "magenta"),
+        Text("tab\tstop"),
+        Text("a line longer than the forty columns of the pane, so wrapped", "yellow"),
+    ]
+    async with LogsApp().run_test(size=(100, 20)) as pilot:
+        await pilot.pause()
+        stream = pilot.app.query_one("#stream", StreamLog)
+        rich = pilot.app.query_one("#rich", RichLog)
+        stream.write_lines(texts, 40)
+        rich.write(Text("\n").join(texts), width=40)
+        assert len(stream.lines) == len(rich.lines) == len(texts) + 1  # one line wraps
+        assert [cells(s) for s in stream.lines] == [cells(s) for s in rich.lines]
+
+
+async def test_kept_rows_leave_nothing_for_the_cycle_collector() -> None:
+    # RichLog keeps some twenty tracked objects a row (a strip, its caches, a second
+    # strip); a full scrollback of them made each full collection stop the app.
+    async with LogsApp().run_test(size=(100, 20)) as pilot:
+        await pilot.pause()
+        log = pilot.app.query_one(StreamLog)
+        log.write_lines([Text("warm up")], 80)
+        gc.collect()
+        before = len(gc.get_objects())
+        # One write (each write queues a scroll) and no pause: nothing drawn in between.
+        log.write_lines(
+            (Text.from_ansi(f"\x1b[3{n % 8}mline {n}\x1b[0m plain") for n in range(2000)), 80
+        )
+        gc.collect()
+        assert len(log.lines) == 2001
+        assert len(gc.get_objects()) - before < 100  # RichLog: 44 000
+
+
+async def test_styles_no_kept_row_uses_are_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(panes, "STYLES_MAX", 16)
+    async with LogsApp(max_lines=10).run_test(size=(100, 20)) as pilot:
+        await pilot.pause()
+        log = pilot.app.query_one(StreamLog)
+        for n in range(200):  # a new colour on every line, as a gradient would print
+            log.write_lines([Text.from_ansi(f"\x1b[38;2;{n};0;0mshade {n}\x1b[0m")], 80)
+            assert len(log._styles) <= 2 * 16
+        assert [s.text.rstrip() for s in log.lines] == [f"shade {n}" for n in range(190, 200)]
+        colours = [next(iter(strip)).style for strip in log.lines]
+        assert [c.color.triplet.red for c in colours if c and c.color and c.color.triplet] == list(
+            range(190, 200)
+        )
+
+
+async def test_the_startup_heap_is_frozen_while_the_console_runs(target: RedisTarget) -> None:
+    # Full collections walk every object they are not told to skip: a started console
+    # holds 100 000 that live as long as it does, 70-100 ms with keystrokes waiting.
+    app = make_app(target)
+    async with app.run_test(size=SIZE):
+        await started(app)
+        assert gc.get_freeze_count() > 10_000
+    assert gc.get_freeze_count() == 0
+
+
 # snapshots -------------------------------------------------------------------------------
 
 
@@ -583,3 +673,51 @@ def test_snapshot_palette(
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+async def test_other_live_agents_are_tailed_on_the_right_without_asking(
+    target: RedisTarget, client: aioredis.Redis
+) -> None:
+    keys = Keys(target.namespace)
+    for agent in ("proj/zeus", "proj/hera", "proj/ares"):
+        await Heartbeat(
+            client, keys, entry(agent, state="busy" if agent == "proj/ares" else "idle")
+        ).beat()
+    app = make_app(target, auto_tails=1)
+    publisher = EventPublisher(client, keys, "proj/ares")
+    await publisher.start()
+    try:
+        async with app.run_test(size=SIZE):
+            controller = await started(app)
+            await app.run_line("/attach proj/zeus")
+            await wait_for(lambda: controller.auto_tailed == {"proj/ares"})  # the busy one
+            publisher.emit("token", text="compiling module 7 of 9\n")
+            await publisher.flush(5)
+            await wait_for(lambda: "compiling module 7 of 9" in static_text(app, "#tails-text"))
+            text = static_text(app, "#tails-text")
+            assert "proj/ares · busy" in text
+            assert "proj/hera" not in text  # one place only
+            assert "proj/zeus" not in text  # the attached agent is in the centre
+    finally:
+        await publisher.aclose()
+
+
+async def test_a_blocking_context_item_rings_and_shows_a_banner(
+    target: RedisTarget, client: aioredis.Redis
+) -> None:
+    app = make_app(target)
+    bells: list[None] = []
+    app.bell = lambda: bells.append(None)  # type: ignore[method-assign]
+    store = ContextStore(client, Keys(target.namespace))
+    async with app.run_test(size=SIZE):
+        await started(app)
+        await store.post("proj", type="status", title="tests are green", urgency="attention")
+        await wait_for(lambda: "ATTENTION status from a console" in static_text(app, "#banners"))
+        assert bells == []
+        await store.post(
+            "proj", type="request", title="need a DB password", urgency="blocking",
+            source_agent="proj/zeus",
+        )  # fmt: skip
+        banner = "BLOCKING request from proj/zeus: need a DB password"
+        await wait_for(lambda: banner in static_text(app, "#banners"))
+        assert len(bells) == 1
