@@ -145,26 +145,44 @@ def panes_capable() -> bool:
 
 
 def run_console(target: RedisTarget, *, plain: bool, force_panes: bool = False) -> int:
-    """Panes mode on a capable terminal (SPEC §6), plain line mode otherwise or on request."""
+    """Panes mode on a capable terminal (SPEC §6), plain line mode otherwise or on request.
+
+    ``/ui panes on|off`` ends one front end and starts the other on the same bus,
+    re-attached to the agent the first one was attached to.
+    """
     from ateam.console.plain import run_plain
 
     interactive = sys.stdin.isatty()
-    if plain or not (panes_capable() or force_panes):
-        return asyncio.run(run_plain(target, interactive=interactive))
-    from ateam.console.controller import ConsoleController
-    from ateam.console.panes import EXIT_ERROR, EXIT_PLAIN, ConsoleApp
+    possible = panes_capable() or force_panes
+    panes = possible and not plain
+    first: list[str] = []
+    while True:
+        if not panes:
+            outcome = asyncio.run(
+                run_plain(
+                    target, interactive=interactive, first_lines=first, panes_possible=possible
+                )
+            )
+            if not outcome.to_panes:
+                return outcome.code
+            first, panes = outcome.first_lines, True
+            continue
+        from ateam.console.controller import ConsoleController
+        from ateam.console.panes import EXIT_ERROR, EXIT_PLAIN, ConsoleApp
 
-    app = ConsoleApp(lambda view: ConsoleController(target, view))
-    result = app.run()
-    if result == EXIT_ERROR:
-        error = app.startup_error
-        print(error.one_line() if error else "error: the console could not start", file=sys.stderr)
-        return app.return_code or 1
-    if result == EXIT_PLAIN:
+        app = ConsoleApp(lambda view: ConsoleController(target, view), first_lines=first)
+        result = app.run()
+        if result == EXIT_ERROR:
+            error = app.startup_error
+            print(
+                error.one_line() if error else "error: the console could not start", file=sys.stderr
+            )
+            return app.return_code or 1
+        if result != EXIT_PLAIN:
+            return 0
         # /ui panes off: the same session continues line by line.
-        again = [f"/attach {app.attached_at_exit}"] if app.attached_at_exit else []
-        return asyncio.run(run_plain(target, interactive=interactive, first_lines=again))
-    return 0
+        first = [f"/attach {app.attached_at_exit}"] if app.attached_at_exit else []
+        panes = False
 
 
 def _project_or_none() -> ProjectConfig | None:

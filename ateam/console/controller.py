@@ -147,9 +147,16 @@ class ConsoleController:
         self.pending_tasks: set[str] = set()
         self._ended: deque[str] = deque(maxlen=1000)
         self.quit_requested = False
+        self.front_end = "plain"
+        """``plain`` or ``panes``: set by the front end driving this controller."""
+        self.panes_possible = False
+        """Whether this terminal could show panes (``/ui panes on`` is refused otherwise)."""
+        self.switch_to: str | None = None
+        """Set by ``/ui``: the front end to continue in once this one has ended."""
         self._tasks_changed = asyncio.Event()
         self._registry_news = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
+        self._offsets_writer: asyncio.Task[None] | None = None
         self._keepers: list[subprocess.Popen[bytes]] = []
         """Keepers of agents this console spawned, polled so none lingers as a zombie."""
         self.commands = self._command_table()
@@ -200,6 +207,9 @@ class ConsoleController:
         if self.attached and not self.read_only:
             with contextlib.suppress(*CONNECTION_ERRORS):
                 await self.ownership.release(self.attached)
+        if self._offsets_writer is not None:
+            with contextlib.suppress(Exception):
+                await self._offsets_writer
         for agent in self.tail.agents:
             position = self.tail.position(agent)
             if position is not None and self.view.unsettled(agent) is None:
@@ -334,6 +344,7 @@ class ConsoleController:
                 "hand the attached agent's work to a new agent (its proposal, editable; asks)",
             ),
             ("stop", self._cmd_stop, "/stop ID [--takeover]", "stop an agent gracefully (asks)"),
+            ("ui", self._cmd_ui, "/ui panes on|off", "switch between panes and plain mode live"),
             ("quit", self._cmd_quit, "/quit", "leave the console (agents keep running)"),
         ]
         return {name: Command(name, fn, usage, text) for name, fn, usage, text in rows}
@@ -1211,6 +1222,22 @@ class ConsoleController:
     async def _cmd_quit(self, args: list[str]) -> None:
         self.quit_requested = True
 
+    async def _cmd_ui(self, args: list[str]) -> None:
+        modes = {"on": "panes", "off": "plain"}
+        if len(args) != 2 or args[0] != "panes" or args[1] not in modes:
+            raise UsageError("usage: /ui panes on|off")
+        wanted = modes[args[1]]
+        if wanted == self.front_end:
+            self.view.info(f"already in {wanted} mode")
+            return
+        if wanted == "panes" and not self.panes_possible:
+            raise UsageError(
+                "this terminal cannot show panes: it needs a TTY on both ends and a TERM "
+                "other than dumb"
+            )
+        self.switch_to = wanted
+        self.quit_requested = True  # this front end ends; the caller starts the other
+
     # helpers -------------------------------------------------------------------------
 
     def _require_attached(self) -> str:
@@ -1317,9 +1344,18 @@ class ConsoleController:
                     if item.task_id in self.pending_tasks:
                         self.pending_tasks.discard(item.task_id)
                         self._tasks_changed.set()
-            # One write per rendered batch: a killed console replays at most nothing
-            # it had not yet shown.
-            self.offsets.save()
+            # One write per rendered batch (coalesced while one is on the disk): a
+            # killed console replays at most the batch it had not yet saved.
+            self._save_offsets()
+
+    def _save_offsets(self) -> None:
+        if self._offsets_writer is None or self._offsets_writer.done():
+            self._offsets_writer = asyncio.create_task(self._write_offsets())
+
+    async def _write_offsets(self) -> None:
+        while (data := self.offsets.snapshot()) is not None:
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(self.offsets.write, data)
 
     async def _subscribe(self) -> PubSub:
         pubsub = self.client.pubsub()

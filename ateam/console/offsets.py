@@ -40,18 +40,33 @@ class OffsetStore:
             self._dirty = True
 
     def save(self) -> None:
+        """Write now, on the calling thread."""
+        data = self.snapshot()
+        if data is not None:
+            self.write(data)
+
+    def snapshot(self) -> dict[str, int] | None:
+        """A copy to :meth:`write` (``None`` when nothing changed); marks the store clean.
+
+        Taken on the event loop, written on a worker thread: the console's loop never
+        waits for the disk (a slow disk stalled keystroke echo by up to 200 ms).
+        """
         if not self._dirty:
-            return
-        # Merge with what other consoles wrote meanwhile; ours are newer for our agents.
+            return None
+        self._dirty = False
+        return dict(self._data)
+
+    def write(self, data: dict[str, int]) -> None:
+        """Write ``data``, keeping what other consoles wrote for other keys meanwhile."""
+        merged = dict(data)
         with contextlib.suppress(OSError, ValueError):
             on_disk = json.loads(self.path.read_text())
             if isinstance(on_disk, dict):
                 for key, value in on_disk.items():
-                    if key not in self._data and isinstance(value, int):
-                        self._data[key] = value
+                    if key not in merged and isinstance(value, int):
+                        merged[key] = value
         tmp = self.path.with_name(f".offsets.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
-            json.dump(self._data, fh)
+            json.dump(merged, fh)
         os.replace(tmp, self.path)
-        self._dirty = False

@@ -22,6 +22,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ateam.bus.connection import RedisTarget
@@ -331,27 +332,38 @@ async def run_plain(
     interactive: bool,
     tty: bool | None = None,
     first_lines: Sequence[str] = (),
-) -> int:
-    """The plain console; returns its exit code.
+    panes_possible: bool = False,
+) -> PlainOutcome:
+    """The plain console; returns its exit code, and whether ``/ui panes on`` ended it.
 
     ``tty`` chooses prompt-toolkit input (None: when :func:`prompt_toolkit_wanted`).
     ``first_lines`` run before any input is read (re-attaching after ``/ui panes off``).
+    ``panes_possible`` says whether ``/ui panes on`` may be accepted.
     """
     if tty is None:
         tty = prompt_toolkit_wanted()
     if not tty:
-        return await _run_plain(target, interactive=interactive, tty=False, first=first_lines)
+        return await _run_plain(
+            target, interactive=interactive, tty=False, first=first_lines, panes=panes_possible
+        )
     from prompt_toolkit.patch_stdout import patch_stdout
 
     # Everything the console prints goes through a proxy that draws it above the
     # prompt; raw, so the colours of diffs and tool output pass through.
     with patch_stdout(raw=True):
-        return await _run_plain(target, interactive=interactive, tty=True, first=first_lines)
+        return await _run_plain(
+            target, interactive=interactive, tty=True, first=first_lines, panes=panes_possible
+        )
 
 
 async def _run_plain(
-    target: RedisTarget, *, interactive: bool, tty: bool, first: Sequence[str] = ()
-) -> int:
+    target: RedisTarget,
+    *,
+    interactive: bool,
+    tty: bool,
+    first: Sequence[str] = (),
+    panes: bool = False,
+) -> PlainOutcome:
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
     for preset in first:
@@ -359,12 +371,13 @@ async def _run_plain(
     view = PlainView(lines)
     controller = ConsoleController(target, view)
     controller.announce_waiting = True  # no agent list here: a waiting agent is a banner
+    controller.panes_possible = panes
     try:
         await controller.start()
     except AteamError as exc:
         view.error(exc.one_line())
         await controller.aclose()
-        return cli_exit_code(exc)
+        return PlainOutcome(cli_exit_code(exc))
     view.banner(f"connected to {target.describe()} as {controller.session}; /help for commands")
     quit_armed = False
     pending: set[asyncio.Future[None]] = set()
@@ -412,8 +425,26 @@ async def _run_plain(
         # Print the line still being streamed first, so the offsets saved on close
         # count it as shown and a restarted console does not repeat it.
         view.flush()
+        outcome = PlainOutcome.of(controller, code)
         await controller.aclose()
-    return code
+    return outcome
+
+
+@dataclass(frozen=True)
+class PlainOutcome:
+    """How a plain console ended: its exit code, or a switch to panes (``/ui panes on``)."""
+
+    code: int
+    to_panes: bool = False
+    first_lines: list[str] = field(default_factory=list)
+    """What the panes console runs first: re-attaching to the agent this one had."""
+
+    @classmethod
+    def of(cls, controller: ConsoleController, code: int) -> PlainOutcome:
+        if controller.switch_to != "panes":
+            return cls(code)
+        agent = controller.attached if not controller.read_only else None
+        return cls(code, to_panes=True, first_lines=[f"/attach {agent}"] if agent else [])
 
 
 class PromptInput:

@@ -209,3 +209,29 @@ def test_ctrl_c_asks_before_quitting_and_interrupts_when_attached(
     screen.child.expect(pexpect.EOF, timeout=TIMEOUT_S)
     screen.child.close()
     assert screen.child.exitstatus == 0, screen.text
+
+
+def test_ui_switches_plain_to_panes_and_back_live_staying_attached(
+    screen: Screen, start_agent: AgentFactory, tmp_path: Path
+) -> None:
+    at = _ready(screen)
+    _start_zeus(start_agent, tmp_path)
+    screen.send(f"/attach {AGENT}\r")
+    at = screen.wait_for(f"{AGENT}>", after=screen.wait_for("as its writer", after=at))
+
+    screen.send("/ui panes off\r")  # already plain: nothing changes
+    at = screen.wait_for("already in plain mode", after=at)
+
+    screen.send("/ui panes on\r")
+    # The full-screen console draws itself and attaches to the same agent again.
+    at = screen.wait_for("F1 for agents", after=at, timeout=20)
+    at = screen.wait_for(f"attached to {AGENT} as its writer", after=at, timeout=20)
+    time.sleep(0.5)  # let the command bar take focus before typing into it
+
+    screen.send("/ui panes off\r")
+    at = screen.wait_for("/help for commands", after=at, timeout=20)
+    at = screen.wait_for(f"*** attached to {AGENT} as its writer", after=at)
+    at = screen.wait_for(f"{AGENT}>", after=at)  # prompt-toolkit reads lines again
+    time.sleep(0.3)
+    screen.send("still here\r")
+    screen.wait_for(f"[A:{AGENT}] echo: still here", after=at)
