@@ -103,7 +103,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     redactor = Redactor.from_config(project)
     for handler in logging.getLogger().handlers:
         handler.addFilter(redactor.logging_filter())  # agent.log never holds a secret
-    agent = Agent(config, target, provider, redactor=redactor, repl=repl)
+    agent = Agent(config, target, provider, redactor=redactor, repl=repl, project_root=project.root)
     if model:
         # Asked for by name: a pin, or the idle switch-back would undo it in seconds.
         agent.router.pinned = agent.entry.pinned = model

@@ -16,6 +16,8 @@ The tree::
     ├── ToolDenied                  tool.denied
     ├── FsDenied                    fs.denied
     ├── FsConflict                  fs.conflict
+    ├── KbDenied                    kb.ingest.denied       (a path outside the sandbox)
+    ├── KbUnavailable               kb.unavailable         (no chromadb, or another embedder)
     ├── ProviderError               provider.error         (a model provider failed)
     │   ├── RateLimited             provider.rate_limited  (HTTP 429)
     │   ├── Overloaded              provider.overloaded    (HTTP 529, 503)
@@ -54,6 +56,7 @@ class Code(StrEnum):
     FS_DENIED = "fs.denied"
     FS_CONFLICT = "fs.conflict"
     KB_INGEST_DENIED = "kb.ingest.denied"
+    KB_UNAVAILABLE = "kb.unavailable"
     PAYLOAD_TOO_LARGE = "payload.too_large"
     TIMEOUT = "timeout"
     NO_SUCH_METHOD = "no_such_method"
@@ -174,6 +177,23 @@ class FsConflict(AteamError):
 
     code = Code.FS_CONFLICT
     hint = "read the file again and propose a new patch"
+
+
+class KbDenied(AteamError):
+    """``kb.ingest`` was refused a path: outside the sandbox, a device, a FIFO (SPEC §10)."""
+
+    code = Code.KB_INGEST_DENIED
+
+
+class KbUnavailable(AteamError):
+    """The knowledge base cannot be used as configured.
+
+    Either the ``kb`` extra (chromadb) is not installed, or the scope's store was built
+    by another embedder than the one configured now (vectors of different models, or of
+    different lengths, cannot be compared).
+    """
+
+    code = Code.KB_UNAVAILABLE
 
 
 class PromptProtectedViolation(AteamError):

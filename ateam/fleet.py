@@ -22,6 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -112,6 +113,10 @@ class Seed:
     """Queued before it starts, ahead of anything else, so it is the first thing it does."""
     source: str = "offload"
     """The queue item's ``source``."""
+    kb_chunks: tuple[dict[str, Any], ...] = ()
+    """Exported knowledge-base documents (``kb.export``) for its ``agent`` scope store."""
+    copied_from: str = ""
+    """The agent the documents come from, kept as their provenance."""
 
     def to_spec(self) -> dict[str, str]:
         """The fields a bootstrap token carries to an agent on another host."""
@@ -133,10 +138,11 @@ class Seed:
 
 
 def seed_agent(config: AgentConfig, seed: Seed) -> None:
-    """Write the overlay and queue the first task of an agent that is not running yet.
+    """Write the overlay, KB documents and first task of an agent that is not running yet.
 
     Raises:
         SpawnFailed: the overlay or the queue could not be written.
+        KbUnavailable: documents were given but the ``kb`` extra is not installed.
     """
     try:
         if seed.system_prompt is not None:
@@ -144,6 +150,11 @@ def seed_agent(config: AgentConfig, seed: Seed) -> None:
             atomic_write(config.overlay_prompt_path, seed.system_prompt.encode("utf-8"))
     except OSError as exc:
         raise SpawnFailed(f"cannot write {config.overlay_prompt_path}: {exc.strerror}") from None
+    if seed.kb_chunks:
+        from ateam.kb import KnowledgeBase
+
+        with KnowledgeBase(config.dir / "kb", scope="agent", project=config.project) as kb:
+            kb.import_documents(seed.kb_chunks, copied_from=seed.copied_from)
     if not seed.first_task:
         return
     queue = DurableQueue(config.state_dir)

@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from ateam._fs import atomic_write
 from ateam.agent.handoff import HandoffStore
 from ateam.agent.history import History, SummaryLog
+from ateam.agent.kb import AgentKb
 from ateam.agent.prompts import Prompts
 from ateam.agent.queue import DurableQueue, QueueItem
 from ateam.agent.router import ModelRouter, Reason
@@ -63,6 +64,7 @@ from ateam.errors import (
     LockLost,
     agent_exit_code,
 )
+from ateam.paths import ateam_home
 from ateam.providers import build_provider
 from ateam.providers.base import Provider, estimate_tokens
 from ateam.redact import Redactor
@@ -96,6 +98,7 @@ class Agent:
         redactor: Redactor | None = None,
         tools: ToolRegistry | None = None,
         repl: bool = False,
+        project_root: Path | None = None,
     ) -> None:
         self.config = config
         self.repl = repl
@@ -163,6 +166,13 @@ class Agent:
             resolved=self._approval_resolved,
         )
         self.sandbox = Sandbox(config.cwd, config.fs_whitelist)
+        self.kb = AgentKb(
+            agent_id=config.id,
+            agent_dir=config.dir,
+            project_root=project_root,
+            home=ateam_home(),
+            allowed_roots=[self.sandbox.root, *self.sandbox.whitelist],
+        )
         spec = config.exec
         self.exec_limits = ExecLimits(
             timeout_s=spec.timeout_s,
@@ -336,6 +346,8 @@ class Agent:
             await cancel_quietly(self._worker)
         self.history.close()
         self.queue.close()
+        with contextlib.suppress(Exception):  # a KB that failed to close loses nothing
+            self.kb.close()
         for task in self._tasks:
             await cancel_quietly(task)
         await self.events.aclose(flush_timeout=bus_wait)
@@ -582,6 +594,7 @@ class Agent:
             list_agents=self._list_agents,
             memory=self.workctx,
             context_items=ContextStore(self.client, self.keys),
+            kb=self.kb,
         )
 
     async def _list_agents(self) -> list[dict[str, Any]]:
@@ -871,6 +884,7 @@ class Agent:
             "model": self.router.current,
             "system_prompt": self.prompts.overlay_text(),
             "kb_ids": [],
+            "task": current.text if current is not None else "",
             "first_task": "\n".join(lines),
             "handoff": {"checksum": checksum, "valid": validity.ok, "reason": validity.reason},
         }

@@ -57,8 +57,6 @@ INBOX_MAX_BYTES = 256 * 1024
 """Larger inbox files are skipped: a task that size would not fit a context anyway."""
 INBOX_PREVIEW_LINES = 5
 """How many lines of an inbox file ``inbox scan`` shows before asking."""
-KB_UNAVAILABLE = "kb.unavailable"
-"""Stable code of ``kb ingest`` in a version without a knowledge base."""
 UNKNOWN_COMMAND = "repl.unknown_command"
 """Stable code of a ``/word`` the REPL does not know."""
 YES = frozenset({"y", "yes"})
@@ -79,7 +77,7 @@ COMMANDS: dict[str, _Command] = {
         "history tail [N]", f"the newest N turns (default 10, max {MAX_HISTORY_TAIL})"
     ),
     "sys": _Command("sys show|reload", "show the effective system prompt, or reload its files"),
-    "kb": _Command("kb ingest PATH…", "add files to the knowledge base"),
+    "kb": _Command("kb ingest [--scope agent|project|user] PATH…", "add files to a knowledge base"),
     "inbox": _Command("inbox scan", "offer each inbox file as a task, one question each"),
     "help": _Command("help", "this list"),
 }
@@ -355,13 +353,23 @@ class AgentRepl:
             self._usage("sys")
 
     async def _kb(self, args: list[str]) -> None:
-        self.out(
-            _one_line(
-                KB_UNAVAILABLE,
-                "kb is not available in this version",
-                "put the files in the inbox and use inbox scan",
-            )
-        )
+        scope = "agent"
+        if args[1:3] and args[1] == "--scope":
+            scope, args = args[2], [args[0], *args[3:]]
+        if len(args) < 2 or args[0] != "ingest":
+            return self._usage("kb")
+        try:
+            report = await self._call("kb_ingest", scope=scope, paths=args[1:])
+        except AteamError as exc:
+            self.out(exc.one_line())
+            return
+        lines = [
+            f"kb {scope}: {len(report['ingested'])} document(s) ingested, "
+            f"{report['chunks']} chunk(s), {len(report['skipped'])} skipped"
+        ]
+        lines += [f"  + {d['doc_id']} {d['path']}" for d in report["ingested"]]
+        lines += [f"  - {d['path']}: {d['reason']}" for d in report["skipped"]]
+        self.out("\n".join(lines))
 
     async def _inbox(self, args: list[str]) -> None:
         if args != ["scan"]:

@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ateam._fs import atomic_write
+from ateam.agent.kb import check_scope
 from ateam.agent.plan import append_plan, delete_plan, read_plan, write_plan
+from ateam.bus.events import EventType
 from ateam.bus.rpc import Call, Method
 from ateam.config import AgentConfig
-from ateam.errors import BadRequest
+from ateam.errors import AteamError, BadRequest
+from ateam.kb import DEFAULT_K
 from ateam.tools.approvals import parse_decision
 
 if TYPE_CHECKING:
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
 
 MAX_HISTORY_TAIL = 1000
 PLAN_FILE = "plan.md"
+MAX_OFFLOAD_DOCS = 5
+"""KB documents an offload proposal suggests copying (the owner may change them)."""
 
 
 def save_model(config: AgentConfig, model: str) -> str:
@@ -223,11 +228,68 @@ class AgentService:
         except OSError as exc:
             raise BadRequest(f"cannot write {self._plan_path}: {exc.strerror}") from None
 
+    # the knowledge base ------------------------------------------------------------------
+
+    async def kb_ingest(self, call: Call) -> dict[str, Any]:
+        paths = call.params.get("paths")
+        if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
+            raise BadRequest("'paths' must be a non-empty list of paths")
+        scope = check_scope(call.params.get("scope"))
+        loop = asyncio.get_running_loop()
+        events = self.agent.events
+
+        def progress(done: int, total: int, path: str) -> None:
+            # Called on the ingesting thread; the publisher belongs to the loop.
+            loop.call_soon_threadsafe(
+                lambda: events.emit(
+                    EventType.KB_PROGRESS, scope=scope, done=done, total=total, path=path
+                )
+            )
+
+        return await self.agent.kb.ingest(scope, paths, progress=progress)
+
+    async def kb_search(self, call: Call) -> dict[str, Any]:
+        scope = check_scope(call.params.get("scope"))
+        k = _int_param(call, "k", DEFAULT_K, low=1, high=50)
+        hits = await self.agent.kb.search(scope, _text_param(call, "query"), k=k)
+        return {"hits": hits}
+
+    async def kb_list(self, call: Call) -> dict[str, Any]:
+        scope = check_scope(call.params.get("scope"))
+        return {"documents": await self.agent.kb.documents(scope)}
+
+    async def kb_export(self, call: Call) -> dict[str, Any]:
+        ids = call.params.get("ids")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise BadRequest("'ids' must be a list of document ids (there is no copy-all)")
+        scope = check_scope(call.params.get("scope"))
+        return {"chunks": await self.agent.kb.export(scope, ids), "from": self.agent.id}
+
+    async def kb_import(self, call: Call) -> dict[str, Any]:
+        chunks = call.params.get("chunks")
+        if not isinstance(chunks, list) or not all(isinstance(c, dict) for c in chunks):
+            raise BadRequest("'chunks' must be a list of exported chunks")
+        scope = check_scope(call.params.get("scope"))
+        copied_from = _text_param(call, "copied_from")
+        return await self.agent.kb.import_documents(scope, chunks, copied_from=copied_from)
+
     async def offload_propose(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
         if name is not None and not isinstance(name, str):
             raise BadRequest("'name' must be a string")
-        return self.agent.propose_offload(name)
+        proposal = self.agent.propose_offload(name)
+        proposal["kb_ids"] = await self._relevant_documents(proposal["task"])
+        return proposal
+
+    async def _relevant_documents(self, task: str) -> list[str]:
+        """Up to 5 of the agent's own documents about ``task``, best first; none without a KB."""
+        if not task or not (self.agent.config.dir / "kb").is_dir():
+            return []  # never create a store just to propose from it
+        try:
+            hits = await self.agent.kb.search("agent", task[:2000], k=MAX_OFFLOAD_DOCS * 3)
+        except AteamError:
+            return []
+        return list(dict.fromkeys(hit["doc_id"] for hit in hits))[:MAX_OFFLOAD_DOCS]
 
     async def context_summarize(self, call: Call) -> dict[str, Any]:
         return await self.agent.summarize("/summarize")
@@ -326,6 +388,11 @@ def build_methods(agent: Agent) -> dict[str, Method]:
         ("model.use", svc.model_use, True, "pin a model {model}; null unpins"),
         ("model.save", svc.model_save, True, "write the current model to agent.yaml"),
         ("handoff.show", svc.handoff_show, False, "the handoff record and whether it verifies"),
+        ("kb.ingest", svc.kb_ingest, True, "add files to a KB {scope?, paths}; kb.progress events"),
+        ("kb.search", svc.kb_search, False, "top hits in a KB {scope?, query, k?}"),
+        ("kb.list", svc.kb_list, False, "documents of a KB {scope?}"),
+        ("kb.export", svc.kb_export, False, "chosen documents' chunks {scope?, ids}"),
+        ("kb.import", svc.kb_import, True, "store exported chunks {scope?, chunks, copied_from}"),
         ("plan.read", svc.plan_read, False, "the agent's plan.md {text, path, bytes}"),
         ("plan.write", svc.plan_write, True, "replace the plan {text}"),
         ("plan.append", svc.plan_append, True, "add a line to the plan {text}"),

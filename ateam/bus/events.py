@@ -61,6 +61,7 @@ class EventType(StrEnum):
     PROMPT = "prompt"
     OWNERSHIP = "ownership"
     CONTEXT = "context"
+    KB_PROGRESS = "kb.progress"
 
 
 @dataclass(frozen=True)

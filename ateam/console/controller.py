@@ -95,6 +95,12 @@ SERVING_STATES = ("idle", "busy", "waiting")
 CONTEXT_USAGE = (
     "/context [ls|post] [--type T] [--urgency U] [--scope S] [--tags A,B] [--content C] [TITLE]"
 )
+KB_USAGE = (
+    "/kb add|search|ls|copy-from [--scope agent|project|user] … "
+    "(add PATH…, search QUERY, copy-from ID --ids A,B)"
+)
+KB_INGEST_TIMEOUT_S = 600.0
+"""A large directory takes a while to chunk and embed; progress arrives as events."""
 CONTEXT_COLUMNS = ["id", "age", "type", "urgency", "scope", "source", "title"]
 ALERT_URGENCIES = {"attention": "warn", "blocking": "alert"}
 """Context items consoles announce, and the banner level of each (``alert`` rings)."""
@@ -318,6 +324,7 @@ class ConsoleController:
                 "/plan [read|write|append|delete|list] [TEXT]",
                 "the attached agent's plan.md; write without TEXT opens $EDITOR",
             ),
+            ("kb", self._cmd_kb, KB_USAGE, "the knowledge base of the attached agent"),
             (
                 "context",
                 self._cmd_context,
@@ -776,6 +783,100 @@ class ConsoleController:
         ]
         self.view.table(rows, CONTEXT_COLUMNS)
 
+    async def _cmd_kb(self, args: list[str]) -> None:
+        action = args[0] if args else ""
+        handler = self._kb_actions.get(action)
+        if handler is None:
+            raise UsageError(f"usage: {KB_USAGE}")
+        positional, options, _ = _parse_args(
+            args[1:], f"usage: {KB_USAGE}", options=("--scope", "--ids", "--k")
+        )
+        await handler(positional, options)
+
+    @property
+    def _kb_actions(self) -> dict[str, Callable[[list[str], dict[str, str]], Awaitable[None]]]:
+        return {
+            "add": self._kb_add,
+            "search": self._kb_search,
+            "ls": self._kb_ls,
+            "copy-from": self._kb_copy_from,
+        }
+
+    async def _kb_add(self, paths: list[str], options: dict[str, str]) -> None:
+        if not paths:
+            raise UsageError("usage: /kb add [--scope S] PATH…")
+        agent = self._require_writer()
+        # A path that exists here is sent absolute (the console and the agent usually
+        # share a host); anything else is the agent's to resolve against its cwd.
+        sent = await asyncio.to_thread(_local_paths, paths)
+        params = {"scope": options.get("--scope", "agent"), "paths": sent}
+        report = await self.rpc.call(agent, "kb.ingest", params, timeout=KB_INGEST_TIMEOUT_S)
+        self.view.info(
+            f"kb {params['scope']}: {len(report['ingested'])} document(s) ingested, "
+            f"{report['chunks']} chunk(s), {len(report['skipped'])} skipped"
+        )
+        for item in report["ingested"]:
+            self.view.info(f"  + {item['doc_id']} {item['path']} ({item['chunks']} chunks)")
+        for item in report["skipped"]:
+            dup = f" (duplicate of {item['duplicate_of']})" if item.get("duplicate_of") else ""
+            self.view.info(f"  - {item['path']}: {item['reason']}{dup}")
+
+    async def _kb_search(self, words: list[str], options: dict[str, str]) -> None:
+        if not words:
+            raise UsageError("usage: /kb search [--scope S] QUERY")
+        agent = self._require_attached()
+        params: dict[str, Any] = {
+            "scope": options.get("--scope", "agent"),
+            "query": " ".join(words),
+        }
+        if "--k" in options:
+            params["k"] = _int_option(options["--k"], "--k")
+        hits = (await self.rpc.call(agent, "kb.search", params))["hits"]
+        if not hits:
+            self.view.info("no passage scores above the minimum (0.35)")
+            return
+        rows = [
+            {
+                "score": hit["score"],
+                "doc": hit["doc_id"],
+                "path": hit["path"],
+                "title": (hit.get("title") or "")[:40],
+                "text": " ".join(str(hit.get("text", "")).split())[:60],
+            }
+            for hit in hits
+        ]
+        self.view.table(rows, ["score", "doc", "path", "title", "text"])
+
+    async def _kb_ls(self, words: list[str], options: dict[str, str]) -> None:
+        agent = self._require_attached()
+        scope = options.get("--scope", "agent")
+        docs = (await self.rpc.call(agent, "kb.list", {"scope": scope}))["documents"]
+        if not docs:
+            self.view.info(f"the {scope} knowledge base of {agent} is empty")
+            return
+        self.view.table(docs, ["doc_id", "path", "chunks", "source_agent"])
+
+    async def _kb_copy_from(self, words: list[str], options: dict[str, str]) -> None:
+        ids = list(_csv(options.get("--ids")))
+        if len(words) != 1 or not ids:
+            raise UsageError("usage: /kb copy-from ID --ids A,B (only chosen documents)")
+        target = self._require_writer()
+        source = await self.resolve_agent(words[0])
+        await self._copy_documents(source, target, ids, options.get("--scope", "agent"))
+
+    async def _copy_documents(self, source: str, target: str, ids: list[str], scope: str) -> None:
+        exported = await self.rpc.call(source, "kb.export", {"scope": "agent", "ids": ids})
+        report = await self.rpc.call(
+            target,
+            "kb.import",
+            {"scope": scope, "chunks": exported["chunks"], "copied_from": source},
+            timeout=KB_INGEST_TIMEOUT_S,
+        )
+        self.view.info(
+            f"copied {len(report['ingested'])} document(s) from {source} into the {scope} "
+            f"knowledge base of {target}; {len(report['skipped'])} already there"
+        )
+
     async def _cmd_agents(self, args: list[str]) -> None:
         project = await self._home_project()
         running = {v.id: v for v in await self.refresh_agents(announce=False)}
@@ -931,7 +1032,18 @@ class ConsoleController:
             request = fleet.SpawnRequest(form.project, form.name, Path(form.cwd), form.model)
             await self._issue_remote(request, with_cwd=True, seed=seed)
             self.view.info(f"{form.parent} keeps working; the new agent starts on the handoff")
+            if form.kb_ids:
+                # A token is no place for documents: they follow once it has joined.
+                self.view.info(
+                    f"once it has joined: /attach {form.agent_id}, then /kb copy-from "
+                    f"{form.parent} --ids {','.join(form.kb_ids)}"
+                )
             return
+        if form.kb_ids:
+            exported = await self.rpc.call(
+                form.parent, "kb.export", {"scope": "agent", "ids": list(form.kb_ids)}
+            )
+            seed = replace(seed, kb_chunks=tuple(exported["chunks"]), copied_from=form.parent)
         parent = await self._local_config(form.parent, Path(form.cwd))
         agent_yaml = fleet.parent_agent_yaml(parent) if parent is not None else {}
         agent_yaml.pop("cwd", None)  # the new agent's cwd is given on its command line
@@ -1516,6 +1628,22 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+def kb_progress_line(data: dict[str, Any]) -> str:
+    """A ``kb.progress`` event as one line: ``kb agent: 3/10 docs/a.md``."""
+    return f"kb {data.get('scope')}: {data.get('done')}/{data.get('total')} {data.get('path')}"
+
+
+def _local_paths(paths: list[str]) -> list[str]:
+    return [str(Path(p).expanduser().resolve()) if Path(p).exists() else p for p in paths]
+
+
+def _int_option(value: str, name: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise UsageError(f"{name} needs a whole number") from None
 
 
 def _csv(value: str | None) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ typed, not when the agent would start.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -18,6 +19,7 @@ from ateam.errors import UsageError
 __all__ = ["LONG_FIELDS", "OffloadForm"]
 
 WHERE = ("here", "remote")
+_DOC_ID = re.compile(r"d-[0-9a-f]{6,64}")
 LONG_FIELDS = ("system_prompt", "first_task")
 """Fields holding whole texts: shown folded, edited in ``$EDITOR`` or replaced whole."""
 
@@ -46,10 +48,12 @@ def _flag(value: str) -> bool:
 
 
 def _ids(value: str) -> tuple[str, ...]:
-    ids = tuple(part.strip() for part in value.split(",") if part.strip())
-    if ids:
-        # Honest rather than silently dropped: nothing could copy the documents.
-        raise UsageError("kb_ids: this build has no knowledge base yet (SPEC §10); leave it empty")
+    ids = tuple(
+        part.strip() for part in value.split(",") if part.strip() and part.strip() != "none"
+    )
+    bad = [i for i in ids if not _DOC_ID.fullmatch(i)]
+    if bad:
+        raise UsageError(f"kb_ids: {', '.join(bad)} are not document ids (d-…, see /kb ls)")
     return ids
 
 

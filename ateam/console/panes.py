@@ -69,7 +69,7 @@ from textual.widgets.option_list import Option
 from ateam.bus.events import Event, EventType, Gap, decode_chunk
 from ateam.bus.registry import AgentView
 from ateam.console.completion import CommandCompleter, TabCycler
-from ateam.console.controller import ConsoleController, ConsoleView, table_lines
+from ateam.console.controller import ConsoleController, ConsoleView, kb_progress_line, table_lines
 from ateam.errors import AteamError, cli_exit_code
 
 EXIT_QUIT = "quit"
@@ -538,6 +538,9 @@ class PanesView(ConsoleView):
         text = f"prompt {data.get('action')} (v{data.get('version')}): {data.get('reason')}"
         self._say(event, text, "dim")
 
+    def _kb_progress(self, event: Event) -> None:
+        self._say(event, kb_progress_line(event.data), "dim")
+
     def _context(self, event: Event) -> None:
         data = event.data
         if data.get("action") in ("summarized", "summary_failed"):
@@ -564,6 +567,7 @@ _RENDERERS: dict[str, Callable[[PanesView, Event], None]] = {
     EventType.APPROVAL_RESOLVED: PanesView._approval_resolved,
     EventType.PROMPT: PanesView._prompt,
     EventType.CONTEXT: PanesView._context,
+    EventType.KB_PROGRESS: PanesView._kb_progress,
 }
 
 # Order matters: "+++"/"---" headers are bold before "+"/"-" lines are coloured.

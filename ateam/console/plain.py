@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ateam.bus.connection import RedisTarget
 from ateam.bus.events import Event, EventType, Gap, decode_chunk
-from ateam.console.controller import ConsoleController, table_lines
+from ateam.console.controller import ConsoleController, kb_progress_line, table_lines
 from ateam.errors import AteamError, cli_exit_code
 from ateam.paths import ateam_home, private_dir
 
@@ -249,6 +249,9 @@ class PlainView:
             f"({data.get('reason')})"
         )
 
+    def _kb_progress(self, event: Event) -> None:
+        self._print(f"{prefix(event.agent)} {kb_progress_line(event.data)}")
+
     def _context(self, event: Event) -> None:
         data = event.data
         if data.get("action") in ("summarized", "summary_failed"):
@@ -288,6 +291,7 @@ _RENDERERS: dict[str, Callable[[PlainView, Event], None]] = {
     EventType.PROMPT: PlainView._prompt,
     EventType.MODEL_SWITCH: PlainView._model_switch,
     EventType.CONTEXT: PlainView._context,
+    EventType.KB_PROGRESS: PlainView._kb_progress,
 }
 
 # Order matters: "+++"/"---" headers are bold before "+"/"-" lines are coloured.

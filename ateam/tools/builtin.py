@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ateam.agent.kb import check_scope
 from ateam.agent.plan import append_plan, read_plan, write_plan
 from ateam.agent.workctx import WorkingContext
 from ateam.bus.context import ContextStore
@@ -281,6 +282,22 @@ async def context_read(ctx: ToolContext, query: str = "", limit: int = 10) -> li
     return [item.to_wire() for item in items]
 
 
+@tool("kb.search")
+async def kb_search(
+    ctx: ToolContext, query: str, scope: str = "agent", k: int = 8
+) -> list[dict[str, Any]]:
+    """Search a knowledge base for passages about the query, best first.
+
+    Args:
+        query: What to look for, in words.
+        scope: agent (this agent's notes), project (shared by the project) or user.
+        k: At most this many passages.
+    """
+    if ctx.kb is None:
+        raise BadRequest("this agent has no knowledge base")
+    return await ctx.kb.search(check_scope(scope), query, k=max(1, min(k, 20)))
+
+
 @tool("memory.decide")
 def memory_decide(
     ctx: ToolContext, decision: str, rationale: str = "", impact: str = ""
@@ -333,6 +350,7 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (
     memory_constrain,
     context_post,
     context_read,
+    kb_search,
 )
 
 

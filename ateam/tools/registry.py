@@ -52,6 +52,7 @@ from ateam.errors import BadRequest, RpcTimeout, ToolDenied
 from ateam.tools.approvals import Answer
 
 if TYPE_CHECKING:
+    from ateam.agent.kb import AgentKb
     from ateam.agent.workctx import WorkingContext
     from ateam.bus.context import ContextStore
     from ateam.tools.fs import Sandbox
@@ -137,6 +138,8 @@ class ToolContext:
     """The agent's working context (SPEC §8), for ``memory.*``."""
     context_items: ContextStore | None = field(default=None, repr=False)
     """The team's context items (SPEC §9), for ``context.*``."""
+    kb: AgentKb | None = field(default=None, repr=False)
+    """The agent's knowledge bases (SPEC §10), for ``kb.*``."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from .conftest import (
     write_project,
     write_scripted_project,
 )
-from .test_fleet import SPAWN_TIMEOUT_S, keepers, mark, spawned, wait_after
+from .test_fleet import SPAWN_TIMEOUT_S, keepers, lines_from, mark, spawned, wait_after
 
 pytestmark = pytest.mark.integration
 
@@ -247,3 +247,53 @@ def test_a_plain_console_announces_any_agent_that_starts_waiting(
     assert (bus.entry("s/zeus") or {}).get("state") == "waiting"
     late = start_console()  # started while it waits: told at once
     late.wait_line("*** agent s/zeus is waiting for approval")
+
+
+def test_kb_add_search_and_copy_from_through_the_console(
+    start_agent: AgentFactory, start_console: ConsoleFactory, tmp_path: Path
+) -> None:
+    root = write_project(tmp_path / "p", "p", agents=("zeus", "hera"))
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "deploy.md").write_text(
+        "# Deploying\n\nRun make release, then watch the canary dashboard.\n\n"
+        "# Rolling back\n\nRoll back with make rollback; it restores the previous image.\n"
+    )
+    (docs / "parser.md").write_text(
+        "# The parser\n\nThe tokenizer feeds a recursive descent parser for the config files.\n"
+    )
+    (docs / "deploy-copy.md").write_text((docs / "deploy.md").read_text().replace("\n", "\r\n"))
+    start_agent("p/zeus", cwd=root)
+    start_agent("p/hera", cwd=root)
+    console = start_console()
+    attach_and_send(console, "p/zeus")
+
+    start = mark(console)
+    console.send(f"/kb add {docs}")
+    summary = wait_after(console, start, "document(s) ingested", timeout=60)
+    assert summary.startswith("kb agent: 2 document(s) ingested")
+    assert "1 skipped" in summary
+    wait_after(console, start, lambda line: "deploy-copy.md" in line and "duplicate of" in line)
+    wait_after(console, start, lambda line: line.startswith("[A:p/zeus] kb agent: 3/3 "))
+
+    start = mark(console)
+    console.send("/kb search how do I roll back a release")
+    wait_after(console, start, lambda line: line.startswith("SCORE "))
+    best = wait_after(console, start, lambda line: line[:1].isdigit())
+    assert "docs/deploy" in best
+    assert float(best.split()[0]) >= 0.35
+    doc_id = best.split()[1]
+
+    start = mark(console)
+    console.send("/attach p/hera")
+    wait_after(console, start, "attached to p/hera")
+    console.send(f"/kb copy-from p/zeus --ids {doc_id}")
+    wait_after(console, start, "copied 1 document(s) from p/zeus into the agent knowledge base")
+    console.send("/kb ls")
+    row = wait_after(console, start, lambda line: line.startswith(doc_id))
+    assert "p/zeus" in row  # provenance kept
+    assert not [ln for ln in lines_from(console, start) if "parser.md" in ln]  # only the chosen
+
+    console.send("/kb add /etc/hostname")  # outside hera's sandbox; ends this script's console
+    line = wait_after(console, start, "error [kb.ingest.denied]")
+    assert "/etc/hostname" in line

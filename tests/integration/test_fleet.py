@@ -25,6 +25,7 @@ import pytest
 from ateam.bus.bootstrap import issue
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.keys import Keys
+from ateam.kb import KnowledgeBase
 
 from .conftest import (
     START_TIMEOUT_S,
@@ -368,16 +369,21 @@ def test_offload_proposes_an_editable_spec_and_starts_the_agent_on_the_handoff(
     zeus_dir = root / ".ateam" / "agents" / "zeus"
     (zeus_dir / "agent.yaml").write_text("model: slowecho\ntools:\n  allow: [plan.*]\n")
     (zeus_dir / "system_overlay.md").write_text("Always answer in haiku.\n")
+    (root / "parser.md").write_text("# The parser\n\nA recursive descent parser for configs.\n")
     zeus = start_agent("p/zeus", cwd=root)
     console = start_console()
-    long_task = "refactor the parser " + " ".join(f"w{i}" for i in range(60))  # ~6 s busy
-    attach_and_send(console, "p/zeus", long_task)
+    attach_and_send(console, "p/zeus", "/kb add parser.md")
+    console.wait_line("kb agent: 1 document(s) ingested", timeout=60)
+    long_task = "refactor the parser: " + "the recursive descent parser of the configs " * 8
+    console.send(long_task)  # ~6 s of streaming at 100 ms a word: busy while we offload
     wait_until(lambda: (bus.entry("p/zeus") or {}).get("state") == "busy", 10, "zeus busy")
 
     console.send("/offload")
     start = mark(console)
     wait_after(console, start, "p/zeus proposes this agent to take over its work")
     wait_after(console, start, form_field("name", "zeus-2"))
+    doc_id = wait_after(console, start, lambda line: "kb_ids" in line).split()[-1]
+    assert doc_id.startswith("d-")  # the agent chose its document about the parser
     wait_after(console, start, lambda line: "handoff" in line and "sha256:" in line)
     console.send("name=../evil")  # refused, the form stays as it was
     wait_after(console, start, "error [bad_request]: invalid agent name '../evil'")
@@ -407,6 +413,10 @@ def test_offload_proposes_an_editable_spec_and_starts_the_agent_on_the_handoff(
     assert "refactor the parser" in turn["content"]  # the handoff's task
     record = json.loads((zeus_dir / "state" / "handoff.json").read_text())
     assert record["checksum"].split(":")[1][:12] in turn["content"]
+    with KnowledgeBase(hermes / "kb", scope="agent", project="p") as kb:
+        (document,) = kb.documents()
+    assert document["doc_id"] == doc_id
+    assert document["source_agent"] == "p/zeus"
 
     # The original agent was not stopped: it finishes the task it was on.
     console.wait_line("[A:p/zeus] echo: refactor the parser", timeout=30)

@@ -77,7 +77,7 @@ async def test_status_reports_state_and_offsets(agent: Agent) -> None:
         "input", "interrupt", "cancel", "queue.clear", "queue.retry", "history.clear", "shutdown",
         "approval.answer", "prompt.append", "prompt.set", "prompt.reload",
         "model.use", "model.save", "context.summarize", "offload.propose",
-        "plan.write", "plan.append", "plan.delete",
+        "plan.write", "plan.append", "plan.delete", "kb.ingest", "kb.import",
     }  # fmt: skip
 
 

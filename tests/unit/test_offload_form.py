@@ -24,6 +24,10 @@ def test_edits_are_parsed_and_applied_one_field_at_a_time() -> None:
     form = OffloadForm.from_proposal(PROPOSAL)
 
     edited = form.apply("name=hermes").apply("worktree: yes").apply("where=remote")
+    assert form.apply("kb_ids=d-0fcbd2b70b1f, d-681b032c8f4d").kb_ids == (
+        "d-0fcbd2b70b1f",
+        "d-681b032c8f4d",
+    )
 
     assert (edited.name, edited.worktree, edited.where) == ("hermes", True, "remote")
     assert edited.agent_id == "p/hermes"
@@ -36,7 +40,7 @@ def test_edits_are_parsed_and_applied_one_field_at_a_time() -> None:
         ("name=../etc", "invalid agent name"),
         ("where=moon", "where must be one of here, remote"),
         ("worktree=maybe", "worktree must be yes or no"),
-        ("kb_ids=doc1,doc2", "no knowledge base"),
+        ("kb_ids=doc1,d-0fcbd2b70b1f", "doc1 are not document ids"),
         ("first_task=", "cannot be empty"),
         ("colour=red", "expected FIELD=VALUE"),
     ],

@@ -144,8 +144,11 @@ async def test_commands_dispatch_to_the_agent(agent: Agent) -> None:
 
     await repl.handle("/attach proj/other")
     assert script.lines[-1].startswith("error [repl.unknown_command]: unknown command /attach")
-    await repl.handle("kb ingest ./x")
-    assert script.lines[-1].startswith("error [kb.unavailable]: kb is not available")
+    (agent.config.cwd / "notes.md").write_text("# Deploys\nRoll back with make rollback.\n")
+    await repl.handle("kb ingest notes.md")
+    assert script.lines[-1].startswith("kb agent: 1 document(s) ingested")
+    await repl.handle("kb ingest /etc/hostname")
+    assert script.lines[-1].startswith("error [kb.ingest.denied]")
     await repl.handle("history last")
     assert script.lines[-1].startswith("error [bad_request]: usage: history tail [N]")
     await repl.handle("help")
