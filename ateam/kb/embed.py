@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-import os
 import re
 import struct
 from collections import Counter
@@ -32,7 +31,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ateam.errors import (
-    AuthFailed,
     ConfigError,
     KbUnavailable,
     ProviderError,
@@ -266,9 +264,6 @@ def _trigrams(word: str) -> tuple[str, ...]:
 # --- an OpenAI-compatible endpoint ------------------------------------------------------
 
 _PROVIDER = "openai"
-_NO_KEY = "unused"
-"""Sent when no ``api_key_env`` is named: local servers need no key, but the SDK refuses
-to send a request without one."""
 _TIMEOUT_S = 25.0
 """Per request, under the ``kb.*`` tools' 30 s."""
 
@@ -372,12 +367,9 @@ class OpenAIEmbedder:
         return self._client
 
     def _api_key(self) -> str:
-        if self.api_key_env is None:
-            return _NO_KEY
-        key = os.environ.get(self.api_key_env, "").strip()
-        if not key:
-            raise AuthFailed.missing_key(self.api_key_env, provider=_PROVIDER, model=self.model)
-        return key
+        from ateam.providers.openai import api_key
+
+        return api_key(self.api_key_env, provider=_PROVIDER, model=self.model)
 
 
 # --- configuration ----------------------------------------------------------------------

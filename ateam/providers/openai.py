@@ -109,6 +109,21 @@ _DETAIL_TEXT_MAX = 300
 """Longest provider message quoted in an error (an HTML error page can be huge)."""
 
 
+def api_key(env_name: str | None, *, provider: str, model: str) -> str:
+    """The key in ``$env_name`` for an OpenAI-compatible endpoint (chat or embeddings).
+
+    Raises:
+        AuthFailed: the variable is named but empty or unset (read at each call, so a
+            key exported later is picked up).
+    """
+    if env_name is None:
+        return _NO_KEY
+    key = os.environ.get(env_name, "").strip()
+    if not key:
+        raise AuthFailed.missing_key(env_name, provider=provider, model=model)
+    return key
+
+
 class OpenAIProvider:
     """A model behind an OpenAI-compatible Chat Completions endpoint.
 
@@ -161,12 +176,7 @@ class OpenAIProvider:
         return self._client
 
     def _api_key(self) -> str:
-        if self.api_key_env is None:
-            return _NO_KEY
-        key = os.environ.get(self.api_key_env, "").strip()
-        if not key:
-            raise AuthFailed.missing_key(self.api_key_env, provider=PROVIDER_NAME, model=self.model)
-        return key
+        return api_key(self.api_key_env, provider=PROVIDER_NAME, model=self.model)
 
     async def aclose(self) -> None:
         """Close the SDK client's connections; the next call opens new ones."""

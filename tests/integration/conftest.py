@@ -461,6 +461,17 @@ def write_scripted_project(
     return root
 
 
+def write_waiting_project(root: Path, name: str) -> Path:
+    """A scripted ``NAME/zeus`` that proposes an ``fs.patch`` of ``a.py`` and so waits."""
+    import hashlib
+
+    base = hashlib.sha256(b"a = 1\n").hexdigest()
+    call = {"name": "fs.patch", "args": {"path": "a.py", "content": "a = 2\n", "base_sha256": base}}
+    write_scripted_project(root, name, [{"text": "May I?", "tool_calls": [call]}], allow=("fs.*",))
+    (root / "a.py").write_text("a = 1\n")
+    return root
+
+
 def history_turns(root: Path, agent: str = "zeus") -> list[dict[str, Any]]:
     """The agent's ``state/history.jsonl`` as a list of turns."""
     import json

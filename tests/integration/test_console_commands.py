@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from .conftest import (
     wait_until,
     write_project,
     write_scripted_project,
+    write_waiting_project,
 )
 from .test_fleet import SPAWN_TIMEOUT_S, keepers, lines_from, mark, spawned, wait_after
 
@@ -231,12 +231,7 @@ def test_an_agent_posts_a_blocking_item_with_its_tool(
 def test_a_plain_console_announces_any_agent_that_starts_waiting(
     start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path
 ) -> None:
-    base = hashlib.sha256(b"a = 1\n").hexdigest()
-    call = {"name": "fs.patch", "args": {"path": "a.py", "content": "a = 2\n", "base_sha256": base}}
-    root = write_scripted_project(
-        tmp_path / "s", "s", [{"text": "May I?", "tool_calls": [call]}], allow=("fs.*",)
-    )
-    (root / "a.py").write_text("a = 1\n")
+    root = write_waiting_project(tmp_path / "s", "s")
     start_agent("s/zeus", cwd=root)
     bystander = start_console()  # not attached to s/zeus
     bystander.wait_line("*** connected to")

@@ -39,7 +39,7 @@ from .conftest import (
     subprocess_env,
     wait_until,
     write_project,
-    write_scripted_project,
+    write_waiting_project,
 )
 
 pytestmark = pytest.mark.integration
@@ -586,12 +586,7 @@ def test_an_expired_or_foreign_bootstrap_token_is_refused(
 def test_ps_state_waiting_lists_only_waiting_agents(
     start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path
 ) -> None:
-    base = hashlib.sha256(b"a = 1\n").hexdigest()
-    call = {"name": "fs.patch", "args": {"path": "a.py", "content": "a = 2\n", "base_sha256": base}}
-    root = write_scripted_project(
-        tmp_path / "s", "s", [{"text": "May I?", "tool_calls": [call]}], allow=("fs.*",)
-    )
-    (root / "a.py").write_text("a = 1\n")
+    root = write_waiting_project(tmp_path / "s", "s")
     start_agent("s/zeus", cwd=root)
     start_agent("q/hera")
     console = start_console()
