@@ -108,6 +108,9 @@ ALERT_URGENCIES = {"attention": "warn", "blocking": "alert"}
 AUTO_TAIL_BACKLOG = 20
 """Events an automatically tailed agent starts with: its recent screen, not its history."""
 
+OFFSETS_SAVE_S = 0.25
+"""Least time between two writes of the console's offsets file."""
+
 REGISTRY_NEWS_MIN_S = 0.2
 """Least time between two registry reads triggered by change notices."""
 
@@ -214,7 +217,7 @@ class ConsoleController:
             with contextlib.suppress(*CONNECTION_ERRORS):
                 await self.ownership.release(self.attached)
         if self._offsets_writer is not None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception):  # never two writers of the file at once
                 await self._offsets_writer
         for agent in self.tail.agents:
             position = self.tail.position(agent)
@@ -1456,8 +1459,8 @@ class ConsoleController:
                     if item.task_id in self.pending_tasks:
                         self.pending_tasks.discard(item.task_id)
                         self._tasks_changed.set()
-            # One write per rendered batch (coalesced while one is on the disk): a
-            # killed console replays at most the batch it had not yet saved.
+            # Batches within OFFSETS_SAVE_S share one write, on a worker thread: a
+            # console killed with -9 replays at most that much output after a restart.
             self._save_offsets()
 
     def _save_offsets(self) -> None:
@@ -1465,6 +1468,7 @@ class ConsoleController:
             self._offsets_writer = asyncio.create_task(self._write_offsets())
 
     async def _write_offsets(self) -> None:
+        await asyncio.sleep(OFFSETS_SAVE_S)
         while (data := self.offsets.snapshot()) is not None:
             with contextlib.suppress(OSError):
                 await asyncio.to_thread(self.offsets.write, data)

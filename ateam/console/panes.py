@@ -84,10 +84,12 @@ LINE_MAX = 4096
 """Longest line kept: a newline-free flood is cut into lines of this many characters."""
 TAIL_LINES = 4
 """Lines shown per agent in the right-hand tails."""
-AUTO_TAILS = 6
+AUTO_TAILS = 4
 """Other live agents followed unasked in the right column (busy ones first)."""
 _BANNER_STYLES = {"warn": "bold yellow", "alert": "bold white on red"}
 FRAME_S = 1 / 60
+TAILS_FRAME_S = 0.1
+"""The tails are glanced at, not read: 10 redraws a second spare the CPU of 60."""
 FRAME_BUDGET_S = 0.008
 """Time one frame may spend drawing stream lines; the rest waits for the next frame."""
 DRAW_CHUNK = 200
@@ -1036,6 +1038,7 @@ class ConsoleApp(App[str]):
         self._quit_armed_at = 0.0
         self._decoders: dict[str, AnsiDecoder] = {}
         self._froze = False
+        self._tails_drawn_at = 0.0
 
     # layout ---------------------------------------------------------------------------
 
@@ -1268,8 +1271,10 @@ class ConsoleApp(App[str]):
             self._live = live
             shown = live[-1000:]  # the widget shows a few rows of the newest text
             self.query_one("#live", Static).update(Text.from_ansi(_visible(shown)))
-        if view.tails_dirty:
+        now = time.monotonic()
+        if view.tails_dirty and now - self._tails_drawn_at >= TAILS_FRAME_S:
             view.tails_dirty = False
+            self._tails_drawn_at = now
             self._draw_tails()
         if view.status_dirty or self._status_key() != self._status:
             view.status_dirty = False
