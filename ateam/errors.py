@@ -11,6 +11,7 @@ The tree::
     ├── BootstrapRefused            bootstrap.refused      (agent exit 16)
     ├── SpawnFailed                 spawn.failed           (a spawned agent never served)
     ├── LockLost                    lock.lost
+    ├── WorkerStalled               worker.stalled         (the stall watch cancelled a step)
     ├── StorageError                storage.corrupt
     ├── UsageError                  bad_request            (exit 4)
     ├── ToolDenied                  tool.denied
@@ -72,6 +73,7 @@ class Code(StrEnum):
     PROVIDER_AUTH = "provider.auth"
     BOOTSTRAP_REFUSED = "bootstrap.refused"
     SPAWN_FAILED = "spawn.failed"
+    WORKER_STALLED = "worker.stalled"
 
 
 class AteamError(Exception):
@@ -144,6 +146,12 @@ class LockLost(AteamError):
     """This process no longer holds its single-instance lock and must stop."""
 
     code = Code.LOCK_LOST
+
+
+class WorkerStalled(AteamError):
+    """A worker step showed no progress for too long and was cancelled."""
+
+    code = Code.WORKER_STALLED
 
 
 class StorageError(AteamError):

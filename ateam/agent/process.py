@@ -31,9 +31,16 @@ from ateam.agent.kb import AgentKb
 from ateam.agent.prompts import Prompts
 from ateam.agent.queue import DurableQueue, QueueItem
 from ateam.agent.router import ModelRouter, Reason
-from ateam.agent.runner import HISTORY_CANDIDATES, TaskControl, TaskRunner, cancel_quietly
+from ateam.agent.runner import (
+    HISTORY_CANDIDATES,
+    TaskControl,
+    TaskOutcome,
+    TaskRunner,
+    cancel_quietly,
+)
 from ateam.agent.service import PLAN_FILE, build_methods
-from ateam.agent.workctx import WorkingContext
+from ateam.agent.watchdog import Stall, StallWatch
+from ateam.agent.workctx import SummaryOutcome, WorkingContext
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
 from ateam.bus.context import ContextStore
@@ -62,6 +69,7 @@ from ateam.errors import (
     EXIT_WORKER_CRASHED,
     AteamError,
     LockLost,
+    WorkerStalled,
     agent_exit_code,
 )
 from ateam.paths import ateam_home
@@ -123,8 +131,10 @@ class Agent:
             fence=lambda: self.lock.fence,
             on_fenced=self._on_fenced,
             on_connection_change=self._on_bus_change,
-            scrub=self.redactor.redact_obj,
+            scrub=self._scrub_event,
         )
+        self._task_events = 0
+        """Events that belong to a task: the stall watch's sign of progress."""
         self.entry = AgentEntry(
             id=self.id,
             name=config.name,
@@ -217,7 +227,17 @@ class Agent:
         self._mirror_next: bytes | None = None
         self._mirror_task: asyncio.Task[None] | None = None
         self._last_idle_compaction = -1e9
+        self._last_failed_compaction = -1e9
         self._worker: asyncio.Task[None] | None = None
+        watch = config.spec.watchdog
+        self.stall = StallWatch(
+            progress=lambda: self._task_events,
+            paused=lambda: self.state is AgentState.WAITING,
+            alert=self._on_stall,
+            clear=self._on_stall_cleared,
+            stall_after_s=watch.stall_after_s,
+            cancel_after_s=watch.cancel_after_s,
+        )
 
     @property
     def provider(self) -> Provider:
@@ -284,7 +304,8 @@ class Agent:
         )
         self.rpc.start()
         self._tasks.append(asyncio.create_task(self._maintain(), name="maintain"))
-        self._tasks.append(asyncio.create_task(self._watchdog(), name="watchdog"))
+        self._tasks.append(asyncio.create_task(self._lock_watch(), name="lock-watch"))
+        self.stall.start()
         self._tasks.append(asyncio.create_task(self._watch_prompts(), name="prompts"))
         self._worker = asyncio.create_task(self._supervise_worker(), name="worker")
         self._set_state(AgentState.IDLE)
@@ -302,6 +323,7 @@ class Agent:
         for task in self._tasks:
             await cancel_quietly(task)
         await cancel_quietly(self._worker)
+        await self.stall.aclose()
         with contextlib.suppress(Exception):
             await self.events.aclose(flush_timeout=0.5)
         if self.lock.fence:
@@ -350,6 +372,7 @@ class Agent:
             self.kb.close()
         for task in self._tasks:
             await cancel_quietly(task)
+        await self.stall.aclose()
         await self.events.aclose(flush_timeout=bus_wait)
         # Each bus step is bounded: a frozen Redis must not keep a stopping agent alive
         # (the lock then simply expires on its own).
@@ -381,6 +404,14 @@ class Agent:
         self.entry.state = state.value
         self.events.emit(EventType.STATE, state=state.value)
         self._registry_dirty.set()
+
+    def _scrub_event(self, fields: dict[str, Any]) -> dict[str, Any]:
+        # Every event passes here once, so this is where a task's progress is counted;
+        # ownership and registry notices carry no task id and do not count.
+        if "task_id" in fields:
+            self._task_events += 1
+        scrubbed: dict[str, Any] = self.redactor.redact_obj(fields)
+        return scrubbed
 
     def touch_registry(self) -> None:
         self._registry_dirty.set()
@@ -423,7 +454,7 @@ class Agent:
                 self._lock_lost("could not refresh the instance lock before it expired")
                 return
 
-    async def _watchdog(self) -> None:
+    async def _lock_watch(self) -> None:
         """Stop work when the lock may have lapsed, even if a Redis call hangs.
 
         The maintenance loop checks too, but only between calls; on a silent network
@@ -629,7 +660,7 @@ class Agent:
                     self._apply_prompt_reload("deferred until the agent was idle")
                 self._set_state(AgentState.IDLE)
                 self._work.clear()
-                await self._maybe_switch_back()
+                await self._upkeep("switch-back check", self._maybe_switch_back())
                 # Wake now and then while idle: the primary may have recovered.
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(SWITCH_BACK_CHECK_S):
@@ -638,12 +669,28 @@ class Agent:
             await self._process(item)
 
     async def _process(self, item: QueueItem) -> None:
-        self.control = TaskControl()
+        self.control = control = TaskControl()
         self.entry.current_task = item.id
         self.entry.queue_len = len(self.queue)
         self._set_state(AgentState.BUSY)
+
+        def stop_stalled() -> None:
+            control.interrupt(hard=True, reason=f"stalled: no progress for {self._stall_s()}")
+
         try:
-            outcome = await self.runner.run(item, self.control)
+            outcome = await self.stall.step(
+                f"task {item.id}", self.runner.run(item, control), stop=stop_stalled
+            )
+        except WorkerStalled as exc:
+            # The task ignored its hard stop: end it here, as the runner would have.
+            outcome = TaskOutcome(False, f"stalled: {exc.message}", "", 0, 0)
+            self.events.emit(
+                EventType.TASK_END,
+                ok=False,
+                error=outcome.error,
+                task_id=item.id,
+                trace_id=item.trace_id,
+            )
         except asyncio.CancelledError:
             if self._stop.is_set():
                 self.queue.release(item.id)  # torn down mid-task: runs again after restart
@@ -668,19 +715,77 @@ class Agent:
             self.workctx.add_failure(outcome.error, task=item.id)
         self._task_finished(item, outcome.ok)
         self.entry.usage = self.router.usage_view()
-        if self.workctx.note_task_done():
-            await self.summarize("every 5 tasks")
-        self._update_ctx_pct()
-        await self._check_context_fill()
         self.entry.queue_len = len(self.queue)
         self._registry_dirty.set()
+        if self.workctx.note_task_done():
+            await self._upkeep("summary", self.summarize("every 5 tasks"))
+        self._update_ctx_pct()
+        await self._upkeep("context check", self._check_context_fill())
+        self._registry_dirty.set()
+
+    async def _upkeep(self, name: str, work: Awaitable[Any]) -> None:
+        """One upkeep step between tasks: bounded, watched, and never fatal to the worker.
+
+        The item before it is already done and acknowledged work waits behind it, so a
+        step that fails or hangs costs at most ``watchdog.step_timeout_s`` of delay,
+        never the worker.
+        """
+        limit = self.config.spec.watchdog.step_timeout_s
+        try:
+            async with asyncio.timeout(limit):
+                await self.stall.step(name, work)
+        except TimeoutError:
+            self.events.emit(
+                EventType.WARN,
+                msg=f"{name} took longer than {limit:g}s and was abandoned; work goes on",
+                code="worker.step_timeout",
+            )
+        except WorkerStalled as exc:
+            self.events.emit(EventType.WARN, msg=exc.message, code=exc.code)
+        except Exception as exc:
+            log.exception("%s failed", name)
+            self.events.emit(
+                EventType.ERROR, msg=f"{name} failed: {exc!r}; work goes on", code="internal"
+            )
+
+    def _stall_s(self) -> str:
+        return f"{self.config.spec.watchdog.cancel_after_s:g}s"
+
+    def _on_stall(self, stall: Stall) -> None:
+        """The stall watch saw a silent step: everyone sees it (events, ps, /ps)."""
+        message = stall.message()
+        log.warning("%s", message)
+        self.entry.alert = message
+        ids = {}
+        if self.queue.current is not None:
+            ids = {"task_id": self.queue.current.id, "trace_id": self.queue.current.trace_id}
+        self.events.emit(
+            EventType.WARN,
+            msg=message,
+            code="worker.stalled",
+            step=stall.step,
+            idle_s=round(stall.idle_s, 1),
+            cancelling=stall.cancelling,
+            **ids,
+        )
+        self._registry_dirty.set()
+
+    def _on_stall_cleared(self) -> None:
+        if self.entry.alert is not None:
+            self.entry.alert = None
+            self._registry_dirty.set()
 
     async def _check_context_fill(self) -> None:
         """Context at or over ``switch_at``: summarise; still full, a larger window (SPEC §7)."""
         threshold = 100 * self.config.spec.switching.switch_at
         if self.entry.ctx_pct < threshold:
             return
-        await self._compact({})
+        # A compaction that just failed is not retried after every task: each try is a
+        # model call, and a model that cannot summarise would slow every task down.
+        cooldown = self.config.spec.switching.cooldown_s
+        if time.monotonic() - self._last_failed_compaction >= cooldown:
+            if not await self._compact({}):
+                self._last_failed_compaction = time.monotonic()
         self.runner.context_tokens = self.runner.build_context().tokens
         self._update_ctx_pct()
         if self.entry.ctx_pct < threshold:
@@ -929,7 +1034,7 @@ class Agent:
             used += cost
         if not fed:
             return False
-        outcome = await self.workctx.summarize(self.provider, fed, model=self.router.current)
+        outcome = await self._summarize_turns(fed)
         self.events.emit(
             EventType.CONTEXT,
             action="summarized" if outcome.ok else "summary_failed",
@@ -950,8 +1055,7 @@ class Agent:
 
     async def summarize(self, why: str) -> dict[str, Any]:
         """Re-summarise the working context from recent history (SPEC §8)."""
-        turns = self.history.tail(200)
-        outcome = await self.workctx.summarize(self.provider, turns, model=self.router.current)
+        outcome = await self._summarize_turns(self.history.tail(200))
         self.events.emit(
             EventType.CONTEXT,
             action="summarized" if outcome.ok else "summary_failed",
@@ -960,6 +1064,15 @@ class Agent:
             error=outcome.reason,
         )
         return {"ok": outcome.ok, "attempts": outcome.attempts, "reason": outcome.reason}
+
+    async def _summarize_turns(self, turns: list[dict[str, Any]]) -> SummaryOutcome:
+        """One summary, bounded in time: a slow model delays work, it never holds it."""
+        limit = self.config.spec.watchdog.step_timeout_s
+        try:
+            async with asyncio.timeout(limit):
+                return await self.workctx.summarize(self.provider, turns, model=self.router.current)
+        except TimeoutError:
+            return SummaryOutcome(False, None, 1, f"timed out after {limit:g}s")
 
     def _update_ctx_pct(self) -> None:
         if self.provider.context_window:

@@ -75,8 +75,12 @@ class TaskControl:
     tool_task: asyncio.Task[Any] | None = None
     process: Stoppable | None = None
     approvals: Approvals | None = None
+    reason: str | None = None
+    """Why the task was stopped, when neither a person's interrupt nor cancel did it."""
 
-    def interrupt(self, *, hard: bool = False) -> None:
+    def interrupt(self, *, hard: bool = False, reason: str | None = None) -> None:
+        if reason is not None and self.reason is None:
+            self.reason = reason
         self.interrupted.set()
         if self.approvals is not None:
             self.approvals.reject_all("interrupted" if not hard else "cancelled")
@@ -255,7 +259,7 @@ class TaskRunner:
             self._events.emit(EventType.ERROR, msg=progress.error, code="internal", **ids)
         error = progress.error
         if control.interrupted.is_set() and error is None:
-            error = "cancelled" if control.hard else "interrupted"
+            error = control.reason or ("cancelled" if control.hard else "interrupted")
         self._events.emit(
             EventType.TASK_END,
             ok=error is None,

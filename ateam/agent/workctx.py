@@ -164,8 +164,13 @@ class WorkingContext:
     # -- reads ------------------------------------------------------------------------
 
     def summary(self) -> str:
-        """The running summary, ``""`` when there is none."""
-        return str(self._summary_record().get("summary") or "")
+        """The running summary, ``""`` when there is none.
+
+        A stored summary that is a summary request fed back (written before such
+        replies were refused) reads as none, so it is never nested into the next one.
+        """
+        text = str(self._summary_record().get("summary") or "")
+        return "" if _REQUEST_ECHO.search(text) else text
 
     def decisions(self) -> list[dict[str, Any]]:
         """Kept decisions, oldest first."""
@@ -286,6 +291,8 @@ class WorkingContext:
         """
         clean = text.strip()
         tokens = estimate_tokens(clean)
+        if _REQUEST_ECHO.search(clean):
+            raise ValueError("a summary must not contain the summary request's headings")
         if tokens > SUMMARY_MAX_TOKENS:
             raise ValueError(f"summary is {tokens} tokens, over the {SUMMARY_MAX_TOKENS} limit")
         if tasks_covered < 0:
@@ -301,15 +308,18 @@ class WorkingContext:
     def note_task_done(self) -> bool:
         """Count one finished task; ``True`` once a re-summarisation is due.
 
-        It stays ``True`` after that until :meth:`summarize` succeeds, so a failed
-        summary is tried again after the next task.
+        Due every :data:`RESUMMARIZE_EVERY` tasks. After a failed summary the next try
+        waits another :data:`RESUMMARIZE_EVERY` tasks: a model that cannot summarise
+        (or answers slowly) must cost the queue one attempt per rhythm, not one per task.
 
         Raises:
             StorageError: the counter could not be written.
         """
         count = self.tasks_since_summary + 1
-        self._write(PROGRESS_FILE, {"tasks_since_summary": count})
-        return count >= RESUMMARIZE_EVERY
+        progress = self._progress()
+        due_at = _int(progress.get("next_try")) or RESUMMARIZE_EVERY
+        self._write(PROGRESS_FILE, {**progress, "tasks_since_summary": count})
+        return count >= due_at
 
     # -- injection --------------------------------------------------------------------
 
@@ -368,24 +378,32 @@ class WorkingContext:
         current = self.summary()
         since = self.tasks_since_summary
         too_long: int | None = None
+        outcome = SummaryOutcome(False, None, 2, "too long twice")
         for attempt, limit in enumerate((SUMMARY_MAX_TOKENS, SUMMARY_MAX_TOKENS // 2), start=1):
             messages = summary_messages(current, turns, limit=limit, previous_tokens=too_long)
             try:
-                text = (await _reply_text(provider, messages)).strip()
+                reply = await _read_summary(provider, messages)
             except ProviderError as exc:
-                return SummaryOutcome(False, None, attempt, f"provider error: {exc.message}")
-            if not text:
-                return SummaryOutcome(False, None, attempt, "empty reply")
-            tokens = estimate_tokens(text)
-            if tokens <= SUMMARY_MAX_TOKENS:
+                outcome = SummaryOutcome(False, None, attempt, f"provider error: {exc.message}")
+                break
+            if reply.refused is not None:
+                outcome = SummaryOutcome(False, None, attempt, reply.refused)
+                break
+            if reply.tokens <= SUMMARY_MAX_TOKENS:
                 covered = _int(self._summary_record().get("tasks_covered")) + since
-                self.set_summary(text, model=model, tasks_covered=covered)
+                self.set_summary(reply.text, model=model, tasks_covered=covered)
                 # Tasks noted while the model was writing are not in this summary yet.
                 left = max(0, self.tasks_since_summary - since)
                 self._write(PROGRESS_FILE, {"tasks_since_summary": left})
-                return SummaryOutcome(True, text, attempt, None)
-            too_long = tokens
-        return SummaryOutcome(False, None, 2, "too long twice")
+                return SummaryOutcome(True, reply.text, attempt, None)
+            too_long = reply.tokens
+        # Failed: keep counting (the raw turns stay), try again a full rhythm later.
+        count = self.tasks_since_summary
+        self._write(
+            PROGRESS_FILE,
+            {"tasks_since_summary": count, "next_try": count + RESUMMARIZE_EVERY},
+        )
+        return outcome
 
     # -- internals --------------------------------------------------------------------
 
@@ -469,6 +487,14 @@ class WorkingContext:
 # --- the summary prompt ----------------------------------------------------------------
 
 
+_CURRENT_HEADING = "Current summary:"
+_TURNS_HEADING = "New turns, oldest first:"
+_REQUEST_ECHO = re.compile(f"{re.escape(_CURRENT_HEADING)}|{re.escape(_TURNS_HEADING)}")
+"""One of the request's own headings in a reply: the request coming back."""
+_CUT_OFF_CHARS = 2 * SUMMARY_MAX_TOKENS * 4
+"""Reading stops here (twice the limit at ~4 characters a token): far too long already."""
+
+
 def summary_messages(
     current: str,
     turns: Iterable[dict[str, Any]],
@@ -508,10 +534,10 @@ def summary_messages(
             "never the names and numbers.",
         ]
     body = [
-        "Current summary:",
+        _CURRENT_HEADING,
         current.strip() or "(none yet)",
         "",
-        "New turns, oldest first:",
+        _TURNS_HEADING,
         *(_turn_text(turn) for turn in turns),
         "",
         "Write the updated summary now.",
@@ -519,13 +545,47 @@ def summary_messages(
     return [Message("system", "\n".join(rules)), Message("user", "\n".join(body))]
 
 
-async def _reply_text(provider: Provider, messages: list[Message]) -> str:
+@dataclass
+class _Reply:
+    text: str
+    tokens: int
+    refused: str | None = None
+    """Why the reply cannot be a summary (it repeats the request, it is empty)."""
+
+
+async def _read_summary(provider: Provider, messages: list[Message]) -> _Reply:
+    """Stream a summary, stopping as soon as it can no longer be one.
+
+    A reply that quotes the request's own headings is the request fed back (the offline
+    ``echo`` model does exactly that): storing it would nest each summary inside the
+    next, and reading the rest of it would cost a model's whole slow echo. A reply past
+    twice the limit is cut off too: the stricter retry is what can still help.
+    """
     parts: list[str] = []
-    async for chunk in provider.stream(messages, tools=None):
-        # Tool calls, usage and headroom are no part of a summary.
-        if isinstance(chunk, TextDelta):
+    size = 0
+    stream = provider.stream(messages, tools=None)
+    try:
+        async for chunk in stream:
+            # Tool calls, usage and headroom are no part of a summary.
+            if not isinstance(chunk, TextDelta):
+                continue
             parts.append(chunk.text)
-    return "".join(parts)
+            size += len(chunk.text)
+            # The heading may straddle two chunks: look at the tail, not just this chunk.
+            if _REQUEST_ECHO.search("".join(parts[-8:])):
+                return _Reply("", 0, "the reply repeats the request, not a summary")
+            if size > _CUT_OFF_CHARS:
+                break
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    text = "".join(parts).strip()
+    if not text:
+        return _Reply("", 0, "empty reply")
+    if _REQUEST_ECHO.search(text):
+        return _Reply("", 0, "the reply repeats the request, not a summary")
+    return _Reply(text, estimate_tokens(text))
 
 
 def _turn_text(turn: dict[str, Any]) -> str:

@@ -46,6 +46,8 @@ class AgentEntry:
     """The model ``/use`` pinned, if any: no automatic switch while set."""
     last_switch: dict[str, Any] | None = None
     """The newest ``model.switch``: ``{from, to, reason, ts}``."""
+    alert: str | None = None
+    """A standing alert (a stalled worker), shown by ``ps`` until it clears."""
 
     def to_wire(self) -> dict[str, Any]:
         return asdict(self)

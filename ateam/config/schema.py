@@ -333,6 +333,20 @@ class FsSpec(_Spec):
     """Extra directories the fs tools may touch, relative to the project root."""
 
 
+class WatchdogSpec(_Spec):
+    """The stall watch over the agent's worker (a busy agent must never hang unseen)."""
+
+    stall_after_s: float = Field(default=120.0, gt=0)
+    """Silence (no event) of a busy worker before the agent raises a ``worker.stalled``
+    alert, shown in ``ps``/``/ps``."""
+    cancel_after_s: float = Field(default=900.0, ge=0)
+    """Silence before the stalled step is cancelled and the worker moves on; ``0``
+    only alerts. Above the default ``os.exec`` timeout, so a quiet build is not cut."""
+    step_timeout_s: float = Field(default=120.0, gt=0)
+    """Bound of each upkeep step between tasks (summary, compaction, switch-back
+    probe): one that takes longer is abandoned and the next task starts."""
+
+
 class AgentSpec(_Spec):
     """``agents/<name>/agent.yaml``."""
 
@@ -350,4 +364,5 @@ class AgentSpec(_Spec):
     """Overrides of ``tools.yaml`` ``exec`` for this agent."""
     max_iterations: int = Field(default=25, ge=1, le=1000)
     """Model calls per task before the loop stops (a runaway tool loop ends here)."""
+    watchdog: WatchdogSpec = WatchdogSpec()
     description: str = ""

@@ -116,6 +116,7 @@ REGISTRY_NEWS_MIN_S = 0.2
 
 PS_COLUMNS = [
     "id", "state", "model", "pinned", "ctx_pct", "host", "queue_len", "owner", "tokens", "cost",
+    "alert",
 ]  # fmt: skip
 
 

@@ -436,3 +436,92 @@ def test_a_failed_write_is_a_storage_error(tmp_path: Path) -> None:
     with pytest.raises(StorageError):
         ctx.add_decision("d")
     assert ctx.decisions() == []
+
+
+# --- the request fed back (issue 9: the echo model nested each summary in the next) -----
+
+
+class CountingEcho:
+    """The real ``echo`` provider, counting the words it streamed."""
+
+    def __init__(self) -> None:
+        from ateam.providers.echo import EchoProvider
+
+        self.inner = EchoProvider("echo")
+        self.model = "echo"
+        self.context_window = self.inner.context_window
+        self.words = 0
+
+    async def stream(
+        self, messages: list[Message], *, tools: list[dict[str, Any]] | None = None
+    ) -> AsyncIterator[Chunk]:
+        async for chunk in self.inner.stream(messages, tools=tools):
+            self.words += 1
+            yield chunk
+
+
+async def test_the_echo_model_cannot_store_the_request_as_the_summary(
+    ctx: WorkingContext,
+) -> None:
+    ctx.set_summary("CI runs `make ci`.", model="old", tasks_covered=1)
+    echo = CountingEcho()
+    many = TURNS * 200  # a request of thousands of words
+
+    first = await ctx.summarize(echo, many, model="echo")
+    second = await ctx.summarize(echo, many, model="echo")
+
+    for outcome in (first, second):
+        assert not outcome.ok and outcome.reason is not None
+        assert "repeats the request" in outcome.reason and outcome.attempts == 1
+    assert ctx.summary() == "CI runs `make ci`."
+    # Refused after a few words, not after reading the whole echo twice.
+    assert echo.words < 20
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Current summary:\nCI runs `make ci`.\n\nNew turns, oldest first:\n[user] hi",
+        "Summary so far. New turns, oldest first: none worth noting",
+    ],
+)
+async def test_a_reply_quoting_the_request_is_refused_whatever_the_model(
+    ctx: WorkingContext, tmp_path: Path, reply: str
+) -> None:
+    provider = scripted(tmp_path, {"text": reply})
+    outcome = await ctx.summarize(provider, TURNS, model="summarizer")
+    assert not outcome.ok and "repeats the request" in str(outcome.reason)
+    assert ctx.summary() == ""
+    with pytest.raises(ValueError, match="headings"):
+        ctx.set_summary(reply, model="m", tasks_covered=0)
+
+
+async def test_a_nested_summary_left_on_disk_is_never_fed_back(
+    ctx: WorkingContext, tmp_path: Path
+) -> None:
+    nested = "echo: Current summary: echo: Current summary: (none yet)"
+    ctx.dir.mkdir(parents=True, exist_ok=True)
+    (ctx.dir / "summary.json").write_text(json.dumps({"summary": nested, "tasks_covered": 3}))
+    assert ctx.summary() == ""
+    assert "Current summary" not in ctx.render()
+    provider = scripted(tmp_path, {"text": "a clean summary"})
+
+    outcome = await ctx.summarize(provider, TURNS, model="summarizer")
+
+    assert outcome.ok and ctx.summary() == "a clean summary"
+    assert "echo:" not in provider.calls[0][1].content
+
+
+async def test_after_a_failed_summary_the_next_try_waits_a_full_rhythm(
+    ctx: WorkingContext, tmp_path: Path
+) -> None:
+    due = [ctx.note_task_done() for _ in range(RESUMMARIZE_EVERY)]
+    assert due[-1] is True
+    failed = await ctx.summarize(scripted(tmp_path, {"text": ""}), TURNS, model="m")
+    assert not failed.ok
+
+    again = WorkingContext(ctx.dir.parent)  # the rhythm survives a restart too
+    due = [again.note_task_done() for _ in range(RESUMMARIZE_EVERY)]
+
+    assert due == [False] * (RESUMMARIZE_EVERY - 1) + [True]
+    assert again.tasks_since_summary == 2 * RESUMMARIZE_EVERY
