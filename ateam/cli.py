@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import math
 import os
+import re
+import secrets
 import signal
+import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from redis.exceptions import RedisError
 
 from ateam import __version__
+from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.connection import (
     RedisTarget,
     bus_error,
@@ -26,15 +33,18 @@ from ateam.bus.connection import (
 )
 from ateam.bus.events import EventTail, Gap
 from ateam.bus.keys import Keys
-from ateam.bus.ownership import Ownership
+from ateam.bus.ownership import OwnerKind, Ownership
 from ateam.bus.registry import Registry
 from ateam.bus.rpc import RpcClient
 from ateam.config import ProjectConfig, load_project
 from ateam.console.controller import PS_COLUMNS, ps_rows
+from ateam.constants import OWNER_TTL_S, RPC_DEFAULT_DEADLINE_S
 from ateam.errors import (
     AgentNotFound,
     AteamError,
     ConfigError,
+    RedisUnavailable,
+    RpcTimeout,
     UsageError,
     agent_exit_code,
     cli_exit_code,
@@ -223,23 +233,74 @@ def cmd_ps(args: argparse.Namespace) -> int:
     return _run_verb(args, work)
 
 
-async def _owned_call(
-    client: Any, keys: Keys, args: argparse.Namespace, method: str, params: dict[str, Any]
-) -> Any:
-    """A mutating call from a verb: take ownership around it (SPEC §4.3), then let go."""
-    session = f"cli:{os.getpid()}"
-    ownership = Ownership(client, keys, session)
-    await ownership.acquire(args.id, takeover=args.takeover)
+@contextlib.asynccontextmanager
+async def _owning(
+    client: Any, keys: Keys, args: argparse.Namespace, verb: str, *, timeout: float
+) -> AsyncIterator[RpcClient]:
+    """A verb's mutating call: a one-call claim around it (SPEC §4.3), then let go.
+
+    The claim is marked :attr:`OwnerKind.CALL`, so a script that sends at the same
+    moment waits the few milliseconds it lasts instead of failing, and a console that
+    finds it in the way is told what it is.
+    """
+    # Host, pid and a random part: a bare pid repeats across hosts and containers, and
+    # two verbs with one session id would take each other for the same claimant.
+    session = f"{verb}:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+    # Outlive a long --timeout: a claim that lapsed mid-call would refuse our own call.
+    ownership = Ownership(client, keys, session, ttl_s=max(OWNER_TTL_S, timeout + 5.0))
+    await ownership.acquire(args.id, takeover=args.takeover, kind=OwnerKind.CALL)
     try:
-        return await RpcClient(client, keys, caller=session).call(args.id, method, params)
+        yield RpcClient(client, keys, caller=session, auth=ownership.token)
     finally:
-        await ownership.release(args.id)
+        # A release lost to a dead connection only leaves the claim to lapse (TTL); it
+        # must not hide how the call itself ended.
+        with contextlib.suppress(*CONNECTION_ERRORS):
+            await ownership.release(args.id)
+
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+def _send_options(args: argparse.Namespace) -> tuple[str, float]:
+    """The request id (one for every attempt of this send) and the timeout, checked."""
+    rid = args.request_id if args.request_id is not None else uuid.uuid4().hex
+    if not _REQUEST_ID.fullmatch(rid):
+        raise UsageError("--request-id takes 1 to 64 letters, digits and . _ : -")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise UsageError("--timeout takes a positive number of seconds")
+    return rid, float(args.timeout)
+
+
+def _unconfirmed(
+    exc: RpcTimeout | RedisUnavailable, agent: str, rid: str, timeout: float
+) -> AteamError:
+    """The error for an input whose fate is unknown: it names how to find out, and fix it."""
+    what = (
+        f"{agent} did not answer within {timeout:g}s"
+        if isinstance(exc, RpcTimeout)
+        else exc.message
+    )
+    message = (
+        f"{what}; request {rid} may or may not have been queued — check with "
+        f"`ateam tail {agent}`, or resend the same text with "
+        f"`ateam send {agent} --request-id {rid} ...` (a request id is queued at most once)"
+    )
+    return type(exc)(message, detail={**exc.detail, "request_id": rid, "queued": None})
 
 
 def cmd_send(args: argparse.Namespace) -> int:
+    # One request id for every attempt, chosen before the first: the RPC client retries
+    # with it, and so can the user (--request-id), without ever queueing the text twice.
+    rid, timeout = _send_options(args)  # a UsageError is main()'s (exit 4)
+
     async def work(client: Any, keys: Keys) -> int:
-        text = " ".join(args.text)
-        reply = await _owned_call(client, keys, args, "input", {"text": text, "source": "cli"})
+        params = {"text": " ".join(args.text), "source": "cli"}
+        async with _owning(client, keys, args, "send", timeout=timeout) as rpc:
+            try:
+                reply = await rpc.call(args.id, "input", params, timeout=timeout, request_id=rid)
+            except (RpcTimeout, RedisUnavailable) as exc:
+                # The request may have reached the agent before the reply was lost.
+                raise _unconfirmed(exc, args.id, rid, timeout) from exc
         print(reply["id"])
         return 0
 
@@ -248,7 +309,8 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     async def work(client: Any, keys: Keys) -> int:
-        await _owned_call(client, keys, args, "shutdown", {})
+        async with _owning(client, keys, args, "stop", timeout=RPC_DEFAULT_DEADLINE_S) as rpc:
+            await rpc.call(args.id, "shutdown", {})
         registry = Registry(client, keys)
         deadline = time.monotonic() + args.wait
         # The agent leaves the registry as the last step of its shutdown; poll for that.
@@ -391,6 +453,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("text", nargs="+")
     p.add_argument("--takeover", action="store_true")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=RPC_DEFAULT_DEADLINE_S,
+        metavar="SECONDS",
+        help=f"how long to wait for the agent's answer (default {RPC_DEFAULT_DEADLINE_S:g})",
+    )
+    p.add_argument(
+        "--request-id",
+        metavar="ID",
+        help="resend a send that timed out: an id the agent has seen is never queued twice",
+    )
 
     p = add("tail", cmd_tail, "print an agent's events")
     p.add_argument("id")

@@ -27,6 +27,8 @@ LOCK_SAFETY_MARGIN_S = 2.0
 OWNER_TTL_S = 15.0
 OWNER_REFRESH_S = 5.0
 TAKEOVER_GRACE_S = 2.0
+OWNER_CALL_WAIT_S = 5.0
+"""How long a claim waits for a one-call claim in its way (another `ateam send`)."""
 
 # RPC (SPEC §4.4)
 RPC_DEFAULT_DEADLINE_S = 15.0

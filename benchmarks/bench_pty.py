@@ -272,7 +272,7 @@ class Streamer:
         self.client = make_client(RedisTarget(url, "bench"))
         self.session = f"bench:{os.getpid()}"
         self.ownership = Ownership(self.client, self.keys, self.session)
-        self.rpc = RpcClient(self.client, self.keys, caller=self.session)
+        self.rpc = RpcClient(self.client, self.keys, caller=self.session, auth=self.ownership.token)
         self.agent = agent
         self.redis_pid = redis_pid
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ateam._fs import append_durably, atomic_write, fsync_dir, open_append
 from ateam._jsonl import AppendLog, decode_line, encode_line, storage_error, truncate_torn_tail
+from ateam.agent.fence import Fenced
 from ateam.constants import HISTORY_KEEP, HISTORY_ROTATE_BYTES, SUMMARY_KEEP
 from ateam.paths import private_dir
 
@@ -48,6 +49,7 @@ class History:
         *,
         rotate_bytes: int = HISTORY_ROTATE_BYTES,
         keep: int = HISTORY_KEEP,
+        fence: Fenced | None = None,
     ) -> None:
         if rotate_bytes <= 0:
             raise ValueError("rotate_bytes must be positive")
@@ -55,6 +57,7 @@ class History:
             raise ValueError("keep must not be negative")
         self.state_dir = Path(state_dir)
         self.path = self.state_dir / HISTORY_FILE
+        self._fence = fence
         self.rotate_bytes = rotate_bytes
         self.keep = keep
         self._log = AppendLog(self.path, label="history")
@@ -195,6 +198,8 @@ class History:
     def _write(self, data: bytes) -> None:
         if not self._log.is_open:
             raise RuntimeError("History.open() was not called")
+        if self._fence is not None:
+            self._fence("the history")
         self._log.write(data)
 
 
@@ -206,11 +211,14 @@ class SummaryLog:
         keep: the most entries kept; older ones are dropped on append.
     """
 
-    def __init__(self, state_dir: Path, *, keep: int = SUMMARY_KEEP) -> None:
+    def __init__(
+        self, state_dir: Path, *, keep: int = SUMMARY_KEEP, fence: Fenced | None = None
+    ) -> None:
         if keep < 1:
             raise ValueError("keep must be at least 1")
         self.state_dir = Path(state_dir)
         self.path = self.state_dir / SUMMARY_FILE
+        self._fence = fence
         self.keep = keep
         self._count: int | None = None  # lines on disk; None until the file was checked
 
@@ -226,6 +234,8 @@ class SummaryLog:
             "window": [window[0], window[1]],
             "model": model,
         }
+        if self._fence is not None:
+            self._fence("the summaries")
         try:
             if self._count is None:
                 if not self.state_dir.exists():

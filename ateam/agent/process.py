@@ -25,6 +25,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from ateam._fs import atomic_write
+from ateam.agent.fence import STATE_LOCK_WAIT_S, StateDirLock, WriteFence
 from ateam.agent.handoff import HandoffStore
 from ateam.agent.history import History, SummaryLog
 from ateam.agent.kb import AgentKb
@@ -117,12 +118,16 @@ class Agent:
         self.keys = Keys(target.namespace)
         self.redactor = redactor or Redactor()
         self.state = AgentState.INIT
-        self.queue = DurableQueue(config.state_dir)
-        self.history = History(config.state_dir)
-        self.router = ModelRouter(config, factory=build_provider, current=provider.model)
-        self.router.providers[provider.model] = provider
         self.client: aioredis.Redis = make_client(target)
         self.lock = InstanceLock(self.client, self.keys, self.id)
+        self.write_fence = WriteFence(self.lock, self.id)
+        """Every durable store checks it before writing (issue 9: fencing covers files)."""
+        self.state_lock = StateDirLock(config.state_dir, self.id)
+        fence = self.write_fence
+        self.queue = DurableQueue(config.state_dir, fence=fence)
+        self.history = History(config.state_dir, fence=fence)
+        self.router = ModelRouter(config, factory=build_provider, current=provider.model)
+        self.router.providers[provider.model] = provider
         self.events = EventPublisher(
             self.client,
             self.keys,
@@ -147,15 +152,16 @@ class Agent:
             started_at=time.time(),
         )
         self.heartbeat = Heartbeat(self.client, self.keys, self.entry)
-        self.summaries = SummaryLog(config.state_dir)
+        self.summaries = SummaryLog(config.state_dir, fence=fence)
         self.handoff = HandoffStore(
             config.state_dir,
             model=provider.model,
             project=config.project,
             mirror=self._mirror_handoff,
             lock_timeout_s=HANDOFF_LOCK_WAIT_S,
+            fence=fence,
         )
-        self.workctx = WorkingContext(config.state_dir)
+        self.workctx = WorkingContext(config.state_dir, fence=fence)
         self._recent_actions: list[str] = []
         self._files_touched: list[str] = []
         self.tool_registry, self._plugin_warnings = (
@@ -270,6 +276,8 @@ class Agent:
         await ensure_reachable(self.client, self.target)
         await self.lock.acquire()
         self.config.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # The files too: a frozen predecessor on this host keeps them until it exits.
+        await self.state_lock.acquire(wait_s=STATE_LOCK_WAIT_S, keep_alive=self.lock.refresh)
         report = self.queue.open()
         torn = self.history.open()
         self.prompts.load()
@@ -326,6 +334,7 @@ class Agent:
         await self.stall.aclose()
         with contextlib.suppress(Exception):
             await self.events.aclose(flush_timeout=0.5)
+        self.state_lock.release()
         if self.lock.fence:
             with contextlib.suppress(Exception):
                 await self.lock.release()
@@ -377,6 +386,8 @@ class Agent:
         # Each bus step is bounded: a frozen Redis must not keep a stopping agent alive
         # (the lock then simply expires on its own).
         await _bounded(self.heartbeat.leave(), bus_wait)
+        # The files go before the identity: a successor that wins the lock finds them free.
+        self.state_lock.release()
         await _bounded(self.lock.release(), bus_wait)
         await _bounded(self.client.aclose(), bus_wait)
         log.info("agent %s stopped", self.id)
@@ -416,16 +427,23 @@ class Agent:
     def touch_registry(self) -> None:
         self._registry_dirty.set()
 
-    async def current_owner(self) -> str | None:
-        """The owning console session; notices a change the moment it is read."""
-        raw = await self.client.hget(self.keys.owner(self.id), "session")
+    async def current_owner(self) -> tuple[str, str] | None:
+        """The owning session and its token's SHA-256 (``OwnerClaim``), or None.
+
+        Notices a change the moment it is read. Both fields in one HMGET: the RPC owner
+        check runs this on every mutating call.
+        """
+        raw, digest = await self.client.hmget(self.keys.owner(self.id), ["session", "token_sha256"])
         owner = raw.decode() if isinstance(raw, bytes) else None
         if owner != self.owner:
             self.events.emit(EventType.OWNERSHIP, owner=owner, previous=self.owner)
             self.owner = owner
             self.entry.owner = owner
             self._registry_dirty.set()
-        return owner
+        if owner is None:
+            return None
+        token_sha256 = digest.decode("ascii", "replace") if isinstance(digest, bytes) else ""
+        return owner, token_sha256
 
     async def _maintain(self) -> None:
         """Heartbeat, lock refresh and owner watch, every 3 s or sooner on news."""
@@ -469,6 +487,7 @@ class Agent:
     def _lock_lost(self, why: str) -> None:
         if self._stop.is_set():
             return
+        self.write_fence.mark_lost()  # from now on nothing of ours reaches the files
         log.error("stopping: %s", why)
         print(f"ateam agent {self.id}: stopping: {why}", file=sys.stderr)
         if self.control is not None:
@@ -1048,6 +1067,7 @@ class Agent:
             return False  # nothing dropped: the raw turns stay, the router decides
         newest = max(float(t.get("ts") or 0) for t in fed)
         self.runner.compacted_until = max(marker, newest)
+        self.write_fence("the compaction marker")
         _write_marker(
             self.config.state_dir / "context" / "compacted_until", self.runner.compacted_until
         )

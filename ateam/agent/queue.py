@@ -37,6 +37,7 @@ from typing import Any, TypeGuard
 
 from ateam._fs import append_durably, atomic_write, fsync_dir, open_append
 from ateam._jsonl import AppendLog, decode_line, encode_line, storage_error, truncate_torn_tail
+from ateam.agent.fence import Fenced
 from ateam.constants import QUEUE_COMPACT_EVERY, QUEUE_TAIL_SCAN
 from ateam.paths import private_dir
 
@@ -303,8 +304,10 @@ class DurableQueue:
         state_dir: the agent's ``state/`` directory; created (0700) by :meth:`open`.
     """
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *, fence: Fenced | None = None) -> None:
         self.state_dir = Path(state_dir)
+        self._fence = fence
+        """Called before every write: refuses it once this process may have lost its lock."""
         self.path = self.state_dir / QUEUE_FILE
         self.dead_path = self.state_dir / DEAD_FILE
         self._log = AppendLog(self.path, label="queue")
@@ -634,6 +637,8 @@ class DurableQueue:
         return b"".join(lines)
 
     def _rewrite(self, data: bytes) -> None:
+        if self._fence is not None:
+            self._fence("the queue")
         atomic_write(self.path, data, mode=0o600)
         # The old descriptor points at the replaced inode: appends through it would vanish.
         self._log.reopen()
@@ -642,4 +647,6 @@ class DurableQueue:
     def _write(self, data: bytes) -> None:
         if not self._log.is_open:
             raise RuntimeError("DurableQueue.open() was not called")
+        if self._fence is not None:
+            self._fence("the queue")
         self._log.write(data)

@@ -6,18 +6,24 @@ gets an error reply instead of silence. The caller waits on a reply list of its 
 ``BLPOP`` in the same pipeline, so a call costs the caller one round trip. A Lua script
 refuses at once with ``agent.not_found`` when the agent's liveness key is gone, rather
 than letting the caller wait out its deadline.
+
+Mutating methods check ownership (SPEC §4.3): the request's ``caller`` must be the
+session named in ``owner:{agent}`` *and* its ``auth`` must be the token whose SHA-256
+that hash holds (see :mod:`ateam.bus.ownership`); the session id alone is public.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
+import math
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -25,7 +31,13 @@ import redis.asyncio as aioredis
 from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
-from ateam.constants import RPC_DEFAULT_DEADLINE_S, RPC_IDEMPOTENCY_S, RPC_MAX_PAYLOAD
+from ateam.bus.ownership import token_digest
+from ateam.constants import (
+    PROTOCOL_VERSION,
+    RPC_DEFAULT_DEADLINE_S,
+    RPC_IDEMPOTENCY_S,
+    RPC_MAX_PAYLOAD,
+)
 from ateam.errors import (
     AgentNotFound,
     AteamError,
@@ -67,7 +79,11 @@ class Method:
     doc: str
 
 
-OwnerLookup = Callable[[], Awaitable[str | None]]
+OwnerClaim = tuple[str, str]
+"""``(session, token_sha256)`` of the current owner, as ``owner:{agent}`` holds them;
+the hash is ``""`` for a claim made without a token (which then admits nobody)."""
+
+OwnerLookup = Callable[[], Awaitable[OwnerClaim | None]]
 
 
 class RpcServer:
@@ -159,7 +175,7 @@ class RpcServer:
         if cached is not None and cached[0] > time.monotonic():
             return cached[1]
         try:
-            call = self._decode(rid, body)
+            call, auth = self._decode(rid, body)
         except RpcError as exc:
             self._report_bad(f"{exc.code}: {exc.message}")
             return _error_reply(rid, exc)
@@ -173,7 +189,7 @@ class RpcServer:
                     f"unknown method {call.method!r}", detail={"methods": sorted(self._methods)}
                 )
             if method.mutating:
-                await self._check_owner(call)
+                await self._check_owner(call, auth)
             value = await method.handler(call)
             reply = pack({"id": rid, "ok": True, "value": value})
             if len(reply) > RPC_MAX_PAYLOAD:
@@ -193,30 +209,64 @@ class RpcServer:
             self._remember(rid, reply)
         return reply
 
-    def _decode(self, rid: str, body: bytes) -> Call:
+    def _decode(self, rid: str, body: bytes) -> tuple[Call, str | None]:
+        """The call and its ``auth`` token (kept out of :class:`Call`: handlers never see it)."""
         if len(body) > RPC_MAX_PAYLOAD:
             raise PayloadTooLarge(f"request of {len(body)} bytes exceeds {RPC_MAX_PAYLOAD}")
         req = unpack(body)
+        version = req.get("v", PROTOCOL_VERSION)
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise BadRequest(f"'v' must be an integer protocol version, got {version!r}")
+        if version > PROTOCOL_VERSION:
+            # New fields are optional, but a newer version may have changed what an old
+            # field means: refuse clearly rather than half-understand the request.
+            raise BadRequest(
+                f"request uses protocol version {version}; this agent understands up to "
+                f"version {PROTOCOL_VERSION} (upgrade the agent, or use a matching client)",
+                detail={"version": version, "supported": PROTOCOL_VERSION},
+            )
         method = req.get("method")
         params = req.get("params") or {}
         if not isinstance(method, str) or not isinstance(params, dict):
             raise BadRequest("request needs a string 'method' and a map 'params'")
         caller = req.get("caller")
-        deadline = req.get("deadline") or 0.0
-        if not isinstance(deadline, int | float):
-            raise BadRequest("'deadline' must be a number")
-        return Call(rid, method, params, caller if isinstance(caller, str) else None, deadline)
+        auth = req.get("auth")
+        deadline = req.get("deadline")
+        if deadline is None:
+            deadline = 0.0  # no deadline
+        # NaN compares false with every time (it would never expire, nor would +inf),
+        # and -inf would be dropped without a word: none of them is a deadline.
+        if (
+            isinstance(deadline, bool)
+            or not isinstance(deadline, int | float)
+            or not math.isfinite(deadline)
+        ):
+            raise BadRequest(f"'deadline' must be a finite unix time, got {deadline!r}")
+        call = Call(rid, method, params, caller if isinstance(caller, str) else None, deadline)
+        return call, auth if isinstance(auth, str) else None
 
-    async def _check_owner(self, call: Call) -> None:
+    async def _check_owner(self, call: Call, auth: str | None) -> None:
         owner = await self._current_owner()
         if owner is None:
             raise OwnershipDenied(
                 "no console is attached to this agent; attach before changing it",
                 detail={"owner": None},
             )
-        if owner != call.caller:
+        session, digest = owner
+        if session != call.caller:
             raise OwnershipDenied(
-                f"{self._agent} is owned by another console", detail={"owner": owner}
+                f"{self._agent} is owned by another console", detail={"owner": session}
+            )
+        # Constant-time, so response timing says nothing about how close a guess was.
+        if (
+            auth is None
+            or not digest
+            or not hmac.compare_digest(token_digest(auth).encode(), digest.encode())
+        ):
+            raise OwnershipDenied(
+                f"this request does not carry {self._agent}'s owner token: only the process "
+                "that attached may change it (knowing its session id is not enough)",
+                detail={"owner": session},
             )
 
     def _remember(self, rid: str, reply: bytes) -> None:
@@ -232,6 +282,10 @@ class RpcServer:
         log.warning("rpc: %s", message)
         if self._on_bad_request is not None:
             self._on_bad_request(message)
+
+
+def _timed_out(agent: str, rid: str) -> RpcTimeout:
+    return RpcTimeout(f"{agent} did not answer in time", detail={"agent": agent, "request_id": rid})
 
 
 def _error_reply(rid: str, error: AteamError) -> bytes:
@@ -252,11 +306,17 @@ return 1
 
 @dataclass
 class RpcClient:
-    """Caller side. ``caller`` is the console session id the agent checks ownership against."""
+    """Caller side.
+
+    ``caller`` is the console session id the agent checks ownership against, and
+    ``auth`` that session's secret token (:attr:`Ownership.token
+    <ateam.bus.ownership.Ownership.token>`); mutating calls need both.
+    """
 
     client: aioredis.Redis
     keys: Keys
     caller: str | None = None
+    auth: str | None = field(default=None, repr=False)
 
     async def call(
         self,
@@ -274,15 +334,16 @@ class RpcClient:
         """
         rid = request_id or uuid.uuid4().hex
         deadline = time.time() + timeout
-        body = pack(
-            {
-                "id": rid,
-                "method": method,
-                "params": params or {},
-                "caller": self.caller,
-                "deadline": deadline,
-            }
-        )
+        request: dict[str, Any] = {
+            "id": rid,
+            "method": method,
+            "params": params or {},
+            "caller": self.caller,
+            "deadline": deadline,
+        }
+        if self.auth is not None:
+            request["auth"] = self.auth
+        body = pack(request)
         if len(body) > RPC_MAX_PAYLOAD:
             raise PayloadTooLarge(
                 f"request of {len(body)} bytes exceeds the {RPC_MAX_PAYLOAD}-byte limit"
@@ -305,7 +366,7 @@ class RpcClient:
         while True:
             remaining = deadline - time.time()
             if remaining <= 0:
-                raise RpcTimeout(f"{agent} did not answer in time", detail={"agent": agent})
+                raise _timed_out(agent, rid)
             try:
                 pipe = self.client.pipeline(transaction=False)
                 # EVAL, not EVALSHA: a pipelined script object makes redis-py send SCRIPT
@@ -327,16 +388,16 @@ class RpcClient:
                 async with asyncio.timeout(remaining + 1.0):
                     _, popped = await pipe.execute()
             except TimeoutError as exc:
-                raise RpcTimeout(
-                    f"{agent} did not answer in time", detail={"agent": agent}
-                ) from exc
+                raise _timed_out(agent, rid) from exc
             except CONNECTION_ERRORS as exc:
                 if time.time() + 0.05 >= deadline:
-                    raise RedisUnavailable(f"Redis unreachable: {exc}") from exc
+                    raise RedisUnavailable(
+                        f"Redis unreachable: {exc}", detail={"agent": agent, "request_id": rid}
+                    ) from exc
                 await asyncio.sleep(min(backoff.next_delay(), max(deadline - time.time(), 0)))
                 continue
             if popped is None:
-                raise RpcTimeout(f"{agent} did not answer in time", detail={"agent": agent})
+                raise _timed_out(agent, rid)
             reply = unpack(popped[1])
             if reply.get("ok"):
                 return reply.get("value")

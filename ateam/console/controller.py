@@ -36,7 +36,7 @@ from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_
 from ateam.bus.context import ContextStore
 from ateam.bus.events import Event, EventTail, EventType, Gap
 from ateam.bus.keys import Keys
-from ateam.bus.ownership import Ownership
+from ateam.bus.ownership import OwnerKind, Ownership
 from ateam.bus.registry import AgentView, Registry
 from ateam.bus.rpc import RpcClient
 from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, load_project
@@ -139,8 +139,10 @@ class ConsoleController:
         )
         self.client: aioredis.Redis = make_client(target)
         self.registry = Registry(self.client, self.keys)
-        self.rpc = RpcClient(self.client, self.keys, caller=self.session)
         self.ownership = Ownership(self.client, self.keys, self.session)
+        # The token, not the session id, is what the agent accepts as this console's
+        # ownership; it never leaves this process except inside our own requests.
+        self.rpc = RpcClient(self.client, self.keys, caller=self.session, auth=self.ownership.token)
         self.tail = EventTail(self.client, self.keys, on_connection_change=self._on_connection)
         # Keyed by Redis endpoint too: the same agent id on another bus is another stream.
         self.offsets = offsets or OffsetStore(f"{target.describe()} {target.namespace}")
@@ -1101,7 +1103,7 @@ class ConsoleController:
         """
         if agent == self.attached and not self.read_only:
             return await self.rpc.call(agent, method, params)
-        await self.ownership.acquire(agent, takeover=takeover)
+        await self.ownership.acquire(agent, takeover=takeover, kind=OwnerKind.CALL)
         try:
             return await self.rpc.call(agent, method, params)
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from pathlib import Path
@@ -11,8 +12,8 @@ import redis.asyncio as aioredis
 
 from ateam.bus.codec import pack, unpack
 from ateam.bus.rpc import RpcClient
-from ateam.constants import RPC_MAX_PAYLOAD
-from ateam.errors import NoSuchMethod, PayloadTooLarge
+from ateam.constants import PROTOCOL_VERSION, RPC_MAX_PAYLOAD
+from ateam.errors import BadRequest, NoSuchMethod, PayloadTooLarge
 
 from .conftest import KEYS, AgentFactory, AgentProcess, Bus
 
@@ -89,6 +90,25 @@ async def test_oversized_payload_is_refused_on_both_sides(
     await assert_still_serving(client, agent)
     queue = await RpcClient(client, KEYS).call(AGENT, "queue.list", timeout=5)
     assert queue["current"] is None and queue["pending"] == []
+
+
+async def test_unusable_deadlines_and_newer_versions_get_bad_request(
+    client: aioredis.Redis, agent: AgentProcess
+) -> None:
+    rpc = RpcClient(client, KEYS)
+    for deadline in (math.nan, math.inf, -math.inf):
+        body = pack({"method": "status", "params": {}, "deadline": deadline})
+        with pytest.raises(BadRequest) as caught:
+            await rpc.send_raw(AGENT, uuid.uuid4().hex, body, time.time() + 5)
+        assert "deadline" in caught.value.message, deadline
+
+    newer = PROTOCOL_VERSION + 1
+    body = pack({"v": newer, "method": "status", "params": {}, "deadline": time.time() + 10})
+    with pytest.raises(BadRequest) as caught:
+        await rpc.send_raw(AGENT, uuid.uuid4().hex, body, time.time() + 5)
+    assert f"version {newer}" in caught.value.message
+    assert f"version {PROTOCOL_VERSION}" in caught.value.message
+    await assert_still_serving(client, agent)
 
 
 def test_invalid_yaml_exits_12_naming_the_file(start_agent: AgentFactory, tmp_path: Path) -> None:

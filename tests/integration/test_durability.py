@@ -37,8 +37,9 @@ async def test_acknowledged_inputs_survive_kill9_mid_task(
     agent_id = "vault/zeus"
     first = start_agent(agent_id, cwd=root)
     session = "test:durability"
-    await Ownership(client, KEYS, session).acquire(agent_id)
-    rpc = RpcClient(client, KEYS, caller=session)
+    owner = Ownership(client, KEYS, session)
+    await owner.acquire(agent_id)
+    rpc = RpcClient(client, KEYS, caller=session, auth=owner.token)
     texts = [
         " ".join(f"{tag}{i}" for i in range(12)) for tag in ("alpha", "beta", "gamma", "delta")
     ]

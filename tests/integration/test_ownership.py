@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import redis.asyncio as aioredis
 
@@ -14,8 +16,9 @@ from .conftest import (
     AgentFactory,
     Bus,
     ConsoleFactory,
+    async_wait_until,
     run_ateam,
-    wait_until,
+    write_project,
 )
 
 pytestmark = pytest.mark.integration
@@ -41,9 +44,10 @@ async def test_attach_is_exclusive_takeover_works_and_the_agent_enforces_it(
     assert denied.returncode == 3, denied.stdout + denied.stderr
     assert "ownership.denied" in denied.stdout
 
-    # So is a scripted send.
+    # So is a scripted send, told which console is in the way.
     send = run_ateam("send", AGENT, "hello", "--redis", redis_url)
     assert send.returncode == 3, send.stdout + send.stderr
+    assert f"is already attached by console {old_session} (" in send.stderr
 
     # --takeover works, and the previous owner is told and turns read-only.
     thief = start_console()
@@ -62,18 +66,69 @@ async def test_attach_is_exclusive_takeover_works_and_the_agent_enforces_it(
     with pytest.raises(OwnershipDenied):
         await RpcClient(client, KEYS, caller=None).call(AGENT, "interrupt", timeout=5)
 
-    # Read-only calls stay open to everyone; the new owner can write.
+    # Read-only calls stay open to everyone; the new owner can write (only the new
+    # owner's own process: it alone holds the claim's token).
     status = await RpcClient(client, KEYS, caller=old_session).call(AGENT, "status", timeout=5)
     assert status["state"] in ("idle", "busy")
-    reply = await RpcClient(client, KEYS, caller=new_session).call(
-        AGENT, "input", {"text": "by the owner"}, timeout=5
-    )
-    wait_until(lambda: reply["id"] in bus.task_ends(AGENT), START_TIMEOUT_S, "the owner's task")
+    with pytest.raises(OwnershipDenied):
+        await RpcClient(client, KEYS, caller=new_session).call(
+            AGENT, "input", {"text": "not the owner's process"}, timeout=5
+        )
+    thief.send("by the owner")
+    thief.wait_line(f"[A:{AGENT}] echo: by the owner")
     texts = [b.get("text") for _, b in bus.events(AGENT) if b.get("type") == "task.start"]
     assert texts == ["by the owner"]
-    thief.wait_line(f"[A:{AGENT}] echo: by the owner")
 
     # The read-only console cannot write either, and says so.
     first.send("typed while read-only")
     first.wait_line(lambda line: "ownership.denied" in line and "read-only" in line)
     assert first.wait_exit() == 3  # script mode stops at the first failing command
+
+
+async def test_a_session_id_copied_from_redis_cannot_write(
+    start_agent: AgentFactory,
+    start_console: ConsoleFactory,
+    client: aioredis.Redis,
+    bus: Bus,
+    tmp_path: Path,
+) -> None:
+    """Anyone who can read ``owner:{agent}`` learns the session id; that must not be enough."""
+    root = write_project(tmp_path / "guard", "guard", delay_ms=100)
+    start_agent(AGENT, cwd=root)
+    owner = start_console()
+    owner.send(f"/attach {AGENT}")
+    owner.wait_line(f"*** attached to {AGENT} as its writer")
+    long_text = " ".join(f"word{i}" for i in range(100))  # ~10 s of streaming
+    owner.send(long_text)
+    await async_wait_until(
+        lambda: any(b.get("type") == "token" for _, b in bus.events(AGENT)),
+        START_TIMEOUT_S,
+        "the owner's task to stream",
+    )
+
+    stored: dict[bytes, bytes] = await client.hgetall(KEYS.owner(AGENT))
+    session = stored[b"session"].decode()
+    assert session == owner.session
+    copycat = RpcClient(client, KEYS, caller=session)
+    with pytest.raises(OwnershipDenied):
+        await copycat.call(AGENT, "input", {"text": "sneaked in"}, timeout=5)
+    with pytest.raises(OwnershipDenied):
+        await copycat.call(AGENT, "cancel", {"hard": True}, timeout=5)
+    # What Redis holds about the secret (its hash) does not open the door either.
+    for field, value in stored.items():
+        forged = RpcClient(client, KEYS, caller=session, auth=value.decode())
+        with pytest.raises(OwnershipDenied):
+            await forged.call(AGENT, "cancel", {"hard": True}, timeout=5)
+        assert field != b"token", "the token itself must never be written to Redis"
+
+    queue = await RpcClient(client, KEYS).call(AGENT, "queue.list", timeout=5)
+    assert queue["current"] is not None and queue["current"]["text"] == long_text
+    assert queue["pending"] == []
+
+    # The real owner's calls go through.
+    owner.send("/cancel --hard")
+    owner.wait_line(f"hard-cancelled {queue['current']['id']}")
+    owner.send("by the owner")
+    owner.wait_line(f"[A:{AGENT}] echo: by the owner")
+    starts = [b.get("text") for _, b in bus.events(AGENT) if b.get("type") == "task.start"]
+    assert starts == [long_text, "by the owner"]

@@ -41,7 +41,7 @@ async def test_a_hundred_paced_inputs_all_finish(
     session = "test:pace"
     owner = Ownership(client, KEYS, session)
     await owner.acquire(agent)
-    rpc = RpcClient(client, KEYS, caller=session)
+    rpc = RpcClient(client, KEYS, caller=session, auth=owner.token)
     ids = []
     for i in range(100):
         reply = await rpc.call(agent, "input", {"text": f"task number {i} please do it"})

@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Iterator
 
 import pytest
 
-from .conftest import START_TIMEOUT_S, AgentFactory, Bus, run_ateam, wait_until
+from .conftest import (
+    KEYS,
+    START_TIMEOUT_S,
+    AgentFactory,
+    AgentProcess,
+    Bus,
+    ateam_cmd,
+    run_ateam,
+    subprocess_env,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -72,3 +88,97 @@ def test_agent_exits_13_when_redis_is_unreachable_at_start() -> None:
 
     assert result.returncode == 13, result.stderr
     assert "redis.unavailable" in result.stderr
+
+
+@contextlib.contextmanager
+def stalled(agent: AgentProcess) -> Iterator[None]:
+    """The agent is frozen (SIGSTOP) inside the block: requests wait, nothing answers."""
+    os.kill(agent.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(agent.pid, signal.SIGCONT)
+
+
+def start_send(redis_url: str, agent: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        ateam_cmd("send", agent, *args, "--redis", redis_url),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
+
+
+def test_concurrent_sends_to_an_unowned_agent_all_get_through(
+    start_agent: AgentFactory, bus: Bus, redis_url: str
+) -> None:
+    agent = "verbs/hera"
+    hera = start_agent(agent)
+    texts = [f"script {i} says hello" for i in range(5)]
+    with stalled(hera):
+        # The first send holds its one-call claim while it waits for the frozen agent...
+        first = start_send(redis_url, agent, texts[0])
+        # (The frozen agent's blocked BLPOP takes the request off the list at once, so
+        # the claim is what shows the send is in flight.)
+        wait_until(
+            lambda: bus.client.hget(KEYS.owner(agent), "kind") == b"call",
+            START_TIMEOUT_S,
+            "the first send to claim the agent",
+        )
+        # ...while four more scripts try to claim the agent too.
+        others = [start_send(redis_url, agent, text) for text in texts[1:]]
+
+        def all_tried() -> bool:
+            claiming = [c for c in bus.client.client_list() if c.get("cmd") == "evalsha"]
+            return len(claiming) >= len(others) or any(p.poll() is not None for p in others)
+
+        wait_until(all_tried, START_TIMEOUT_S, "every other send to try to claim the agent")
+    procs = [first, *others]
+    results = [proc.communicate(timeout=30) for proc in procs]
+
+    for proc, (_, err) in zip(procs, results, strict=True):
+        assert proc.returncode == 0, err
+    ids = [out.strip() for out, _ in results]
+    assert len(set(ids)) == len(texts) and all(i.startswith("q-") for i in ids), ids
+    wait_until(
+        lambda: all(i in bus.task_ends(agent) for i in ids), START_TIMEOUT_S, "every sent task"
+    )
+    starts = [b["text"] for _, b in bus.events(agent) if b.get("type") == "task.start"]
+    assert sorted(starts) == sorted(texts)  # each text queued exactly once
+    assert not bus.client.exists(KEYS.owner(agent))
+
+
+def test_a_send_that_times_out_says_how_to_check_and_resend_safely(
+    start_agent: AgentFactory, bus: Bus, redis_url: str
+) -> None:
+    agent = "verbs/zeus"
+    zeus = start_agent(agent)
+    with stalled(zeus):
+        send = run_ateam("send", agent, "hello", "--timeout", "1", "--redis", redis_url)
+
+    assert send.returncode == 1, send.stdout + send.stderr
+    assert send.stdout == ""
+    lines = send.stderr.strip().splitlines()
+    assert len(lines) == 1, send.stderr
+    line = lines[0]
+    assert line.startswith("error [timeout]:"), line
+    found = re.search(r"request ([0-9a-f]{32})\b", line)
+    assert found is not None, line
+    rid = found.group(1)
+    assert "may or may not have been queued" in line
+    assert f"ateam tail {agent}" in line
+    assert f"ateam send {agent} --request-id {rid}" in line
+
+    # Resending with that id is safe whether or not the first attempt got through.
+    again = [
+        run_ateam("send", agent, "hello", "--request-id", rid, "--redis", redis_url)
+        for _ in range(2)
+    ]
+    assert [r.returncode for r in again] == [0, 0], [r.stderr for r in again]
+    task_id = again[0].stdout.strip()
+    assert again[1].stdout.strip() == task_id
+    wait_until(lambda: task_id in bus.task_ends(agent), START_TIMEOUT_S, "the resent task")
+    starts = [b["text"] for _, b in bus.events(agent) if b.get("type") == "task.start"]
+    assert starts == ["hello"]

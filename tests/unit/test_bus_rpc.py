@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import sys
 import time
@@ -16,10 +17,10 @@ from ateam.bus.codec import pack, unpack
 from ateam.bus.connection import RedisTarget
 from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock
-from ateam.bus.ownership import Ownership
+from ateam.bus.ownership import OwnerKind, Ownership, token_digest
 from ateam.bus.registry import AgentEntry, Heartbeat, Registry
 from ateam.bus.rpc import Call, Method, RpcClient, RpcServer
-from ateam.constants import RPC_MAX_PAYLOAD
+from ateam.constants import PROTOCOL_VERSION, RPC_MAX_PAYLOAD
 from ateam.errors import (
     AgentNotFound,
     BadRequest,
@@ -32,13 +33,14 @@ from ateam.errors import (
 )
 
 AGENT = "proj/zeus"
+TOKEN_A = "secret-of-console-a"
 
 
 @pytest.fixture
 async def server(client: aioredis.Redis, target: RedisTarget) -> AsyncIterator[dict[str, Any]]:
     keys = Keys(target.namespace)
     calls: list[Call] = []
-    owner: dict[str, str | None] = {"session": "console:a"}
+    owner: dict[str, str | None] = {"session": "console:a", "token": TOKEN_A}
 
     async def echo(call: Call) -> Any:
         calls.append(call)
@@ -51,8 +53,11 @@ async def server(client: aioredis.Redis, target: RedisTarget) -> AsyncIterator[d
     async def boom(call: Call) -> Any:
         raise RuntimeError("kaput")
 
-    async def current_owner() -> str | None:
-        return owner["session"]
+    async def current_owner() -> tuple[str, str] | None:
+        session, token = owner["session"], owner["token"]
+        if session is None:
+            return None
+        return session, token_digest(token) if token is not None else ""
 
     methods = {
         "echo": Method("echo", echo, False, ""),
@@ -96,19 +101,41 @@ async def test_mutating_call_checked_against_owner(
     client: aioredis.Redis, server: dict[str, Any]
 ) -> None:
     with pytest.raises(OwnershipDenied):
-        await RpcClient(client, server["keys"], caller="console:b").call(AGENT, "add")
+        await RpcClient(client, server["keys"], caller="console:b", auth=TOKEN_A).call(AGENT, "add")
+    assert await RpcClient(client, server["keys"], "console:a", TOKEN_A).call(AGENT, "add") == 1
     server["owner"]["session"] = None
     with pytest.raises(OwnershipDenied):
-        await RpcClient(client, server["keys"], caller="console:a").call(AGENT, "add")
-    assert server["calls"] == []
+        await RpcClient(client, server["keys"], caller="console:a", auth=TOKEN_A).call(AGENT, "add")
+    assert len(server["calls"]) == 1
     # Read-only calls are open to everyone.
     assert await RpcClient(client, server["keys"], caller="x").call(AGENT, "echo")
+
+
+async def test_mutating_call_needs_the_owner_token_not_just_the_session(
+    client: aioredis.Redis, server: dict[str, Any]
+) -> None:
+    keys = server["keys"]
+    digest = token_digest(TOKEN_A)
+    for auth in (None, "guess", digest, TOKEN_A.upper()):
+        with pytest.raises(OwnershipDenied) as err:
+            await RpcClient(client, keys, caller="console:a", auth=auth).call(AGENT, "add")
+        assert "token" in err.value.message
+    # A claim stored without a token admits nobody.
+    server["owner"]["token"] = None
+    with pytest.raises(OwnershipDenied):
+        await RpcClient(client, keys, caller="console:a", auth=TOKEN_A).call(AGENT, "add")
+    assert server["calls"] == []
+    # The token travels only in the request, never into what a handler sees.
+    server["owner"]["token"] = TOKEN_A
+    assert await RpcClient(client, keys, caller="console:a", auth=TOKEN_A).call(AGENT, "add") == 1
+    assert TOKEN_A not in repr(server["calls"][0])
+    assert TOKEN_A not in repr(RpcClient(client, keys, caller="console:a", auth=TOKEN_A))
 
 
 async def test_mutating_call_is_idempotent_by_request_id(
     client: aioredis.Redis, server: dict[str, Any]
 ) -> None:
-    rpc = RpcClient(client, server["keys"], caller="console:a")
+    rpc = RpcClient(client, server["keys"], caller="console:a", auth=TOKEN_A)
     first = await rpc.call(AGENT, "add", request_id="r1")
     again = await rpc.call(AGENT, "add", request_id="r1")
     other = await rpc.call(AGENT, "add", request_id="r2")
@@ -157,12 +184,45 @@ async def test_requests_past_their_deadline_are_dropped(
 ) -> None:
     keys = server["keys"]
     await server["server"].aclose()  # the agent is busy elsewhere for a moment
-    rpc = RpcClient(client, keys, caller="console:a")
+    rpc = RpcClient(client, keys, caller="console:a", auth=TOKEN_A)
     with pytest.raises(RpcTimeout):
         await rpc.call(AGENT, "add", timeout=0.3)
     server["server"].start()
     await rpc.call(AGENT, "echo")
     assert server["calls"] and all(c.method == "echo" for c in server["calls"])
+
+
+@pytest.mark.parametrize("deadline", [math.nan, math.inf, -math.inf], ids=str)
+async def test_a_deadline_that_is_not_a_finite_number_is_a_bad_request(
+    client: aioredis.Redis, server: dict[str, Any], deadline: float
+) -> None:
+    # NaN compares false with everything, so it used to pass as "not yet expired" (as did
+    # +inf, a request that never expires); -inf was silently dropped, leaving the caller
+    # to wait out its own timeout.
+    rpc = RpcClient(client, server["keys"])
+    body = pack({"method": "echo", "params": {}, "deadline": deadline})
+    with pytest.raises(BadRequest) as err:
+        await rpc.send_raw(AGENT, f"dl-{deadline}", body, time.time() + 3)
+    assert "deadline" in err.value.message
+    assert server["calls"] == []
+    assert await rpc.call(AGENT, "echo") is not None
+
+
+async def test_a_newer_protocol_version_is_a_bad_request_naming_both(
+    client: aioredis.Redis, server: dict[str, Any]
+) -> None:
+    rpc = RpcClient(client, server["keys"])
+    newer = PROTOCOL_VERSION + 1
+    body = pack({"v": newer, "method": "echo", "params": {}, "deadline": time.time() + 5})
+    with pytest.raises(BadRequest) as err:
+        await rpc.send_raw(AGENT, "v-newer", body, time.time() + 3)
+    assert f"version {newer}" in err.value.message
+    assert f"version {PROTOCOL_VERSION}" in err.value.message
+    assert err.value.detail == {"version": newer, "supported": PROTOCOL_VERSION}
+    assert server["calls"] == []
+    # The same version, or an older one, is still served.
+    same = pack({"v": PROTOCOL_VERSION, "method": "echo", "params": {}})
+    assert await rpc.send_raw(AGENT, "v-same", same, time.time() + 3) is not None
 
 
 async def test_absent_agent_fails_fast(client: aioredis.Redis, target: RedisTarget) -> None:
@@ -265,6 +325,23 @@ async def test_second_console_is_denied(client: aioredis.Redis, target: RedisTar
     assert current is not None and current.session == "console:a"
 
 
+async def test_a_copied_session_id_cannot_claim_refresh_or_release(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    owner = Ownership(client, keys, "console:a")
+    await owner.acquire(AGENT)
+    # Anyone can read the session id from the owner hash; it is not a credential.
+    copycat = Ownership(client, keys, "console:a")
+    with pytest.raises(OwnershipDenied):
+        await copycat.acquire(AGENT)
+    assert not await copycat.refresh(AGENT)
+    assert not await copycat.release(AGENT)
+    assert await owner.refresh(AGENT)
+    assert await owner.acquire(AGENT) is None  # the real owner may re-attach
+    assert await owner.release(AGENT)
+
+
 async def test_takeover_tells_the_old_owner_first(
     client: aioredis.Redis, target: RedisTarget
 ) -> None:
@@ -286,6 +363,44 @@ async def test_takeover_tells_the_old_owner_first(
     assert not await old.refresh(AGENT)
     assert await new.refresh(AGENT)
     await pubsub.aclose()
+
+
+async def test_a_one_call_claim_is_waited_for_a_console_claim_is_not(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    sender = Ownership(client, keys, "send:host:1:aa")
+    await sender.acquire(AGENT, kind=OwnerKind.CALL)
+    current = await sender.current(AGENT)
+    assert current is not None and current.kind is OwnerKind.CALL
+    other = Ownership(client, keys, "send:host:2:bb")
+    waiting = asyncio.create_task(other.acquire(AGENT, kind=OwnerKind.CALL))
+    await asyncio.sleep(0.1)
+    assert not waiting.done()  # still waiting, not refused
+    assert await sender.release(AGENT)
+    assert await asyncio.wait_for(waiting, 5) is None
+    assert await other.release(AGENT)
+
+    console = Ownership(client, keys, "console:a")
+    await console.acquire(AGENT)
+    started = time.monotonic()
+    with pytest.raises(OwnershipDenied) as err:
+        await other.acquire(AGENT, kind=OwnerKind.CALL)
+    assert time.monotonic() - started < 1.0  # no point waiting for a console
+    assert "attached by console console:a" in err.value.message
+
+
+async def test_a_one_call_claim_that_outlasts_the_wait_is_named_as_such(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    await Ownership(client, keys, "send:host:1:aa").acquire(AGENT, kind=OwnerKind.CALL)
+    with pytest.raises(OwnershipDenied) as err:
+        await Ownership(client, keys, "console:b", call_wait_s=0.2).acquire(AGENT)
+    assert "held by send:host:1:aa" in err.value.message
+    assert "for one call" in err.value.message
+    assert "console send:" not in err.value.message
+    assert err.value.detail["kind"] == "call"
 
 
 async def test_crashed_console_claim_lapses(client: aioredis.Redis, target: RedisTarget) -> None:

@@ -1,0 +1,148 @@
+"""Fencing of the agent's own files: only the instance that holds the identity writes them.
+
+The Redis lock (:class:`~ateam.bus.lock.InstanceLock`) fences what the agent writes to
+Redis; these two fence what it writes to ``state/``:
+
+* :class:`StateDirLock` — an OS lock (``flock``) on ``state/instance.lock``, held for the
+  whole life of the process. A process that is frozen (SIGSTOP, a debugger, a swapped-out
+  VM) keeps it, so a second instance on the same host cannot start on the same files
+  until the first has exited; the kernel drops it when the holder dies, even by kill -9.
+* :class:`WriteFence` — checked before every durable write (queue, history, summaries,
+  handoff, working context): once this process may have lost its Redis lock — no
+  successful refresh for the TTL minus a margin, on a monotonic clock, so time spent
+  frozen counts — every write is refused with :class:`~ateam.errors.LockLost`. A thawed
+  instance therefore cannot append a half-finished turn after its successor took over,
+  whichever host the successor runs on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Protocol
+
+from ateam._proc import pid_is_running
+from ateam.errors import DuplicateInstance, LockLost
+
+__all__ = ["STATE_LOCK_FILE", "STATE_LOCK_WAIT_S", "Fenced", "StateDirLock", "WriteFence"]
+
+STATE_LOCK_FILE = "instance.lock"
+STATE_LOCK_WAIT_S = 20.0
+"""How long a new instance waits for a predecessor still holding the state directory:
+twice the lock TTL, time enough for a thawed one to notice its loss and exit."""
+
+Fenced = Callable[[str], None]
+"""What a store calls before a durable write, naming what it writes; raises LockLost."""
+
+
+class LeaseHolder(Protocol):
+    """The part of the instance lock the write fence reads."""
+
+    fence: int
+
+    def expired_locally(self) -> bool: ...
+
+
+class WriteFence:
+    """Refuses durable writes once the instance lock may have lapsed."""
+
+    def __init__(self, lock: LeaseHolder, agent: str) -> None:
+        self._lock = lock
+        self._agent = agent
+        self.lost = False
+        """Set once a write was refused (or the agent learnt it lost the lock): final."""
+        self.refused = 0
+
+    def mark_lost(self) -> None:
+        self.lost = True
+
+    def __call__(self, what: str) -> None:
+        if self.lost or self._lock.expired_locally():
+            self.lost = True
+            self.refused += 1
+            raise LockLost(
+                f"refusing to write {what}: {self._agent} may no longer hold its instance "
+                f"lock (fence {self._lock.fence})",
+                detail={"agent": self._agent, "fence": self._lock.fence, "write": what},
+            )
+
+
+class StateDirLock:
+    """``flock`` on ``state/instance.lock``, held from start to exit.
+
+    Args:
+        state_dir: the agent's ``state/`` directory (created if missing).
+        agent: the identity, for messages.
+    """
+
+    def __init__(self, state_dir: Path, agent: str) -> None:
+        self.path = Path(state_dir) / STATE_LOCK_FILE
+        self.agent = agent
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free; ``True`` once this process holds it."""
+        if self._fd is not None:
+            return True
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except BaseException:
+            os.close(fd)
+            raise
+        # The holder's pid, for the message a waiting successor prints.
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        self._fd = fd
+        return True
+
+    def holder(self) -> int | None:
+        """The pid recorded by the current holder, if readable."""
+        with contextlib.suppress(OSError, ValueError):
+            return int(self.path.read_text(encoding="ascii").strip())
+        return None
+
+    async def acquire(
+        self, *, wait_s: float, keep_alive: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        """Take the lock, waiting up to ``wait_s`` for a holder that is still alive.
+
+        A frozen predecessor holds the lock until it runs again, notices it lost the
+        identity and exits; ``keep_alive`` (the Redis lock refresh) runs while waiting so
+        the identity this process already won does not lapse meanwhile.
+
+        Raises:
+            DuplicateInstance: another process still holds the directory after ``wait_s``.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while not self.try_acquire():
+            if loop.time() >= deadline:
+                pid = self.holder()
+                alive = pid is not None and pid_is_running(pid)
+                who = f"pid {pid}" if alive else "another process"
+                raise DuplicateInstance(
+                    f"Another instance of {self.agent} ({who}) still holds its state "
+                    f"directory {self.path.parent}",
+                    detail={"agent": self.agent, "pid": pid},
+                )
+            if keep_alive is not None:
+                await keep_alive()
+            await asyncio.sleep(0.2)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            # Closing the descriptor drops the flock; the file stays for the next holder.
+            os.close(self._fd)
+            self._fd = None
