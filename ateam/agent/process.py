@@ -660,6 +660,9 @@ class Agent:
                 return
             except asyncio.CancelledError:
                 raise
+            except LockLost as exc:  # a write was fenced off: no crash, no restart here
+                self._lock_lost(exc.message)
+                return
             except Exception as exc:
                 now = time.monotonic()
                 log.exception("worker crashed")
@@ -711,9 +714,11 @@ class Agent:
                 trace_id=item.trace_id,
             )
         except asyncio.CancelledError:
-            if self._stop.is_set():
+            if self._stop.is_set() and not self.write_fence.lost:
                 self.queue.release(item.id)  # torn down mid-task: runs again after restart
             raise
+        except LockLost:
+            raise  # nothing more of ours may be written; the successor re-runs the item
         except Exception as exc:
             self.queue.done(item.id, ok=False, error=repr(exc))
             self.entry.last_error = repr(exc)
@@ -723,6 +728,8 @@ class Agent:
             self.entry.current_task = None
             if self._prompt_reload_pending:
                 self._apply_prompt_reload("deferred until the task ended")
+        if self.write_fence.lost:
+            return  # fenced: the queue file is the successor's now
         if self._stop.is_set() and not outcome.ok:
             # Cut short by shutdown or a lost lock, not by a person: the acknowledged
             # input goes back to the head and runs again after the restart.
@@ -761,6 +768,8 @@ class Agent:
             )
         except WorkerStalled as exc:
             self.events.emit(EventType.WARN, msg=exc.message, code=exc.code)
+        except LockLost as exc:
+            self._lock_lost(exc.message)
         except Exception as exc:
             log.exception("%s failed", name)
             self.events.emit(

@@ -38,7 +38,7 @@ from ateam.agent.router import Action, ModelRouter
 from ateam.agent.router import Decision as RouteDecision
 from ateam.bus.events import Coalescer, EventPublisher, EventType, decode_chunk, encode_chunk
 from ateam.config.schema import Approval
-from ateam.errors import AteamError, ContextTooLong, ToolDenied
+from ateam.errors import AteamError, ContextTooLong, LockLost, ToolDenied
 from ateam.providers.base import (
     Headroom,
     Message,
@@ -240,8 +240,9 @@ class TaskRunner:
     async def run(self, item: QueueItem, control: TaskControl) -> TaskOutcome:
         """Run ``item`` to its end; ``task.end`` is emitted whatever happens but a cancel.
 
-        Only :class:`asyncio.CancelledError` escapes (the worker is being torn down);
-        every other failure ends the task with an error and leaves the agent working.
+        Only :class:`asyncio.CancelledError` (the worker is being torn down) and
+        :class:`~ateam.errors.LockLost` (a durable write was fenced off) escape; every
+        other failure ends the task with an error and leaves the agent working.
         """
         ids = {"task_id": item.id, "trace_id": item.trace_id}
         started = time.monotonic()
@@ -253,6 +254,10 @@ class TaskRunner:
         progress = _Progress()
         try:
             await self._loop(item, control, ids, progress)
+        except LockLost:
+            # This instance may no longer write anything, the task's end included: the
+            # agent stops and the successor runs the item again.
+            raise
         except Exception as exc:  # a bug or a storage failure: end this task, not the agent
             log.exception("task %s failed unexpectedly", item.id)
             progress.error = f"internal error: {_describe(exc)}"

@@ -86,7 +86,10 @@ class Event:
 
     @classmethod
     def decode(cls, agent: str, offset: int, raw: bytes) -> Event:
-        body = unpack(raw)
+        return cls.from_body(agent, offset, unpack(raw))
+
+    @classmethod
+    def from_body(cls, agent: str, offset: int, body: dict[str, Any]) -> Event:
         etype = str(body.pop("type", "unknown"))
         ts = float(body.pop("ts", 0.0))
         for meta in ("v", "offset", "agent"):
@@ -124,21 +127,85 @@ class Reset(Gap):
         )
 
 
+@dataclass(frozen=True)
+class Rewound(Gap):
+    """Entries followed after offset ``last`` were not the agent's and are gone.
+
+    Someone wrote entries into the stream above the agent's offsets; the agent removed
+    them when it next published. Following resumes after ``last``, the newest genuine
+    event delivered, so nothing it wrote since is missed.
+    """
+
+    skipped_to: int = 0
+
+    def message(self) -> str:
+        return (
+            f"tail rewind: entries up to {self.skipped_to} were not written by the agent "
+            f"and were removed; following again from event {self.last + 1}"
+        )
+
+
 # Appends a batch with explicit ids and trims the log. The fencing check makes a
-# process that lost its instance lock unable to write into its successor's stream. An
-# id at or below the stream's top can only come from a stale writer; it is skipped.
+# process that lost its instance lock unable to write into its successor's stream.
+#
+# An XADD can only fail on an id at or below the stream's last id. Below or at the
+# newest offset this writer ever assigned (ARGV[3]) that is a stale retry of its own
+# batch: skipped. *Above* it nothing can be the agent's own (the fence rules out every
+# other instance), so it is a forged entry that would make every later id look stale
+# and silence the stream for good: those entries are removed, the stream's last id is
+# set back to its newest genuine entry (XSETID, allowed once they are gone) and the
+# write is retried. Returns {status (-1 fenced), skipped, removed, first, last removed}.
 _APPEND_LUA = """
 if ARGV[2] ~= '0' and redis.call('GET', KEYS[2]) ~= ARGV[2] then
-  return -1
+  return {-1, 0, 0, '', ''}
 end
-local skipped = 0
-for i = 3, #ARGV, 2 do
-  local ok = pcall(redis.call, 'XADD', KEYS[1], 'MAXLEN', '~', ARGV[1],
-                   ARGV[i] .. '-0', 'd', ARGV[i + 1])
-  if not ok then skipped = skipped + 1 end
+local function add(i)
+  return pcall(redis.call, 'XADD', KEYS[1], 'MAXLEN', '~', ARGV[1],
+               ARGV[i] .. '-0', 'd', ARGV[i + 1])
 end
-return skipped
+local skipped, removed, first, last = 0, 0, '', ''
+for i = 4, #ARGV, 2 do
+  if not add(i) then
+    local batch
+    repeat
+      batch = redis.call('XRANGE', KEYS[1], ARGV[3] .. '-1', '+', 'COUNT', 1000)
+      for _, entry in ipairs(batch) do
+        redis.call('XDEL', KEYS[1], entry[1])
+        if removed == 0 then first = entry[1] end
+        removed = removed + 1
+        last = entry[1]
+      end
+    until #batch < 1000
+    if removed > 0 then
+      local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+      local id = '0-1'
+      if #top > 0 then id = top[1][1] end
+      pcall(redis.call, 'XSETID', KEYS[1], id)
+    end
+    if removed == 0 or not add(i) then skipped = skipped + 1 end
+  end
+end
+return {0, skipped, removed, first, last}
 """
+VERIFY_EVERY_S = 1.0
+"""How often a tail past a doubtful entry checks whether the agent removed it."""
+_OWN_SCAN_PAGES = 16
+"""At start, how many pages of 64 entries are searched back for the newest genuine one."""
+
+
+def own_body(agent: str, offset: int, raw: bytes) -> dict[str, Any] | None:
+    """The entry's body if it is one ``agent``'s publisher wrote at ``offset``, else None.
+
+    The publisher stamps every body with its agent and offset; an entry without them
+    (or with others) was written into the stream by someone else.
+    """
+    try:
+        body = unpack(raw)
+    except BadRequest:
+        return None
+    if body.get("agent") != agent or body.get("offset") != offset:
+        return None
+    return body
 
 
 class EventPublisher:
@@ -184,6 +251,9 @@ class EventPublisher:
         self._scrub = scrub
         self.connected = True
         self.skipped = 0
+        self.removed = 0
+        """Entries this agent never wrote, found above its offsets and removed."""
+        self.fenced = False
 
     @property
     def last_offset(self) -> int:
@@ -193,11 +263,27 @@ class EventPublisher:
         """Find the next offset (never below anything published before) and start writing."""
         last = self._read_local_offset()
         with contextlib.suppress(*CONNECTION_ERRORS):
-            top: Any = await self._client.xrevrange(self._stream, count=1)
-            if top:
-                last = max(last, int(top[0][0].split(b"-")[0]))
+            last = max(last, await self._newest_own_offset())
         self._next = last + 1
         self._task = asyncio.create_task(self._run(), name=f"events:{self._agent}")
+
+    async def _newest_own_offset(self) -> int:
+        """The newest offset in the stream that this agent wrote (0 if none is found).
+
+        Entries above it are someone else's: starting after a forged ``999999999999-0``
+        would make every offset from then on absurd; they are removed by the first write.
+        """
+        end = "+"
+        for _ in range(_OWN_SCAN_PAGES):
+            page: Any = await self._client.xrevrange(self._stream, max=end, count=64)
+            for entry_id, fields in page:
+                offset = int(entry_id.split(b"-")[0])
+                if own_body(self._agent, offset, fields.get(b"d", b"")) is not None:
+                    return offset
+            if len(page) < 64:
+                break
+            end = f"({page[-1][0].decode()}"
+        return 0
 
     def emit(self, etype: str, **fields: Any) -> int:
         """Queue one event for publishing and return its offset."""
@@ -250,11 +336,13 @@ class EventPublisher:
                 await self._wake.wait()
                 continue
             batch = [self._buffer[i] for i in range(min(len(self._buffer), PUBLISH_BATCH_MAX))]
-            args: list[Any] = [self._maxlen, self._fence() if self._fence else 0]
+            fence = self._fence() if self._fence else 0
+            # Every offset above the newest one assigned so far is still to come.
+            args: list[Any] = [self._maxlen, fence, self._next - 1]
             for offset, payload in batch:
                 args.extend((offset, payload))
             try:
-                skipped = await self._script(
+                reply: Any = await self._script(
                     keys=[self._stream, self._keys.fence(self._agent)], args=args
                 )
             except CONNECTION_ERRORS as exc:
@@ -263,8 +351,10 @@ class EventPublisher:
                 log.debug("event publish failed (%s); retrying in %.2fs", exc, delay)
                 await asyncio.sleep(delay)
                 continue
-            if skipped == -1:
+            status, skipped, removed, first, last = reply
+            if status == -1:
                 # Another process holds the lock now: nothing more may be written.
+                self.fenced = True
                 self._buffer.clear()
                 if self._on_fenced is not None:
                     self._on_fenced()
@@ -274,6 +364,8 @@ class EventPublisher:
                 self._buffer.popleft()
             if skipped:
                 self.skipped += int(skipped)
+            if removed:
+                self._report_forged(int(removed), _text(first), _text(last))
             backoff.reset()
             await self._set_connected(True, 0)
             if self._dropped:
@@ -287,6 +379,17 @@ class EventPublisher:
             # restart against a Redis that lost the stream never reuses many offsets.
             if (batch[0][0] - 1) // 1000 != batch[-1][0] // 1000:
                 self._write_local_offset()
+
+    def _report_forged(self, removed: int, first: str, last: str) -> None:
+        self.removed += removed
+        ids = first if removed == 1 else f"{first} .. {last}"
+        message = (
+            f"{removed} entr{'y' if removed == 1 else 'ies'} that {self._agent} never wrote "
+            f"(id {ids}) sat above its offsets in its event stream, which would have "
+            "silenced it; removed, and events flow again"
+        )
+        log.warning("event stream %s: %s", self._stream, message)
+        self.emit(EventType.WARN, msg=message, code="events.forged", first=first, last=last)
 
     async def _set_connected(self, connected: bool, failures: int) -> None:
         changed = connected != self.connected
@@ -305,8 +408,8 @@ class EventPublisher:
             return 0
 
     def _write_local_offset(self) -> None:
-        if self._offset_file is None:
-            return
+        if self._offset_file is None or self.fenced:
+            return  # a fenced-off writer's record would only mislead its successor
         with contextlib.suppress(OSError):
             atomic_write(self._offset_file, f"{self.last_offset}\n".encode())
 
@@ -407,6 +510,10 @@ class Coalescer:
             self._window = self._base_window
 
 
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _utf8_safe_cut(buf: bytearray) -> int:
     """Length of the longest prefix of ``buf`` that doesn't end inside a UTF-8 sequence."""
     n = len(buf)
@@ -449,6 +556,12 @@ class _Cursor:
     """Set when the start point was chosen by backlog: a jump there is not a loss."""
     checked: bool = False
     """Whether an explicit start point has been compared with the stream's top."""
+    genuine: int | None = None
+    """Set while following past an entry that may not be the agent's (one it did not
+    write, or a jump): the newest offset known genuine, to come back to if the entries
+    after it disappear (the publisher removes forged ones)."""
+    verified_at: float = 0.0
+    """When the stream's top was last compared with ``last`` while ``genuine`` is set."""
 
 
 Item = Event | Gap
@@ -554,17 +667,7 @@ class EventTail:
                 assert cursor.last is not None
                 if offset <= cursor.last:
                     continue
-                if offset > cursor.last + 1 and not cursor.quiet_gap:
-                    out.append(Gap(agent, cursor.last + 1, offset - 1))
-                cursor.quiet_gap = False
-                cursor.last = offset
-                try:
-                    out.append(Event.decode(agent, offset, fields[b"d"]))
-                except (BadRequest, KeyError, ValueError, TypeError):
-                    # Keep the offset (so nothing looks lost) but say it was unreadable.
-                    out.append(
-                        Event(agent, offset, EventType.WARN, 0.0, {"msg": "undecodable event"})
-                    )
+                out.extend(_accept(agent, cursor, offset, fields))
         return out
 
     async def _resolve_starts(self) -> list[Item]:
@@ -572,6 +675,10 @@ class EventTail:
         # A snapshot: add()/remove() may run while this awaits Redis (a /tail, an
         # automatic tail), and iterating the live dict would then fail.
         for agent, cursor in list(self._cursors.items()):
+            if cursor.genuine is not None:
+                rewound = await self._verify(agent, cursor)
+                if rewound is not None:
+                    notices.append(rewound)
             if cursor.last is not None:
                 if not cursor.checked:
                     cursor.checked = True
@@ -596,8 +703,50 @@ class EventTail:
                 cursor.last = 0
         return notices
 
+    async def _verify(self, agent: str, cursor: _Cursor) -> Rewound | None:
+        """Past a doubtful entry: once the stream's top falls below it, go back."""
+        now = time.monotonic()
+        if now - cursor.verified_at < VERIFY_EVERY_S:
+            return None
+        cursor.verified_at = now
+        top: Any = await self.client.xrevrange(self.keys.events(agent), count=1)
+        top_offset = int(top[0][0].split(b"-")[0]) if top else 0
+        assert cursor.last is not None and cursor.genuine is not None
+        if top_offset >= cursor.last:
+            return None  # still there (or the stream has moved on past it)
+        rewound = Rewound(agent, cursor.genuine + 1, cursor.genuine, skipped_to=cursor.last)
+        cursor.last, cursor.genuine = cursor.genuine, None
+        return rewound
+
     def _set_connected(self, connected: bool, failures: int) -> None:
         changed = connected != self._connected
         self._connected = connected
         if self.on_connection_change is not None and (changed or failures):
             self.on_connection_change(connected, failures)
+
+
+def _accept(agent: str, cursor: _Cursor, offset: int, fields: Any) -> list[Item]:
+    """One entry past the cursor: its event (after a gap, if one), or a stranger's entry."""
+    assert cursor.last is not None
+    body = own_body(agent, offset, fields.get(b"d", b""))
+    if body is None:
+        # Not the agent's: skipped with a warning, remembering where to come back to.
+        if cursor.genuine is None:
+            cursor.genuine = cursor.last
+        cursor.last = offset
+        cursor.quiet_gap = False
+        msg = f"event stream entry {offset} was not written by {agent}; ignored"
+        return [Event(agent, offset, EventType.WARN, 0.0, {"msg": msg, "code": "events.forged"})]
+    out: list[Item] = []
+    if offset > cursor.last + 1 and not cursor.quiet_gap:
+        out.append(Gap(agent, cursor.last + 1, offset - 1))
+        # A jump is trimming, or an entry written by someone who copied the format:
+        # that one vanishes when the agent next publishes, and is then undone.
+        if cursor.genuine is None:
+            cursor.genuine = cursor.last
+    elif cursor.genuine is not None:
+        cursor.genuine = None  # the stream goes on past the jump: it was real
+    cursor.quiet_gap = False
+    cursor.last = offset
+    out.append(Event.from_body(agent, offset, body))
+    return out

@@ -15,7 +15,7 @@ from ateam.bus.rpc import RpcClient
 from ateam.constants import PROTOCOL_VERSION, RPC_MAX_PAYLOAD
 from ateam.errors import BadRequest, NoSuchMethod, PayloadTooLarge
 
-from .conftest import KEYS, AgentFactory, AgentProcess, Bus
+from .conftest import KEYS, AgentFactory, AgentProcess, Bus, ConsoleFactory
 
 pytestmark = pytest.mark.integration
 
@@ -126,3 +126,30 @@ def test_invalid_yaml_exits_12_naming_the_file(start_agent: AgentFactory, tmp_pa
     assert len(lines) == 1, lines
     assert str(bad) in lines[0]
     assert "config.invalid" in lines[0]
+
+
+def test_one_forged_stream_entry_does_not_silence_the_consoles(
+    agent: AgentProcess, start_console: ConsoleFactory, bus: Bus
+) -> None:
+    watcher = start_console()
+    watcher.send(f"/tail {AGENT}")
+    owner = start_console()
+    owner.send(f"/attach {AGENT}")
+    owner.wait_line(f"*** attached to {AGENT} as its writer")
+    owner.send("before the forgery")
+    owner.wait_line(f"[A:{AGENT}] echo: before the forgery")
+    watcher.wait_line(f"[A:{AGENT}] echo: before the forgery")
+
+    # One XADD by anyone who can reach Redis: every later id looked stale, for ever.
+    bus.client.xadd(KEYS.events(AGENT), {"d": b"forged"}, id="999999999999-0")
+    owner.wait_line(lambda line: "999999999999" in line and "not written by" in line)
+
+    owner.send("after the forgery")
+    for console in (owner, watcher):
+        console.wait_line(f"[A:{AGENT}] echo: after the forgery")
+        console.wait_line(lambda line: "tail rewind" in line)
+    warns = [b for _, b in bus.events(AGENT) if b.get("code") == "events.forged"]
+    assert len(warns) == 1 and "999999999999-0" in warns[0]["msg"]
+    ids = [int(entry_id.split(b"-")[0]) for entry_id, _ in bus.client.xrange(KEYS.events(AGENT))]
+    assert max(ids) < 10**6 and ids == sorted(ids)
+    assert agent.running()

@@ -8,6 +8,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from ateam.bus import events as events_module
+from ateam.bus.codec import pack
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.events import (
     Coalescer,
@@ -16,6 +18,7 @@ from ateam.bus.events import (
     EventTail,
     Gap,
     Reset,
+    Rewound,
     _utf8_safe_cut,
     decode_chunk,
     encode_chunk,
@@ -275,3 +278,114 @@ async def test_scrub_masks_text_fields_and_leaves_base64_frames_intact(
     bodies = [unpack(f[b"d"]) for _, f in await client.xrange(keys.events(AGENT))]
     assert bodies[0]["text"] == "key ****"
     assert bodies[1]["b64"] == encoded
+
+
+FORGED = "999999999999-0"
+
+
+async def test_a_forged_entry_above_the_offsets_is_removed_and_events_flow_again(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    for i in range(3):
+        pub.emit("token", text=f"before{i}")
+    await pub.flush(5)
+    tail = EventTail(client, keys, block_ms=50)
+    tail.add(AGENT, 0)
+    assert [e.data["text"] for e in await collect(tail, 3) if isinstance(e, Event)] == [
+        "before0",
+        "before1",
+        "before2",
+    ]
+
+    # Anyone with access to Redis can do this; before, it silenced the stream for good.
+    await client.xadd(keys.events(AGENT), {"d": b"junk"}, id=FORGED)
+    stranger = await collect(tail, 1)
+    assert isinstance(stranger[0], Event) and stranger[0].data["code"] == "events.forged"
+    assert "not written by" in stranger[0].data["msg"]
+
+    pub.emit("token", text="after0")
+    pub.emit("token", text="after1")
+    assert await pub.flush(5)
+    items = await collect(tail, 4)  # rewind notice, after0, after1, the publisher's warning
+    await pub.aclose()
+
+    assert isinstance(items[0], Rewound) and (items[0].last, items[0].skipped_to) == (3, 10**12 - 1)
+    assert "tail rewind" in items[0].message()
+    events = [i for i in items[1:] if isinstance(i, Event)]
+    assert [e.offset for e in events] == [4, 5, 6]
+    assert [e.data.get("text") for e in events[:2]] == ["after0", "after1"]
+    assert events[2].type == "warn" and events[2].data["code"] == "events.forged"
+    assert FORGED in events[2].data["msg"]
+    ids = [entry_id.decode() for entry_id, _ in await client.xrange(keys.events(AGENT))]
+    assert ids == [f"{n}-0" for n in range(1, 7)]
+    assert pub.removed == 1
+
+
+async def test_a_forged_entry_that_copies_the_format_is_undone_too(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    pub.emit("token", text="real")
+    await pub.flush(5)
+    tail = EventTail(client, keys, block_ms=50)
+    tail.add(AGENT, 0)
+    await collect(tail, 1)
+    body = pack({"type": "token", "text": "fake", "offset": 10**12, "agent": AGENT, "ts": 0})
+    await client.xadd(keys.events(AGENT), {"d": body}, id=f"{10**12}-0")
+    # Indistinguishable from a real event that follows trimmed ones: shown as such...
+    shown = await collect(tail, 2)
+    assert isinstance(shown[0], Gap) and isinstance(shown[1], Event)
+    assert shown[1].data["text"] == "fake"
+
+    pub.emit("token", text="next")
+    await pub.flush(5)
+    # ...until the agent removes it: then the tail goes back and misses nothing.
+    items = await collect(tail, 3)
+    await pub.aclose()
+    assert isinstance(items[0], Rewound) and items[0].last == 1
+    assert next(i.data.get("text") for i in items[1:] if isinstance(i, Event)) == "next"
+
+
+async def test_a_publisher_starting_under_a_forged_top_keeps_its_own_offsets(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    for _ in range(4):
+        pub.emit("token", text="x")
+    await pub.aclose()
+    await client.xadd(keys.events(AGENT), {"d": b"junk"}, id=FORGED)
+
+    restarted = EventPublisher(client, keys, AGENT)
+    await restarted.start()
+    assert restarted.emit("token", text="y") == 5  # not 10**12
+    await restarted.flush(5)
+    await restarted.aclose()
+    ids = [entry_id.decode() for entry_id, _ in await client.xrange(keys.events(AGENT))]
+    assert ids == [f"{n}-0" for n in range(1, 7)]  # 5, and the warning about the forged one
+
+
+async def test_a_retried_batch_is_still_skipped_not_taken_for_a_forgery(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    for _ in range(3):
+        pub.emit("token", text="x")
+    await pub.flush(5)
+    # The same ids again, as after a reply lost to a dropped connection.
+    script = client.register_script(events_module._APPEND_LUA)
+    reply = await script(
+        keys=[keys.events(AGENT), keys.fence(AGENT)],
+        args=[1000, 0, 3, 2, pack({"agent": AGENT, "offset": 2}), 3, b"x"],
+    )
+    await pub.aclose()
+    assert reply[:3] == [0, 2, 0]  # two skipped, nothing removed
+    assert await client.xlen(keys.events(AGENT)) == 3

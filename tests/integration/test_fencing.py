@@ -1,0 +1,108 @@
+"""Fencing covers the files too (issue 9, SPEC §4.2).
+
+A process frozen (SIGSTOP) past its lock TTL loses its identity to a second instance.
+When it runs again it must not write one more byte into the shared ``state/`` files:
+not the rest of the assistant turn it was streaming, not the queue, nothing. Its
+successor on the same host cannot even start on the files while it is frozen (they are
+``flock``-ed for the instance's whole life), and runs the interrupted task once the
+frozen one has noticed its loss and exited 14.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from ateam.bus.codec import unpack
+from ateam.bus.ownership import Ownership
+from ateam.bus.rpc import RpcClient
+from ateam.constants import LOCK_TTL_S
+
+from .conftest import (
+    KEYS,
+    START_TIMEOUT_S,
+    AgentFactory,
+    Bus,
+    async_wait_until,
+    wait_serving,
+    write_project,
+)
+
+pytestmark = pytest.mark.integration
+
+AGENT = "fenced/zeus"
+
+
+def turns(state: Path) -> list[dict[str, Any]]:
+    path = state / "history.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def lock_holder_pid(bus: Bus) -> int | None:
+    raw = bus.client.get(KEYS.lock(AGENT))
+    return int(unpack(raw)["pid"]) if raw is not None else None  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(120)
+async def test_a_thawed_instance_writes_nothing_after_its_successor_took_over(
+    start_agent: AgentFactory, bus: Bus, client: aioredis.Redis, tmp_path: Path
+) -> None:
+    root = write_project(tmp_path / "fenced", "fenced", delay_ms=60)
+    state = root / ".ateam" / "agents" / "zeus" / "state"
+    first = start_agent(AGENT, cwd=root)
+    owner = Ownership(client, KEYS, "test:fencing", ttl_s=120)
+    await owner.acquire(AGENT)
+    rpc = RpcClient(client, KEYS, caller="test:fencing", auth=owner.token)
+    text = " ".join(f"w{i}" for i in range(60))  # ~3.6 s of streaming at 60 ms a word
+    item = (await rpc.call(AGENT, "input", {"text": text}, timeout=5))["id"]
+    await async_wait_until(
+        lambda: sum(b.get("type") == "token" for _, b in bus.events(AGENT)) >= 3,
+        START_TIMEOUT_S,
+        "the first instance to stream",
+    )
+    first_fence = int(bus.client.get(KEYS.fence(AGENT)) or 0)
+
+    os.kill(first.pid, signal.SIGSTOP)
+    frozen_at = time.time()
+    try:
+        # Past the lock TTL the identity is free on the bus...
+        await async_wait_until(
+            lambda: not bus.client.exists(KEYS.lock(AGENT)), LOCK_TTL_S + 10, "the lock to lapse"
+        )
+        second = start_agent(AGENT, cwd=root, wait=False)
+        # ...and the second instance wins it (fence + 1), but not the files: they are
+        # still held by the frozen process, so it cannot start work on them.
+        await async_wait_until(
+            lambda: lock_holder_pid(bus) == second.pid, START_TIMEOUT_S, "the takeover"
+        )
+        assert int(bus.client.get(KEYS.fence(AGENT)) or 0) == first_fence + 1
+        assert second.running() and bus.serving(AGENT, second.pid) is None
+        assert first.running()
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+
+    # Thawed, the first one finds its lock gone and exits 14 without another write.
+    assert first.wait_exit() == 14, first.stderr()
+    wait_serving(bus, second, timeout=START_TIMEOUT_S)
+    await async_wait_until(
+        lambda: item in bus.task_ends(AGENT), 2 * START_TIMEOUT_S, "the successor to re-run it"
+    )
+    assert bus.task_ends(AGENT)[item]["ok"] is True
+
+    written = turns(state)
+    late = [t for t in written if t.get("fence") == first_fence and t["ts"] >= frozen_at]
+    assert late == [], f"the fenced-off instance wrote {late}"
+    # The successor finished the task: one complete answer, written under its own fence.
+    answers = [t for t in written if t["role"] == "assistant" and t["task_id"] == item]
+    assert [t["fence"] for t in answers] == [first_fence + 1]
+    assert answers[0]["content"] == f"echo: {text}"
+    queue = await RpcClient(client, KEYS).call(AGENT, "queue.list", timeout=5)
+    assert queue["current"] is None and queue["pending"] == []
+    assert "Traceback" not in first.stderr() + second.stderr()

@@ -1,0 +1,112 @@
+"""The write fence and the state-directory lock (issue 9: fencing covers the files)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from ateam.agent.fence import StateDirLock, WriteFence
+from ateam.agent.handoff import HandoffStore
+from ateam.agent.history import History, SummaryLog
+from ateam.agent.queue import DurableQueue
+from ateam.agent.workctx import WorkingContext
+from ateam.errors import DuplicateInstance, LockLost
+
+
+class Lease:
+    """The two things the fence reads of an instance lock, set by the test."""
+
+    def __init__(self) -> None:
+        self.fence = 7
+        self.expired = False
+
+    def expired_locally(self) -> bool:
+        return self.expired
+
+
+def test_the_fence_refuses_once_the_lease_may_have_lapsed_and_stays_shut() -> None:
+    lease = Lease()
+    fence = WriteFence(lease, "p/zeus")
+    fence("the history")  # fine while the lease is fresh
+
+    lease.expired = True
+    with pytest.raises(LockLost) as refused:
+        fence("the history")
+    assert "refusing to write the history" in refused.value.message
+    assert refused.value.detail == {"agent": "p/zeus", "fence": 7, "write": "the history"}
+
+    # A refresh that succeeds later does not reopen it: a successor may be writing.
+    lease.expired = False
+    with pytest.raises(LockLost):
+        fence("the queue")
+    assert fence.lost and fence.refused == 2
+
+
+def test_every_store_writes_nothing_once_fenced(tmp_path: Path) -> None:
+    lease = Lease()
+    fence = WriteFence(lease, "p/zeus")
+    queue = DurableQueue(tmp_path, fence=fence)
+    queue.open()
+    history = History(tmp_path, fence=fence)
+    history.open()
+    summaries = SummaryLog(tmp_path, fence=fence)
+    handoff = HandoffStore(tmp_path, model="m", project="p", fence=fence)
+    workctx = WorkingContext(tmp_path, fence=fence)
+    queue.append("before", source="test")
+    history.append({"role": "user", "content": "before"})
+    before = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+
+    fence.mark_lost()
+    writes = [
+        lambda: queue.append("after", source="test"),
+        lambda: history.append({"role": "assistant", "content": "half a turn"}),
+        lambda: summaries.append("a summary", window=(0, 1), model="m"),
+        lambda: handoff.update({"task": {"description": "x"}}, author="m"),
+        lambda: workctx.add_decision("d", rationale="r", impact="i", task="t"),
+    ]
+    for write in writes:
+        with pytest.raises(LockLost):
+            write()
+    # (The handoff's empty portalocker file may appear: it holds no data.)
+    after = {
+        p.name: p.read_bytes()
+        for p in tmp_path.rglob("*")
+        if p.is_file() and not (p.suffix == ".lock" and p.stat().st_size == 0)
+    }
+    assert after == before
+    assert fence.refused == len(writes)
+
+
+async def test_the_state_directory_has_one_holder_until_it_lets_go(tmp_path: Path) -> None:
+    first = StateDirLock(tmp_path, "p/zeus")
+    await first.acquire(wait_s=0)
+    assert first.held and first.holder() == os.getpid()
+
+    second = StateDirLock(tmp_path, "p/zeus")
+    assert not second.try_acquire()
+    kept_alive = 0
+
+    async def keep_alive() -> None:
+        nonlocal kept_alive
+        kept_alive += 1
+
+    began = time.monotonic()
+    with pytest.raises(DuplicateInstance) as denied:
+        await second.acquire(wait_s=0.5, keep_alive=keep_alive)
+    assert time.monotonic() - began >= 0.5
+    assert kept_alive >= 2  # the Redis lock it already holds was kept fresh meanwhile
+    assert f"pid {os.getpid()}" in denied.value.message
+    assert str(tmp_path) in denied.value.message
+
+    # A waiter gets it as soon as the holder lets go.
+    waiter = asyncio.create_task(second.acquire(wait_s=5))
+    await asyncio.sleep(0.3)
+    assert not waiter.done()
+    first.release()
+    await asyncio.wait_for(waiter, 5)
+    assert second.held and not first.held
+    second.release()
