@@ -159,6 +159,9 @@ class QueueItem:
             raise ValueError("queue item: priority and attempts must be integers")
         if not (_is_int(item.enqueued_at) or isinstance(item.enqueued_at, float)):
             raise ValueError("queue item: enqueued_at must be a number")
+        # The rid is a dict key once loaded: a list there would fail open() as a TypeError.
+        if not all(v is None or isinstance(v, str) for v in (item.rid, item.caller, item.trace_id)):
+            raise ValueError("queue item: rid, caller and trace_id must be strings or null")
         return item
 
 
@@ -545,6 +548,7 @@ class DurableQueue:
             self._write(b"".join(encode_line({"op": "add", **it.to_dict()}) for it in items))
             for item in items:
                 self._admit(item)
+        self._fenced("the dead letters")
         try:
             atomic_write(self.dead_path, b"".join(map(encode_line, unusable)), mode=0o600)
         except OSError as exc:
@@ -575,11 +579,12 @@ class DurableQueue:
             self._admit(item, head=True)
             report.requeued.append(item.id)
             return
-        known = {entry.get("id") for entry in self.dead_items()}
         # A crash between this write and the compaction that follows would find the item
-        # in progress again; the id check keeps dead.jsonl free of the duplicate.
-        if item.id not in known:
+        # in progress again; the id check keeps dead.jsonl free of the duplicate. Compared,
+        # not hashed: a damaged entry's id may be a list.
+        if not any(entry.get("id") == item.id for entry in self.dead_items()):
             entry = {**item.to_dict(), "reason": DEAD_REASON, "dead_at": time.time()}
+            self._fenced("the dead letters")
             try:
                 fd = open_append(self.dead_path)
                 try:
@@ -636,9 +641,13 @@ class DurableQueue:
                 lines.append(encode_line({"op": "start", "id": item.id, "attempts": item.attempts}))
         return b"".join(lines)
 
-    def _rewrite(self, data: bytes) -> None:
+    def _fenced(self, what: str) -> None:
+        """Raise LockLost if this process may no longer write the agent's files."""
         if self._fence is not None:
-            self._fence("the queue")
+            self._fence(what)
+
+    def _rewrite(self, data: bytes) -> None:
+        self._fenced("the queue")
         atomic_write(self.path, data, mode=0o600)
         # The old descriptor points at the replaced inode: appends through it would vanish.
         self._log.reopen()
@@ -647,6 +656,5 @@ class DurableQueue:
     def _write(self, data: bytes) -> None:
         if not self._log.is_open:
             raise RuntimeError("DurableQueue.open() was not called")
-        if self._fence is not None:
-            self._fence("the queue")
+        self._fenced("the queue")
         self._log.write(data)

@@ -19,6 +19,7 @@ import contextlib
 import hmac
 import logging
 import math
+import reprlib
 import time
 import uuid
 from collections import OrderedDict
@@ -186,7 +187,8 @@ class RpcServer:
         try:
             if method is None:
                 raise NoSuchMethod(
-                    f"unknown method {call.method!r}", detail={"methods": sorted(self._methods)}
+                    f"unknown method {reprlib.repr(call.method)}",
+                    detail={"methods": sorted(self._methods)},
                 )
             if method.mutating:
                 await self._check_owner(call, auth)
@@ -216,7 +218,12 @@ class RpcServer:
         req = unpack(body)
         version = req.get("v", PROTOCOL_VERSION)
         if isinstance(version, bool) or not isinstance(version, int):
-            raise BadRequest(f"'v' must be an integer protocol version, got {version!r}")
+            # reprlib, not repr(), for what a peer sent: the repr of a list nested 1000 deep
+            # (msgpack allows 1024) overflows the stack and the request went unanswered;
+            # it also keeps a 200 kB string from being echoed back whole.
+            raise BadRequest(
+                f"'v' must be an integer protocol version, got {reprlib.repr(version)}"
+            )
         if version > PROTOCOL_VERSION:
             # New fields are optional, but a newer version may have changed what an old
             # field means: refuse clearly rather than half-understand the request.
@@ -241,7 +248,7 @@ class RpcServer:
             or not isinstance(deadline, int | float)
             or not math.isfinite(deadline)
         ):
-            raise BadRequest(f"'deadline' must be a finite unix time, got {deadline!r}")
+            raise BadRequest(f"'deadline' must be a finite unix time, got {reprlib.repr(deadline)}")
         call = Call(rid, method, params, caller if isinstance(caller, str) else None, deadline)
         return call, auth if isinstance(auth, str) else None
 

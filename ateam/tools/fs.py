@@ -17,12 +17,21 @@ of the directory. An existing file keeps its permission bits; a new file is crea
 project files an agent writes on its owner's behalf.) Because the rename replaces the
 directory entry, a write never reaches through a hard link or a symlink to another file.
 
-Limits, stated rather than hidden: the checks run before the file is opened, and a local
-process that can already rewrite the tree could swap a parent directory for a symlink in
-between. The final component is opened with ``O_NOFOLLOW`` and checked with ``fstat``,
-which closes the common cases; the sandbox confines the model's paths, it is not a defence
-against a hostile process on the same account. A hard link planted inside the sandbox to a
-file outside cannot be told apart from an ordinary file and would be readable.
+What is opened is what was checked. The real path only decides which file is meant; the
+file is then reached by a walk from the sandbox root (or from the whitelist entry holding
+it; for a whitelisted file, from its directory) one directory descriptor at a time, every
+component opened with ``O_NOFOLLOW`` (see :mod:`ateam.tools._beneath`). Reads, listings,
+writes, the parents a write creates, the temp file, the rename and a patch's ``.bak`` all
+happen relative to those descriptors, so a parent directory swapped for a symlink after
+the check is refused as a change under us, never followed out. A name over ``NAME_MAX``
+or a path over ``PATH_MAX`` is refused too, before anything is created.
+
+Limits, stated rather than hidden: the root and the whitelist entries themselves are opened
+by name and trusted, and a directory a local process moves out of the sandbox while a call
+holds it open is still used. A hard link planted inside the sandbox to a file outside cannot
+be told apart from an ordinary file and would be readable (a write replaces the link, so it
+never changes the file outside). The sandbox confines the model's paths; it is not a
+defence against a hostile process on the same account.
 
 The functions are synchronous; the tool layer runs them in a thread under the ``fs.*``
 timeout (3 s).
@@ -45,8 +54,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from ateam._fs import append_durably, fsync_dir
+from ateam._fs import append_durably
 from ateam.errors import FsConflict, FsDenied
+from ateam.tools._beneath import Swapped, closing, open_at, open_beneath, open_dir
 
 __all__ = [
     "DEFAULT_LIST_ENTRIES",
@@ -67,11 +77,15 @@ DEFAULT_LIST_ENTRIES = 1000
 """How many entries ``fs.list`` returns unless asked otherwise."""
 
 _CHUNK = 1 << 16
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # A FIFO swapped in after the type check must not block open() for ever; on a regular
 # file O_NONBLOCK changes nothing.
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+_LIST = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+# Linux's limits (most BSDs' too), checked before anything is created; a filesystem with
+# smaller ones still answers ENAMETOOLONG, which is refused the same way.
+_NAME_MAX = 255
+_PATH_MAX = 4096
 _NO_NEWLINE = "\\ No newline at end of file\n"
 
 StrPath = str | os.PathLike[str]
@@ -175,20 +189,31 @@ class Sandbox:
             not exist; if it does, it is a regular file or a directory.
 
         Raises:
-            FsDenied: A NUL byte, a real path outside the sandbox, or a device file,
-                FIFO or socket.
+            FsDenied: A NUL byte, a real path outside the sandbox, a name too long, a
+                tree changing while it is resolved, or a device file, FIFO or socket.
         """
         raw = os.fspath(path)
         if "\x00" in raw:
             raise _denied(raw, "contains a NUL byte")
-        # join() keeps an absolute ``raw`` as it is, so both kinds go through realpath.
-        real = Path(os.path.realpath(os.path.join(self.root, raw)))
+        try:
+            # join() keeps an absolute ``raw`` as it is, so both kinds go through realpath.
+            real = Path(os.path.realpath(os.path.join(self.root, raw)))
+        except OSError as exc:
+            # Non-strict realpath() only fails in readlink(): a link that vanished or
+            # stopped being a link between its lstat() and its readlink().
+            raise _denied(raw, _REASONS.get(exc.errno, "changed while it was resolved")) from None
         if not self._inside(real):
             raise _denied(raw, f"outside the sandbox (resolves to {str(real)!r})")
+        if _too_long(real):
+            raise _denied(raw, _REASONS[errno.ENAMETOOLONG])
         try:
             mode = os.stat(real).st_mode
         except (FileNotFoundError, NotADirectoryError):
             return real
+        except OSError as exc:
+            if exc.errno in _REASONS:
+                raise _denied(raw, _REASONS[exc.errno]) from None
+            raise
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise _denied(raw, f"is a {_kind(mode)}, not a regular file")
         return real
@@ -205,12 +230,15 @@ class Sandbox:
             is dropped), else as base64.
 
         Raises:
-            FsDenied: See :meth:`resolve`.
+            FsDenied: See :meth:`resolve`; or the tree changed as it was opened.
             OSError: The file is missing, is a directory, or cannot be read.
         """
-        real = self.resolve(path)
+        target = self._target(path)
         digest = hashlib.sha256()
-        with _open_regular(real, path) as fd:
+        with (
+            _denying(target.raw),
+            _regular(open_beneath(target.base, target.parts, _READ), target.raw) as fd,
+        ):
             head = _read_upto(fd, max_bytes)
             digest.update(head)
             size = len(head)
@@ -237,10 +265,10 @@ class Sandbox:
             max_entries: Most entries returned; the first ones in name order.
 
         Raises:
-            FsDenied: See :meth:`resolve`.
+            FsDenied: See :meth:`resolve`; or the tree changed as it was opened.
             OSError: The directory is missing or is not a directory.
         """
-        real = self.resolve(path)
+        target = self._target(path)
         total = 0
 
         def counted(entries: Iterator[os.DirEntry[str]]) -> Iterator[os.DirEntry[str]]:
@@ -249,9 +277,14 @@ class Sandbox:
                 total += 1
                 yield entry
 
-        with os.scandir(real) as entries:
+        with (
+            _denying(target.raw),
+            closing(open_beneath(target.base, target.parts, _LIST)) as fd,
+            os.scandir(fd) as entries,
+        ):
             # nsmallest keeps memory at max_entries however large the directory is.
             first = heapq.nsmallest(max_entries, counted(entries), key=lambda e: e.name)
+            # Inside the block: the entries' lstat() is relative to the open directory.
             found = [_entry(item) for item in first]
         kept = tuple(item for item in found if item is not None)
         return Listing(kept, total, truncated=total > len(first))
@@ -269,15 +302,15 @@ class Sandbox:
             The hex SHA-256 of what was written.
 
         Raises:
-            FsDenied: See :meth:`resolve`, or a parent would be created outside.
+            FsDenied: See :meth:`resolve`; or the tree changed as it was opened, or a
+                parent would be created outside.
             OSError: ``path`` is a directory, or the write fails.
         """
-        real = self.resolve(path)
-        mode = self._existing_mode(real, path)
-        if mode is None:
-            self._make_parents(real, path)
+        target = self._target(path)
         data = content.encode("utf-8")
-        _atomic_replace(real, data, mode)
+        with _denying(target.raw), closing(self._open_parent(target, create=True)) as dir_fd:
+            name = target.name
+            _atomic_replace(dir_fd, name, data, _existing_mode(dir_fd, name, target.raw))
         return _sha256(data)
 
     def propose_patch(self, path: StrPath, new_content: str, *, based_on_sha: str) -> PatchProposal:
@@ -290,18 +323,22 @@ class Sandbox:
 
         Raises:
             FsConflict: The file no longer has ``based_on_sha``.
-            FsDenied: See :meth:`resolve`, or the file is not UTF-8 text.
+            FsDenied: See :meth:`resolve`; or the tree changed as it was opened, or the
+                file is not UTF-8 text.
             OSError: The file is missing or cannot be read.
         """
-        real = self.resolve(path)
-        with _open_regular(real, path) as fd:
+        target = self._target(path)
+        with (
+            _denying(target.raw),
+            _regular(open_beneath(target.base, target.parts, _READ), target.raw) as fd,
+        ):
             old = b"".join(_chunks(fd))
         _check_base(path, based_on_sha, _sha256(old))
         try:
             old_text = old.decode("utf-8")
         except UnicodeDecodeError:
             raise _denied(os.fspath(path), "is not UTF-8 text; use fs.write") from None
-        shown = self._display(real)
+        shown = self._display(target.real)
         return PatchProposal(
             id=secrets.token_hex(8),
             path=shown,
@@ -323,7 +360,7 @@ class Sandbox:
 
         Raises:
             FsConflict: The file changed since it was read; it is left untouched.
-            FsDenied: See :meth:`resolve`.
+            FsDenied: See :meth:`resolve`; or the tree changed as it was opened.
         """
         return self._replace_checked(proposal, proposal.new_content, backup=backup)
 
@@ -342,23 +379,46 @@ class Sandbox:
 
         Raises:
             FsConflict: The file changed since it was read; it is left untouched.
-            FsDenied: See :meth:`resolve`.
+            FsDenied: See :meth:`resolve`; or the tree changed as it was opened.
         """
         return self._replace_checked(proposal, edited_content, backup=backup)
 
     def _replace_checked(self, proposal: PatchProposal, content: str, *, backup: bool) -> str:
-        real = self.resolve(proposal.path)
-        with _open_regular(real, proposal.path) as fd:
-            mode = stat.S_IMODE(os.fstat(fd).st_mode)
-            old = b"".join(_chunks(fd))
-        _check_base(proposal.path, proposal.base_sha, _sha256(old))
-        if backup:
-            # Not resolved: even if ``<file>.bak`` is a symlink leading out, the rename
-            # replaces the link itself and never writes through it.
-            _atomic_replace(real.with_name(real.name + ".bak"), old, mode)
-        data = content.encode("utf-8")
-        _atomic_replace(real, data, mode)
+        target = self._target(proposal.path)
+        name, data = target.name, content.encode("utf-8")
+        # One directory descriptor for the read, the check, the backup and the rename, so
+        # the file replaced is the one whose hash was checked.
+        with _denying(target.raw), closing(self._open_parent(target, create=False)) as dir_fd:
+            with _regular(open_at(dir_fd, name, _READ), target.raw) as fd:
+                mode = stat.S_IMODE(os.fstat(fd).st_mode)
+                old = b"".join(_chunks(fd))
+            _check_base(proposal.path, proposal.base_sha, _sha256(old))
+            if backup:
+                # Not resolved: even if ``<file>.bak`` is a symlink leading out, the rename
+                # replaces the link itself and never writes through it.
+                _atomic_replace(dir_fd, name + ".bak", old, mode)
+            _atomic_replace(dir_fd, name, data, mode)
         return _sha256(data)
+
+    def _target(self, path: StrPath) -> _Target:
+        real = self.resolve(path)
+        holding = (entry for entry in self._allowed if real.is_relative_to(entry))
+        # Any allowed entry holding ``real`` will do and the deepest makes the shortest walk,
+        # but one strictly above it comes first: a write then may create missing parents.
+        base = max(holding, key=lambda entry: (entry != real, len(entry.parts)))
+        return _Target(os.fspath(path), real, base, real.relative_to(base).parts)
+
+    def _open_parent(self, target: _Target, *, create: bool) -> int:
+        """Open the directory that holds ``target``, making missing ones if asked."""
+        base, parts = target.parent
+        try:
+            return open_dir(base, parts, create=create)
+        except FileNotFoundError:
+            # Only the base is never made. When it is not itself allowed (the directory of
+            # a whitelisted file), making it would create something outside the sandbox.
+            if create and not self._inside(base):
+                raise _denied(target.raw, f"would create {str(base)!r} outside") from None
+            raise
 
     def _inside(self, real: Path) -> bool:
         return any(real.is_relative_to(allowed) for allowed in self._allowed)
@@ -368,22 +428,33 @@ class Sandbox:
             return real.relative_to(self.root).as_posix()
         return str(real)
 
-    def _existing_mode(self, real: Path, path: StrPath) -> int | None:
-        try:
-            mode = os.stat(real).st_mode
-        except FileNotFoundError:
-            return None
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", os.fspath(path))
-        return stat.S_IMODE(mode)
 
-    def _make_parents(self, real: Path, path: StrPath) -> None:
-        missing = [parent for parent in real.parents if not parent.exists()]
-        # A whitelisted file whose directory is absent must not create that directory.
-        if missing and not self._inside(missing[-1]):
-            raise _denied(os.fspath(path), f"would create {str(missing[-1])!r} outside")
-        if missing:
-            os.makedirs(real.parent, exist_ok=True)
+@dataclass(frozen=True)
+class _Target:
+    """A checked path and the walk that reaches it: ``base``, then ``parts`` below it."""
+
+    raw: str
+    """The path as the caller spelled it, for messages."""
+    real: Path
+    """What :meth:`Sandbox.resolve` made of it."""
+    base: Path
+    """The allowed entry (root or whitelist item) holding :attr:`real`."""
+    parts: tuple[str, ...]
+    """The components from :attr:`base` down to :attr:`real`; empty when they are one."""
+
+    @property
+    def parent(self) -> tuple[Path, tuple[str, ...]]:
+        """The walk to the directory holding :attr:`real`."""
+        if self.parts:
+            return self.base, self.parts[:-1]
+        # real is the base itself, a whitelisted file (or the root): its own directory,
+        # outside the sandbox, is where it is replaced.
+        return self.base.parent, ()
+
+    @property
+    def name(self) -> str:
+        """:attr:`real`'s name in that directory."""
+        return self.parts[-1] if self.parts else self.base.name
 
 
 def unified_diff(old: str, new: str, name: str) -> str:
@@ -413,6 +484,42 @@ def _denied(raw: str, why: str) -> FsDenied:
     return FsDenied(f"{raw!r}: {why}", detail={"path": raw, "reason": why})
 
 
+# Failures that refuse the path rather than report an I/O error. ELOOP: realpath() leaves
+# a symlink in its answer only when the links loop; otherwise the tree changed since.
+_REASONS: dict[int | None, str] = {  # None: an OSError made without an errno
+    errno.ENAMETOOLONG: "name too long",
+    errno.ELOOP: "a symlink loop, or changed while it was checked",
+}
+
+
+def _too_long(real: Path) -> bool:
+    encoded = os.fsencode(real)
+    # PATH_MAX counts the terminating NUL.
+    if len(encoded) >= _PATH_MAX:
+        return True
+    return any(len(part) > _NAME_MAX for part in encoded.split(b"/"))
+
+
+@contextlib.contextmanager
+def _denying(raw: str) -> Iterator[None]:
+    """Refuse, in the sandbox's words, what the walk finds: a swapped tree, a long name.
+
+    Other I/O errors go on as they are, but naming ``raw``: the walk's own error names
+    only the component it failed on, or a temp file.
+    """
+    try:
+        yield
+    except Swapped as exc:
+        why = f"changed while it was opened (a symlink appeared at {exc.name!r})"
+        raise _denied(raw, why) from None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise _denied(raw, _REASONS[exc.errno]) from None
+        if exc.filename == raw and exc.filename2 is None:
+            raise
+        raise type(exc)(exc.errno, exc.strerror, raw) from None
+
+
 def _check_base(path: StrPath, base_sha: str, current_sha: str) -> None:
     if current_sha != base_sha:
         raw = os.fspath(path)
@@ -435,23 +542,15 @@ def _kind(mode: int) -> str:
 
 
 @contextlib.contextmanager
-def _open_regular(real: Path, path: StrPath) -> Iterator[int]:
-    """Open ``real`` for reading, re-checking on the descriptor that it is a regular file."""
-    try:
-        fd = os.open(real, os.O_RDONLY | _CLOEXEC | _NOFOLLOW | _NONBLOCK)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # the last component became a symlink since resolve()
-            raise _denied(os.fspath(path), "became a symlink") from None
-        raise
-    try:
+def _regular(fd: int, raw: str) -> Iterator[int]:
+    """Own ``fd``, opened for reading, once its ``fstat`` shows a regular file."""
+    with closing(fd):
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", os.fspath(path))
+            raise IsADirectoryError(errno.EISDIR, "is a directory", raw)
         if not stat.S_ISREG(mode):
-            raise _denied(os.fspath(path), f"is a {_kind(mode)}, not a regular file")
+            raise _denied(raw, f"is a {_kind(mode)}, not a regular file")
         yield fd
-    finally:
-        os.close(fd)
 
 
 def _read_upto(fd: int, limit: int) -> bytes:
@@ -502,17 +601,30 @@ def _entry_type(mode: int) -> EntryType:
     return EntryType.OTHER
 
 
-def _atomic_replace(target: Path, data: bytes, mode: int | None) -> None:
-    """Replace ``target`` by ``data``: temp file in the same directory, fsync, rename.
+def _existing_mode(dir_fd: int, name: str, raw: str) -> int | None:
+    """The permission bits of ``name`` in ``dir_fd``, or None when there is no such file."""
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):  # realpath() saw none here
+        raise Swapped(name)
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", raw)
+    return stat.S_IMODE(mode)
+
+
+def _atomic_replace(dir_fd: int, name: str, data: bytes, mode: int | None) -> None:
+    """Replace ``name`` in ``dir_fd`` by ``data``: temp file beside it, fsync, rename.
 
     ``mode`` None means a new file, created ``0666`` minus the umask by the kernel
     itself (reading the umask from Python is racy across threads).
     """
     # A random suffix keeps two concurrent writes of one file from sharing a temp file;
-    # the name is cut so the temp name stays under NAME_MAX.
-    tmp = target.with_name(f".{target.name[:64]}.{secrets.token_hex(6)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC | _NOFOLLOW
-    fd = os.open(tmp, flags, 0o666 if mode is None else 0o600)
+    # the name is cut (in bytes: a character may take four) to keep it under NAME_MAX.
+    stem = os.fsdecode(os.fsencode(name)[:64])
+    tmp = f".{stem}.{secrets.token_hex(6)}.tmp"
+    fd = open_at(dir_fd, tmp, _CREATE, 0o666 if mode is None else 0o600)
     try:
         try:
             if mode is not None:
@@ -520,12 +632,15 @@ def _atomic_replace(target: Path, data: bytes, mode: int | None) -> None:
             append_durably(fd, data)
         finally:
             os.close(fd)
-        os.replace(tmp, target)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:  # also on KeyboardInterrupt/cancellation: never leave the temp
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
-    fsync_dir(target.parent)
+    # Makes the rename durable; some filesystems refuse fsync on a directory, and the
+    # rename has happened either way.
+    with contextlib.suppress(OSError):
+        os.fsync(dir_fd)
 
 
 def _sha256(data: bytes) -> str:

@@ -250,8 +250,11 @@ async def test_a_malformed_event_does_not_stop_the_console(
     agent.events._next = bad + 2  # the agent carries on after them
     agent.events.emit("warn", msg="still here")
     await view.wait_for(lambda: any(e.data.get("msg") == "still here" for e in view.events))
-    undecodable = [e for e in view.events if e.data.get("msg") == "undecodable event"]
-    assert [e.offset for e in undecodable] == [bad, bad + 1]
+    # Neither carries the agent's own stamp (its id and the offset): both are shown as
+    # entries someone else wrote, each at its offset, and the stream goes on.
+    foreign = [e for e in view.events if e.data.get("code") == "events.forged"]
+    assert [e.offset for e in foreign] == [bad, bad + 1]
+    assert all("not written by proj/zeus" in e.data["msg"] for e in foreign)
 
 
 async def test_a_state_change_notice_refreshes_the_agent_list_without_waiting_for_the_poll(

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import ctypes
+import errno
 import hashlib
 import os
 import stat
 import threading
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -309,6 +315,19 @@ def test_write_over_a_directory_fails_and_leaves_no_temp(box: Sandbox, root: Pat
     assert os.listdir(root) == ["dir"]
 
 
+def test_whitelisted_file_inside_the_root_gets_its_parents(root: Path) -> None:
+    box = Sandbox(root, whitelist=[root / "new" / "f.txt"])
+    box.write("new/f.txt", "ok\n")
+    assert (root / "new" / "f.txt").read_text() == "ok\n"
+
+
+def test_temp_name_of_a_long_multibyte_name_fits(box: Sandbox, root: Path) -> None:
+    name = "\N{GRINNING FACE}" * 63  # 252 bytes: a 64-character cut of it would not fit
+    box.write(name, "x\n")
+    assert box.read(name).content == "x\n"
+    assert os.listdir(root) == [name]
+
+
 # --- patch -------------------------------------------------------------------------------
 
 
@@ -389,3 +408,239 @@ def test_patch_of_a_binary_file_is_refused(box: Sandbox, root: Path) -> None:
     (root / "blob.bin").write_bytes(b"\xff\xfe")
     with pytest.raises(FsDenied, match="UTF-8"):
         box.propose_patch("blob.bin", "text", based_on_sha=sha(b"\xff\xfe"))
+
+
+# --- names too long ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "n" * 256,  # one component over NAME_MAX
+        "sub/" + "n" * 300,
+        "d/" * 2100 + "f",  # every component short, the whole over PATH_MAX
+        "{root}/" + "n" * 300,
+    ],
+    ids=["name", "nested-name", "path", "absolute"],
+)
+def test_names_too_long_are_denied(box: Sandbox, root: Path, path: str) -> None:
+    error = denied(box, path.format(root=root))
+    assert "name too long" in error.message
+    assert os.listdir(root) == []  # write created no parent on its way to failing
+
+
+# --- a tree that changes under the sandbox -----------------------------------------------
+#
+# root/p is a real directory and root/q a symlink to a directory outside; both hold a file
+# called ``file``. Exchanging them makes ``p/file`` lead in or out in turn, as the chaos run
+# of issue 9 did. Whatever the timing, the sandbox may answer with the inside file or refuse
+# (or not find it mid-swap), but never hand over or change what lies outside.
+
+INSIDE = "inside\n"
+SECRET = "outside secret\n"
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+@dataclass
+class Tree:
+    """The swapped pair and the directory outside the sandbox that ``q`` leads to."""
+
+    p: Path
+    q: Path
+    elsewhere: Path
+
+    def snapshot(self) -> list[tuple[str, str, int]]:
+        """Names, contents and inode numbers outside: a write must change none of them."""
+        return [
+            (item.name, item.read_text(), item.stat().st_ino)
+            for item in sorted(self.elsewhere.iterdir())
+        ]
+
+
+@pytest.fixture
+def tree(root: Path, tmp_path: Path) -> Tree:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "file").write_text(SECRET)
+    (elsewhere / "only-outside.txt").write_text("")
+    (root / "p").mkdir()
+    (root / "p" / "file").write_text(INSIDE)
+    (root / "p" / "only-inside.txt").write_text("")
+    (root / "q").symlink_to(elsewhere)
+    return Tree(root / "p", root / "q", elsewhere)
+
+
+def swap_by_rename(tree: Tree) -> None:
+    """Exchange p and q with three renames, for a single-threaded swap."""
+    parked = tree.p.with_name("parked")
+    os.rename(tree.p, parked)
+    os.rename(tree.q, tree.p)
+    os.rename(parked, tree.q)
+
+
+def _renameat2() -> Any:
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    # (olddirfd, oldpath, newdirfd, newpath, flags)
+    function.argtypes = (ctypes.c_int, ctypes.c_char_p) * 2 + (ctypes.c_uint,)
+    return function
+
+
+@contextlib.contextmanager
+def swapping(tree: Tree) -> Iterator[None]:
+    """Exchange p and q atomically, as fast as a thread can, for the block's duration.
+
+    ``renameat2(RENAME_EXCHANGE)`` leaves no moment without a ``p``, so a write never finds
+    it missing and makes a directory of its own there. ctypes drops the GIL for the call,
+    so the swaps run alongside the sandbox's system calls.
+    """
+    exchange = _renameat2()
+    p, q = os.fsencode(tree.p), os.fsencode(tree.q)
+    # One exchange to see the kernel and filesystem support it, one to undo it.
+    # Linux >= 3.15 with glibc >= 2.28, as on every machine ateam is tested on: a race
+    # test that cannot race must fail, not pass by skipping.
+    if exchange is None or exchange(_AT_FDCWD, p, _AT_FDCWD, q, _RENAME_EXCHANGE) != 0:
+        pytest.fail("renameat2(RENAME_EXCHANGE) is unavailable: the swap race cannot run")
+    exchange(_AT_FDCWD, p, _AT_FDCWD, q, _RENAME_EXCHANGE)
+    stop = threading.Event()
+    failures: list[int] = []
+    swaps = 0
+
+    def swapper() -> None:
+        nonlocal swaps
+        while not stop.is_set():
+            if exchange(_AT_FDCWD, p, _AT_FDCWD, q, _RENAME_EXCHANGE) != 0:
+                failures.append(ctypes.get_errno())
+                return
+            swaps += 1
+
+    thread = threading.Thread(target=swapper, name="swapper")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+    assert failures == []
+    assert swaps > 1000
+
+
+REFUSALS = {"denied: changed", "denied: outside", "not found"}
+
+
+def race(operation: Callable[[], str], rounds: int) -> Counter[str]:
+    """Run ``operation`` ``rounds`` times; count its answers and how it was refused."""
+    outcomes: Counter[str] = Counter()
+    for _ in range(rounds):
+        try:
+            outcomes[operation()] += 1
+        except FsDenied as exc:
+            changed = "changed while it was opened" in exc.message
+            outcomes["denied: changed" if changed else "denied: outside"] += 1
+        except FileNotFoundError:
+            outcomes["not found"] += 1
+        except OSError as exc:  # counted, so a failure shows the escapes as well
+            outcomes[f"raw {errno.errorcode.get(exc.errno or 0, exc.errno)}"] += 1
+    return outcomes
+
+
+def refused(outcomes: Counter[str]) -> int:
+    return sum(outcomes[refusal] for refusal in REFUSALS)
+
+
+def test_read_never_returns_the_outside_file_while_a_parent_is_swapped(
+    box: Sandbox, tree: Tree
+) -> None:
+    with swapping(tree):
+        outcomes = race(lambda: box.read("p/file").content, 20_000)
+    assert outcomes[SECRET] == 0, outcomes
+    assert set(outcomes) <= {INSIDE, *REFUSALS}, outcomes
+    assert outcomes[INSIDE] > 0, outcomes
+    assert refused(outcomes) > 0, outcomes  # the race did happen
+
+
+def test_list_never_shows_the_outside_directory_while_it_is_swapped(
+    box: Sandbox, tree: Tree
+) -> None:
+    def names() -> str:
+        return " ".join(entry.name for entry in box.list("p").entries)
+
+    with swapping(tree):
+        outcomes = race(names, 20_000)
+    assert outcomes["file only-outside.txt"] == 0, outcomes
+    assert set(outcomes) <= {"file only-inside.txt", *REFUSALS}, outcomes
+    assert outcomes["file only-inside.txt"] > 0, outcomes
+    assert refused(outcomes) > 0, outcomes
+
+
+def test_write_never_changes_the_outside_while_a_parent_is_swapped(
+    box: Sandbox, tree: Tree
+) -> None:
+    before = tree.snapshot()
+    with swapping(tree):
+        outcomes = race(lambda: box.write("p/file", INSIDE) and "written", 5_000)
+    assert tree.snapshot() == before, outcomes
+    assert set(outcomes) <= {"written", *REFUSALS}, outcomes
+    assert outcomes["written"] > 0, outcomes
+    assert refused(outcomes) > 0, outcomes
+    inside = tree.q if tree.p.is_symlink() else tree.p
+    assert sorted(os.listdir(inside)) == ["file", "only-inside.txt"]  # no temp left behind
+
+
+class SwapAfterCheck(Sandbox):
+    """A sandbox whose tree is swapped between the check and the open, every time."""
+
+    def __init__(self, root: Path, tree: Tree) -> None:
+        super().__init__(root)
+        self.tree = tree
+
+    def resolve(self, path: str | os.PathLike[str]) -> Path:
+        real = super().resolve(path)
+        swap_by_rename(self.tree)
+        return real
+
+
+def test_a_parent_swapped_after_the_check_is_refused(root: Path, tree: Tree) -> None:
+    box = SwapAfterCheck(root, tree)
+    proposal = Sandbox(root).propose_patch("p/file", "pwned\n", based_on_sha=sha(INSIDE.encode()))
+    before = tree.snapshot()
+    attempts: list[Callable[[], object]] = [
+        lambda: box.read("p/file"),
+        lambda: box.list("p"),
+        lambda: box.write("p/file", "pwned\n"),
+        lambda: box.write("p/new/file", "pwned\n"),
+        lambda: box.propose_patch("p/file", "pwned\n", based_on_sha=sha(SECRET.encode())),
+        lambda: box.apply_patch(proposal, backup=True),
+        lambda: box.apply_edited(proposal, "pwned\n"),
+    ]
+    for attempt in attempts:
+        with pytest.raises(FsDenied, match="changed while it was opened") as caught:
+            attempt()
+        assert "'p'" in caught.value.message
+        assert "\n" not in caught.value.one_line()
+        swap_by_rename(tree)  # p is the real directory again
+    assert tree.snapshot() == before
+    assert sorted(os.listdir(tree.p)) == ["file", "only-inside.txt"]
+    assert (tree.p / "file").read_text() == INSIDE
+
+
+def test_a_final_component_swapped_after_the_check_is_refused(
+    root: Path, tree: Tree, outside: Path
+) -> None:
+    class Swap(Sandbox):
+        def resolve(self, path: str | os.PathLike[str]) -> Path:
+            real = super().resolve(path)
+            (root / "p" / "file").unlink(missing_ok=True)
+            (root / "p" / "file").symlink_to(outside / "secret.txt")
+            return real
+
+    with pytest.raises(FsDenied, match="changed while it was opened"):
+        Swap(root).read("p/file")
+    (root / "p" / "file").unlink()
+    (root / "p" / "file").write_text(INSIDE)
+    with pytest.raises(FsDenied, match="changed while it was opened"):
+        Swap(root).write("p/file", "pwned\n")
+    assert (outside / "secret.txt").read_text() == "top secret\n"
