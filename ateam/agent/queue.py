@@ -9,7 +9,10 @@
   died, or was released by a graceful stop, and goes back to the head (a release also
   gives the attempt back, so a stop never counts as a crash);
 - ``{"op": "last", "last_id"}``: the highest id ever issued, so ids keep increasing after
-  compaction has emptied the file.
+  compaction has emptied the file;
+- ``{"op": "seen", "rid", "id", "trace_id"}``: a finished item's request id, kept by
+  compaction (the newest 1024), so a retried ``input`` is never queued twice, whatever
+  restarts and compactions happened in between.
 
 Every op is written and fsynced before the method that records it returns. Replaying the
 log gives the state. Compaction (every ``QUEUE_COMPACT_EVERY`` finished items, at open
@@ -218,6 +221,7 @@ class _Replay:
         self.head: set[str] = set()
         self.current: str | None = None
         self.finished: list[QueueItem] = []
+        self.seen: list[QueueItem] = []  # finished before the last compaction
         self.last_id: str | None = None
         self.skipped = 0
         self.garbage = 0  # lines a compaction would drop
@@ -227,6 +231,7 @@ class _Replay:
             "done": self._done,
             "requeue": self._requeue,
             "last": self._last,
+            "seen": self._seen,
         }
 
     def feed(self, data: bytes) -> None:
@@ -283,6 +288,14 @@ class _Replay:
         self.head.add(item_id)
         if self.current == item_id:
             self.current = None
+
+    def _seen(self, obj: dict[str, Any]) -> None:
+        rid, item_id, trace = obj["rid"], obj["id"], obj.get("trace_id")
+        if not (isinstance(rid, str) and isinstance(item_id, str)):
+            raise ValueError("seen: rid and id must be strings")
+        # Only what an acknowledgement repeats is kept: the text may be large.
+        trace_id = trace if isinstance(trace, str) else None
+        self.seen.append(QueueItem(item_id, "", "", 0.0, rid=rid, trace_id=trace_id))
 
     def _last(self, obj: dict[str, Any]) -> None:
         last_id = obj["last_id"]
@@ -477,9 +490,9 @@ class DurableQueue:
     def find_rid(self, rid: str) -> QueueItem | None:
         """The item a request id created: pending, current or recently finished.
 
-        Finished (done, cleared or dead-lettered) items are remembered for the life of the
-        process, the newest 1024 of them, plus those finished before a restart whose ops
-        were still in the log.
+        Finished (done, cleared or dead-lettered) items are remembered, the newest 1024
+        of them, across compactions and restarts (``seen`` ops); for those only the id
+        and trace id are kept.
         """
         return self._by_rid.get(rid) or self._recent.get(rid)
 
@@ -559,7 +572,7 @@ class DurableQueue:
 
     def _load(self, replay: _Replay) -> None:
         self._last_id = replay.last_id
-        for item in replay.finished:
+        for item in [*replay.seen, *replay.finished]:
             self._retire(item)
         for item in replay.items.values():
             if item.id == replay.current:
@@ -633,6 +646,9 @@ class DurableQueue:
         lines: list[bytes] = []
         if self._last_id is not None:
             lines.append(encode_line({"op": "last", "last_id": self._last_id}))
+        for rid, done in self._recent.items():
+            seen = {"op": "seen", "rid": rid, "id": done.id, "trace_id": done.trace_id}
+            lines.append(encode_line(seen))
         for item in live:
             lines.append(encode_line({"op": "add", **item.to_dict()}))
             if item.id in self._head:

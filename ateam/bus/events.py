@@ -148,49 +148,98 @@ class Rewound(Gap):
 # Appends a batch with explicit ids and trims the log. The fencing check makes a
 # process that lost its instance lock unable to write into its successor's stream.
 #
-# An XADD can only fail on an id at or below the stream's last id. Below or at the
-# newest offset this writer ever assigned (ARGV[3]) that is a stale retry of its own
-# batch: skipped. *Above* it nothing can be the agent's own (the fence rules out every
-# other instance), so it is a forged entry that would make every later id look stale
-# and silence the stream for good: those entries are removed, the stream's last id is
-# set back to its newest genuine entry (XSETID, allowed once they are gone) and the
-# write is retried. Returns {status (-1 fenced), skipped, removed, first, last removed}.
+# KEYS: the stream, the fence, a scratch key in the same slot. ARGV: MAXLEN, the fence,
+# the newest offset this writer knows is in the stream (``written``), then (offset,
+# payload) pairs. Returns {status (-1 fenced), skipped, foreign, first, last foreign id}.
+#
+# An XADD fails only on an id at or below the stream's last id, which no entry of this
+# agent can explain but its own batch written before and retried after a lost reply.
+# Anything else there is someone else's: one forged ``999999999999-0`` would make every
+# later id look stale and silence the stream for good. So on the first failure the
+# stream is rebuilt from what is the agent's own (entries up to ``written``, and
+# entries identical to this batch) and the write is retried. A rebuild, not XDEL and
+# XSETID: Redis 7 refuses to set the last id below a deleted one. A key of another type
+# under the stream's name is someone else's too.
 _APPEND_LUA = """
 if ARGV[2] ~= '0' and redis.call('GET', KEYS[2]) ~= ARGV[2] then
   return {-1, 0, 0, '', ''}
+end
+local foreign, first, last = 0, '', ''
+local function note(id)
+  foreign = foreign + 1
+  if first == '' then first = id end
+  last = id
+end
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'stream' and kind ~= 'none' then
+  redis.call('DEL', KEYS[1])
+  note('(a ' .. kind .. ')')
 end
 local function add(i)
   return pcall(redis.call, 'XADD', KEYS[1], 'MAXLEN', '~', ARGV[1],
                ARGV[i] .. '-0', 'd', ARGV[i + 1])
 end
-local skipped, removed, first, last = 0, 0, '', ''
-for i = 4, #ARGV, 2 do
-  if not add(i) then
-    local batch
-    repeat
-      batch = redis.call('XRANGE', KEYS[1], ARGV[3] .. '-1', '+', 'COUNT', 1000)
-      for _, entry in ipairs(batch) do
-        redis.call('XDEL', KEYS[1], entry[1])
-        if removed == 0 then first = entry[1] end
-        removed = removed + 1
-        last = entry[1]
+local function at_most(a, b)  -- decimal strings without leading zeros, any length
+  return #a < #b or (#a == #b and a <= b)
+end
+local function payload(entry)
+  local f = entry[2]
+  for k = 1, #f, 2 do
+    if f[k] == 'd' then return f[k + 1] end
+  end
+  return nil
+end
+local function rebuild()
+  local mine = {}
+  for j = 4, #ARGV, 2 do mine[ARGV[j] .. '-0'] = ARGV[j + 1] end
+  redis.call('DEL', KEYS[3])
+  local start = '-'
+  while true do
+    local page = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 512)
+    for _, entry in ipairs(page) do
+      local id = entry[1]
+      local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+      local body = payload(entry)
+      if (seq == '0' and at_most(ms, ARGV[3])) or (body and mine[id] == body) then
+        redis.call('XADD', KEYS[3], id, unpack(entry[2]))
+      else
+        note(id)
       end
-    until #batch < 1000
-    if removed > 0 then
-      local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-      local id = '0-1'
-      if #top > 0 then id = top[1][1] end
-      pcall(redis.call, 'XSETID', KEYS[1], id)
     end
-    if removed == 0 or not add(i) then skipped = skipped + 1 end
+    if #page < 512 then break end
+    start = '(' .. page[#page][1]
+  end
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    redis.call('RENAME', KEYS[3], KEYS[1])
+  else
+    redis.call('DEL', KEYS[1])
   end
 end
-return {0, skipped, removed, first, last}
+local skipped, rebuilt = 0, false
+for i = 4, #ARGV, 2 do
+  if not add(i) then
+    if not rebuilt then
+      rebuilt = true
+      rebuild()
+      if not add(i) then skipped = skipped + 1 end
+    else
+      skipped = skipped + 1
+    end
+  end
+end
+return {0, skipped, foreign, first, last}
 """
-VERIFY_EVERY_S = 1.0
-"""How often a tail past a doubtful entry checks whether the agent removed it."""
-_OWN_SCAN_PAGES = 16
-"""At start, how many pages of 64 entries are searched back for the newest genuine one."""
+_OWN_SCAN_PAGE = 256
+"""Entries per page when a starting publisher looks back for its newest own entry."""
+
+
+def _newest_own(agent: str, newest_first: Any) -> int | None:
+    """The offset of the first entry (of an XREVRANGE page) that ``agent`` wrote."""
+    for entry_id, fields in newest_first:
+        offset = int(entry_id.split(b"-")[0])
+        if own_body(agent, offset, fields.get(b"d", b"")) is not None:
+            return offset
+    return None
 
 
 def own_body(agent: str, offset: int, raw: bytes) -> dict[str, Any] | None:
@@ -240,6 +289,9 @@ class EventPublisher:
         self._buffer_max = buffer_max
         self._dropped = 0
         self._next = 1
+        self._local = 0
+        self._written: int | None = None
+        """The newest offset of ours known to be in the stream; None until looked up."""
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -251,8 +303,8 @@ class EventPublisher:
         self._scrub = scrub
         self.connected = True
         self.skipped = 0
-        self.removed = 0
-        """Entries this agent never wrote, found above its offsets and removed."""
+        self.foreign = 0
+        """Entries (or a key) this agent never wrote, found in its stream and removed."""
         self.fenced = False
 
     @property
@@ -261,29 +313,58 @@ class EventPublisher:
 
     async def start(self) -> None:
         """Find the next offset (never below anything published before) and start writing."""
-        last = self._read_local_offset()
+        self._local = self._read_local_offset()
+        self._place_after(self._local)
         with contextlib.suppress(*CONNECTION_ERRORS):
-            last = max(last, await self._newest_own_offset())
-        self._next = last + 1
+            await self._find_written()
         self._task = asyncio.create_task(self._run(), name=f"events:{self._agent}")
 
-    async def _newest_own_offset(self) -> int:
-        """The newest offset in the stream that this agent wrote (0 if none is found).
+    async def _find_written(self) -> None:
+        """Learn the newest offset of ours in the stream; renumber what waits if needed.
 
-        Entries above it are someone else's: starting after a forged ``999999999999-0``
-        would make every offset from then on absurd; they are removed by the first write.
+        Only entries whose body carries this agent's id and their own offset count: one
+        forged ``999999999999-0`` on top must not make every later offset absurd (it is
+        removed by the first write). Until this has run against Redis, ``_written`` is
+        unknown and nothing is published: a wrong boundary would make the append
+        script take the agent's own entries for someone else's.
         """
+        top = 0
         end = "+"
-        for _ in range(_OWN_SCAN_PAGES):
-            page: Any = await self._client.xrevrange(self._stream, max=end, count=64)
-            for entry_id, fields in page:
-                offset = int(entry_id.split(b"-")[0])
-                if own_body(self._agent, offset, fields.get(b"d", b"")) is not None:
-                    return offset
-            if len(page) < 64:
+        count = 1  # the newest entry is the agent's own, but after a forgery
+        while True:
+            try:
+                page: Any = await self._client.xrevrange(self._stream, max=end, count=count)
+            except ResponseError as exc:
+                if not str(exc).startswith("WRONGTYPE"):
+                    raise
+                break  # not a stream at all: nothing of ours; the first write replaces it
+            found = _newest_own(self._agent, page)
+            if found is not None:
+                top = found
+                break
+            if len(page) < count:
                 break
             end = f"({page[-1][0].decode()}"
-        return 0
+            count = _OWN_SCAN_PAGE
+        written = max(self._local, top)
+        self._place_after(written)
+        self._written = written
+
+    def _place_after(self, written: int) -> None:
+        """Make every waiting and future offset come after ``written``."""
+        if self._buffer and self._buffer[0][0] <= written:
+            self._renumber(written + 1 - self._buffer[0][0])
+        self._next = max(self._next, written + 1)
+
+    def _renumber(self, shift: int) -> None:
+        """Move waiting events up by ``shift``: they were numbered before the top was known."""
+        moved: deque[tuple[int, bytes]] = deque()
+        for offset, payload in self._buffer:
+            body = unpack(payload)
+            body["offset"] = offset + shift
+            moved.append((offset + shift, pack(body)))
+        self._buffer = moved
+        self._next += shift
 
     def emit(self, etype: str, **fields: Any) -> int:
         """Queue one event for publishing and return its offset."""
@@ -335,37 +416,24 @@ class EventPublisher:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            batch = [self._buffer[i] for i in range(min(len(self._buffer), PUBLISH_BATCH_MAX))]
-            fence = self._fence() if self._fence else 0
-            # Every offset above the newest one assigned so far is still to come.
-            args: list[Any] = [self._maxlen, fence, self._next - 1]
-            for offset, payload in batch:
-                args.extend((offset, payload))
             try:
-                reply: Any = await self._script(
-                    keys=[self._stream, self._keys.fence(self._agent)], args=args
-                )
+                done = await self._publish_batch()
             except CONNECTION_ERRORS as exc:
                 await self._set_connected(False, backoff.failures + 1)
                 delay = backoff.next_delay()
                 log.debug("event publish failed (%s); retrying in %.2fs", exc, delay)
                 await asyncio.sleep(delay)
                 continue
-            status, skipped, removed, first, last = reply
-            if status == -1:
-                # Another process holds the lock now: nothing more may be written.
-                self.fenced = True
-                self._buffer.clear()
-                if self._on_fenced is not None:
-                    self._on_fenced()
+            except ResponseError as exc:
+                # Refused by the server (out of memory, a permission, a script error):
+                # the events wait in the buffer, the loop lives on and tries again.
+                delay = backoff.next_delay()
+                log.warning("event publish refused (%s); retrying in %.2fs", exc, delay)
+                await asyncio.sleep(delay)
+                continue
+            if not done:  # fenced off: nothing more may be written
                 self._idle.set()
                 return
-            for _ in batch:
-                self._buffer.popleft()
-            if skipped:
-                self.skipped += int(skipped)
-            if removed:
-                self._report_forged(int(removed), _text(first), _text(last))
             backoff.reset()
             await self._set_connected(True, 0)
             if self._dropped:
@@ -375,18 +443,45 @@ class EventPublisher:
                     msg=f"{dropped} events were dropped while the bus was unreachable",
                     code="events.dropped",
                 )
-            # Persist the offset locally whenever a batch crosses a multiple of 1000, so a
-            # restart against a Redis that lost the stream never reuses many offsets.
-            if (batch[0][0] - 1) // 1000 != batch[-1][0] // 1000:
-                self._write_local_offset()
 
-    def _report_forged(self, removed: int, first: str, last: str) -> None:
-        self.removed += removed
-        ids = first if removed == 1 else f"{first} .. {last}"
+    async def _publish_batch(self) -> bool:
+        """Write the oldest waiting events; False once this writer is fenced off."""
+        if self._written is None:
+            await self._find_written()
+        assert self._written is not None
+        batch = [self._buffer[i] for i in range(min(len(self._buffer), PUBLISH_BATCH_MAX))]
+        fence = self._fence() if self._fence else 0
+        args: list[Any] = [self._maxlen, fence, self._written]
+        for offset, payload in batch:
+            args.extend((offset, payload))
+        keys = [self._stream, self._keys.fence(self._agent), self._keys.events_scratch(self._agent)]
+        status, skipped, foreign, first, last = await self._script(keys=keys, args=args)
+        if status == -1:
+            # Another process holds the lock now: nothing more may be written.
+            self.fenced = True
+            self._buffer.clear()
+            if self._on_fenced is not None:
+                self._on_fenced()
+            return False
+        for _ in batch:
+            self._buffer.popleft()
+        self._written = batch[-1][0]
+        self.skipped += int(skipped)
+        if foreign:
+            self._report_forged(int(foreign), _text(first), _text(last))
+        # Persist the offset locally whenever a batch crosses a multiple of 1000, so a
+        # restart against a Redis that lost the stream never reuses many offsets.
+        if (batch[0][0] - 1) // 1000 != batch[-1][0] // 1000:
+            self._write_local_offset()
+        return True
+
+    def _report_forged(self, count: int, first: str, last: str) -> None:
+        self.foreign += count
+        ids = first if count == 1 else f"{first} .. {last}"
         message = (
-            f"{removed} entr{'y' if removed == 1 else 'ies'} that {self._agent} never wrote "
-            f"(id {ids}) sat above its offsets in its event stream, which would have "
-            "silenced it; removed, and events flow again"
+            f"{count} entr{'y' if count == 1 else 'ies'} that {self._agent} never wrote "
+            f"(id {ids}) sat in its event stream, where they would have silenced it; "
+            "removed, and events flow again"
         )
         log.warning("event stream %s: %s", self._stream, message)
         self.emit(EventType.WARN, msg=message, code="events.forged", first=first, last=last)
@@ -556,12 +651,16 @@ class _Cursor:
     """Set when the start point was chosen by backlog: a jump there is not a loss."""
     checked: bool = False
     """Whether an explicit start point has been compared with the stream's top."""
-    genuine: int | None = None
+    doubt: int | None = None
     """Set while following past an entry that may not be the agent's (one it did not
-    write, or a jump): the newest offset known genuine, to come back to if the entries
-    after it disappear (the publisher removes forged ones)."""
-    verified_at: float = 0.0
-    """When the stream's top was last compared with ``last`` while ``genuine`` is set."""
+    write, or the target of a jump): its offset. The agent removes such entries when it
+    next publishes; each read then checks that this one is still there."""
+    doubt_body: bytes | None = None
+    """The doubtful entry's payload: an entry the agent later writes at the same offset
+    is not the same entry."""
+    genuine: int | None = None
+    """While in doubt, the newest offset known genuine: where following resumes if the
+    doubtful entry goes away."""
 
 
 Item = Event | Gap
@@ -638,25 +737,31 @@ class EventTail:
 
     async def poll(self, *, wait: bool = True) -> list[Item]:
         """One read across all followed streams, blocking up to ``block_ms`` if ``wait``."""
-        notices = await self._resolve_starts()
+        out: list[Item] = await self._resolve_starts()
         if not self._cursors:
             if wait:
                 await asyncio.sleep(self.block_ms / 1000)
-            return []
+            return out
         streams = {self.keys.events(a): f"{c.last}-0" for a, c in self._cursors.items()}
         count = self._count or self.count
-        reply: Any = await self.client.xread(
-            streams,  # type: ignore[arg-type]  # redis-py's stub is narrower than its API
-            count=count,
-            block=self.block_ms if wait else None,
-        )
+        doubting = {a: c for a, c in self._cursors.items() if c.doubt is not None}
+        if doubting:
+            reply, rewound = await self._read_checked(streams, count, doubting)
+            out.extend(rewound)
+            if not reply and not rewound and wait:
+                await asyncio.sleep(self.block_ms / 1000)
+        else:
+            reply = await self.client.xread(
+                streams,  # type: ignore[arg-type]  # redis-py's stub is narrower than its API
+                count=count,
+                block=self.block_ms if wait else None,
+            )
         received = sum(len(f.get(b"d", b"")) for _, entries in reply or [] for _, f in entries)
         # Size the next read by what this one weighed: few big frames, many small ones.
         if received > self.max_bytes:
             self._count = max(4, count * self.max_bytes // received)
         elif count < self.count:
             self._count = min(self.count, count * 2)
-        out: list[Item] = list(notices)
         for key, entries in reply or []:
             agent = self.keys.agent_from_events_key(key.decode())
             cursor = self._cursors.get(agent)
@@ -670,15 +775,41 @@ class EventTail:
                 out.extend(_accept(agent, cursor, offset, fields))
         return out
 
+    async def _read_checked(
+        self, streams: dict[str, str], count: int, doubting: dict[str, _Cursor]
+    ) -> tuple[Any, list[Item]]:
+        """Read while some cursor sits past a doubtful entry: is it still there?
+
+        The check and the read are one transaction: the agent may remove the entry and
+        write past it at any moment, and a read seen after that without the check would
+        look like the stream simply went on. (No BLOCK inside MULTI: the caller waits.)
+        A doubtful entry that vanished or changed was not the agent's: that cursor goes
+        back to the newest genuine event, and what this read brought for it is dropped.
+        """
+        pipe = self.client.pipeline(transaction=True)
+        for agent, cursor in doubting.items():
+            pipe.xrange(self.keys.events(agent), f"{cursor.doubt}-0", f"{cursor.doubt}-0")
+        pipe.xread(streams, count=count)  # type: ignore[arg-type]
+        *checks, reply = await pipe.execute()
+        rewound: list[Item] = []
+        gone: set[str] = set()
+        for (agent, cursor), found in zip(doubting.items(), checks, strict=True):
+            if found and found[0][1].get(b"d") == cursor.doubt_body:
+                continue
+            assert cursor.last is not None and cursor.genuine is not None
+            rewound.append(
+                Rewound(agent, cursor.genuine + 1, cursor.genuine, skipped_to=cursor.last)
+            )
+            cursor.last, cursor.genuine = cursor.genuine, None
+            cursor.doubt = cursor.doubt_body = None
+            gone.add(self.keys.events(agent))
+        return [(key, entries) for key, entries in reply or [] if key.decode() not in gone], rewound
+
     async def _resolve_starts(self) -> list[Item]:
         notices: list[Item] = []
         # A snapshot: add()/remove() may run while this awaits Redis (a /tail, an
         # automatic tail), and iterating the live dict would then fail.
         for agent, cursor in list(self._cursors.items()):
-            if cursor.genuine is not None:
-                rewound = await self._verify(agent, cursor)
-                if rewound is not None:
-                    notices.append(rewound)
             if cursor.last is not None:
                 if not cursor.checked:
                     cursor.checked = True
@@ -703,21 +834,6 @@ class EventTail:
                 cursor.last = 0
         return notices
 
-    async def _verify(self, agent: str, cursor: _Cursor) -> Rewound | None:
-        """Past a doubtful entry: once the stream's top falls below it, go back."""
-        now = time.monotonic()
-        if now - cursor.verified_at < VERIFY_EVERY_S:
-            return None
-        cursor.verified_at = now
-        top: Any = await self.client.xrevrange(self.keys.events(agent), count=1)
-        top_offset = int(top[0][0].split(b"-")[0]) if top else 0
-        assert cursor.last is not None and cursor.genuine is not None
-        if top_offset >= cursor.last:
-            return None  # still there (or the stream has moved on past it)
-        rewound = Rewound(agent, cursor.genuine + 1, cursor.genuine, skipped_to=cursor.last)
-        cursor.last, cursor.genuine = cursor.genuine, None
-        return rewound
-
     def _set_connected(self, connected: bool, failures: int) -> None:
         changed = connected != self._connected
         self._connected = connected
@@ -728,11 +844,11 @@ class EventTail:
 def _accept(agent: str, cursor: _Cursor, offset: int, fields: Any) -> list[Item]:
     """One entry past the cursor: its event (after a gap, if one), or a stranger's entry."""
     assert cursor.last is not None
-    body = own_body(agent, offset, fields.get(b"d", b""))
+    raw = fields.get(b"d", b"")
+    body = own_body(agent, offset, raw)
     if body is None:
-        # Not the agent's: skipped with a warning, remembering where to come back to.
-        if cursor.genuine is None:
-            cursor.genuine = cursor.last
+        # Not the agent's: skipped with a warning, in doubt until the agent removes it.
+        _doubt(cursor, offset, raw)
         cursor.last = offset
         cursor.quiet_gap = False
         msg = f"event stream entry {offset} was not written by {agent}; ignored"
@@ -740,13 +856,21 @@ def _accept(agent: str, cursor: _Cursor, offset: int, fields: Any) -> list[Item]
     out: list[Item] = []
     if offset > cursor.last + 1 and not cursor.quiet_gap:
         out.append(Gap(agent, cursor.last + 1, offset - 1))
-        # A jump is trimming, or an entry written by someone who copied the format:
-        # that one vanishes when the agent next publishes, and is then undone.
-        if cursor.genuine is None:
-            cursor.genuine = cursor.last
-    elif cursor.genuine is not None:
-        cursor.genuine = None  # the stream goes on past the jump: it was real
+        # Trimming, or an entry written by someone who copied the format: that one goes
+        # away when the agent next publishes, and the jump is then undone.
+        _doubt(cursor, offset, raw)
+    elif cursor.doubt is not None:
+        # The stream goes on past the doubtful entry in one consistent read: the agent
+        # never writes after a stranger's entry (it removes it first), so it was real.
+        cursor.doubt = cursor.doubt_body = cursor.genuine = None
     cursor.quiet_gap = False
     cursor.last = offset
     out.append(Event.from_body(agent, offset, body))
     return out
+
+
+def _doubt(cursor: _Cursor, offset: int, raw: bytes) -> None:
+    """Remember the first doubtful entry past the newest genuine event (a later one too)."""
+    if cursor.doubt is None:
+        cursor.genuine = cursor.last
+        cursor.doubt, cursor.doubt_body = offset, raw

@@ -104,6 +104,13 @@ class Keys:
         """Stream holding the bounded replay log; entry id ``<offset>-0``."""
         return f"{self.ns}events:{{{agent}}}"
 
+    def events_scratch(self, agent: str) -> str:
+        """Where the publisher rebuilds its stream without entries it never wrote.
+
+        Same hash tag as :meth:`events`, so the rebuild's RENAME stays in one slot.
+        """
+        return f"{self.ns}events-rebuild:{{{agent}}}"
+
     def agent_from_events_key(self, key: str) -> str:
         prefix = f"{self.ns}events:{{"
         return key[len(prefix) : -1]

@@ -111,7 +111,10 @@ class RpcServer:
         self._methods = methods
         self._current_owner = current_owner
         self._on_bad_request = on_bad_request
-        self._recent: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        # Keyed by who asked too (session and token hash): a request id alone is no
+        # secret, and a stranger reusing one must neither read the owner's cached reply
+        # nor plant a refusal the owner would then be served.
+        self._recent: OrderedDict[tuple[str, str, str], tuple[float, bytes]] = OrderedDict()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self.served = 0
@@ -172,14 +175,15 @@ class RpcServer:
         self.served += 1
 
     async def _reply_for(self, rid: str, body: bytes) -> bytes | None:
-        cached = self._recent.get(rid)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
         try:
             call, auth = self._decode(rid, body)
         except RpcError as exc:
             self._report_bad(f"{exc.code}: {exc.message}")
             return _error_reply(rid, exc)
+        asker = (rid, call.caller or "", token_digest(auth) if auth is not None else "")
+        cached = self._recent.get(asker)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
         if call.deadline and call.deadline < time.time():
             log.info("rpc %s %s dropped: past its deadline", call.method, rid)
             return None
@@ -208,7 +212,7 @@ class RpcServer:
             log.exception("rpc %s failed", call.method)
             reply = _error_reply(rid, AteamError(f"{type(exc).__name__}: {exc}"))
         if method is not None and method.mutating:
-            self._remember(rid, reply)
+            self._remember(asker, reply)
         return reply
 
     def _decode(self, rid: str, body: bytes) -> tuple[Call, str | None]:
@@ -276,9 +280,9 @@ class RpcServer:
                 detail={"owner": session},
             )
 
-    def _remember(self, rid: str, reply: bytes) -> None:
+    def _remember(self, asker: tuple[str, str, str], reply: bytes) -> None:
         now = time.monotonic()
-        self._recent[rid] = (now + RPC_IDEMPOTENCY_S, reply)
+        self._recent[asker] = (now + RPC_IDEMPOTENCY_S, reply)
         while self._recent:
             oldest = next(iter(self._recent.values()))
             if oldest[0] > now and len(self._recent) <= 10_000:

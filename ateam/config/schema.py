@@ -342,9 +342,11 @@ class WatchdogSpec(_Spec):
     cancel_after_s: float = Field(default=900.0, ge=0)
     """Silence before the stalled step is cancelled and the worker moves on; ``0``
     only alerts. Above the default ``os.exec`` timeout, so a quiet build is not cut."""
-    step_timeout_s: float = Field(default=120.0, gt=0)
+    step_timeout_s: float = Field(default=60.0, gt=0)
     """Bound of each upkeep step between tasks (summary, compaction, switch-back
-    probe): one that takes longer is abandoned and the next task starts."""
+    probe): one that takes longer is abandoned and the next task starts. Below
+    ``stall_after_s`` by default: an upkeep step emits no task events, so a bound above
+    the stall threshold also raises the stall alert first."""
 
 
 class AgentSpec(_Spec):

@@ -44,7 +44,7 @@ from ateam.config.schema import check_name
 from ateam.console.offload import LONG_FIELDS, OffloadForm
 from ateam.console.offsets import OffsetStore
 from ateam.console.wizard import AgentWizard
-from ateam.constants import HEARTBEAT_INTERVAL_S, OWNER_REFRESH_S
+from ateam.constants import HEARTBEAT_INTERVAL_S, OWNER_REFRESH_S, TAKEOVER_GRACE_S
 from ateam.errors import AteamError, BadRequest, OwnershipDenied, SpawnFailed, UsageError
 
 
@@ -148,6 +148,9 @@ class ConsoleController:
         self.offsets = offsets or OffsetStore(f"{target.describe()} {target.namespace}")
         self.attached: str | None = None
         self.read_only = False
+        self._unconfirmed_loss: float | None = None
+        """When a takeover notice turned this console read-only: the time after which
+        the claim in Redis is checked, since anyone may publish such a notice."""
         self.tailed: set[str] = set()
         self.announce_waiting = False
         """A banner (and bell) when any agent starts waiting; set by front ends that do
@@ -397,6 +400,7 @@ class ConsoleController:
         previous = await self.ownership.acquire(agent, takeover=takeover)
         self.attached = agent
         self.read_only = False
+        self._unconfirmed_loss = None
         self._follow(agent)
         note = f" (took over from {previous.describe()})" if previous else ""
         self.view.banner(f"attached to {agent} as its writer{note}")
@@ -408,6 +412,7 @@ class ConsoleController:
                 await self.ownership.release(agent)
         self.attached = None
         self.read_only = False
+        self._unconfirmed_loss = None
         self.pending_tasks.clear()
         if agent not in self.tailed:
             self.tail.remove(agent)
@@ -1528,6 +1533,9 @@ class ConsoleController:
             return
         if kind in ("takeover", "lost") and agent == self.attached and not self.read_only:
             self.read_only = True
+            # Anyone who can reach Redis can publish this: once the takeover's grace is
+            # over, the claim itself decides (see _owner_refresh).
+            self._unconfirmed_loss = time.monotonic() + TAKEOVER_GRACE_S + 1.0
             self.view.banner(
                 f"console {notice.get('by')} took over {agent}: this console is now read-only",
                 level="warn",
@@ -1563,7 +1571,10 @@ class ConsoleController:
         while True:
             await asyncio.sleep(OWNER_REFRESH_S)
             agent = self.attached
-            if agent is None or self.read_only:
+            if agent is None:
+                continue
+            if self.read_only:
+                await self._confirm_loss(agent)
                 continue
             try:
                 still_mine = await self.ownership.refresh(agent)
@@ -1573,6 +1584,21 @@ class ConsoleController:
                 self.read_only = True
                 self.view.banner(
                     f"lost ownership of {agent}: this console is now read-only", level="warn"
+                )
+
+    async def _confirm_loss(self, agent: str) -> None:
+        """After a takeover notice: if the claim is still ours, this console writes again."""
+        due = self._unconfirmed_loss
+        if due is None or time.monotonic() < due:
+            return
+        self._unconfirmed_loss = None
+        with contextlib.suppress(*CONNECTION_ERRORS):
+            if await self.ownership.refresh(agent) and agent == self.attached:
+                self.read_only = False
+                self.view.banner(
+                    f"{agent} was not taken over after all (the notice was not confirmed by "
+                    "the ownership record): this console writes again",
+                    level="warn",
                 )
 
     def _on_connection(self, connected: bool, failures: int) -> None:

@@ -106,3 +106,36 @@ def test_the_stall_watch_alerts_in_ps_then_cancels_and_moves_on(
     assert warns[0]["step"].startswith("task q-") and warns[0]["task_id"]
     # The alert clears once the worker moves again.
     wait_until(lambda: alert_in_ps() is None, 15, "the alert to clear")
+
+
+def test_a_summary_that_hangs_is_abandoned_and_the_next_task_runs(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path, redis_url: str
+) -> None:
+    # Five short answers, then the summary the agent asks for after the fifth task: a
+    # model that streams 200 words at 200 ms each (40 s) — then the sixth answer.
+    answers = [{"text": f"done{i}"} for i in range(5)]
+    endless = {"text": " ".join(f"summary{i}" for i in range(200))}
+    root = write_scripted_project(
+        tmp_path / "up",
+        "up",
+        [*answers, endless, {"text": "sixth"}],
+        agent_yaml={"watchdog": {"step_timeout_s": 1.5, "stall_after_s": 30}},
+        token_delay_ms=200,
+    )
+    agent = "up/zeus"
+    start_agent(agent, cwd=root)
+    for i in range(6):
+        sent = run_ateam("send", agent, f"task {i}", "--redis", redis_url)
+        assert sent.returncode == 0, sent.stderr
+
+    def six_ended() -> list[dict[str, object]] | None:
+        ends = bus.task_end_list(agent)
+        return ends if len(ends) >= 6 else None
+
+    ends = wait_until(six_ended, 30, "the sixth task, long before the summary could end")
+    assert all(e["ok"] is True for e in ends)
+    codes = [b.get("code") for _, b in bus.events(agent)]
+    assert "worker.step_timeout" in codes
+    assert "worker.stalled" not in codes  # bounded, so never taken for a stall
+    answer = [b for _, b in bus.events(agent) if b.get("type") == "token"]
+    assert any("sixth" in str(b.get("text")) for b in answer)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from ateam.bus import events as events_module
-from ateam.bus.codec import pack
+from ateam.bus.codec import pack, unpack
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.events import (
     Coalescer,
@@ -283,22 +285,42 @@ async def test_scrub_masks_text_fields_and_leaves_base64_frames_intact(
 FORGED = "999999999999-0"
 
 
+@pytest.fixture(params=["redis-6.2", "valkey-9"])
+async def any_client(
+    request: pytest.FixtureRequest, namespace: str
+) -> AsyncIterator[tuple[aioredis.Redis, Keys]]:
+    """A client of the default Redis 6.2 and of Valkey 9, whose streams differ (XSETID)."""
+    name = "redis_server" if request.param == "redis-6.2" else "valkey_server"
+    server = request.getfixturevalue(name)
+    c = make_client(RedisTarget(server.url, "test", namespace=namespace))
+    yield c, Keys(namespace)
+    await c.aclose()
+
+
+async def publish(pub: EventPublisher, *texts: str) -> None:
+    for text in texts:
+        pub.emit("token", text=text)
+    assert await pub.flush(5)
+
+
+async def stream_ids(client: aioredis.Redis, keys: Keys) -> list[str]:
+    return [entry_id.decode() for entry_id, _ in await client.xrange(keys.events(AGENT))]
+
+
+def texts(items: list[Event | Gap]) -> list[str]:
+    return [i.data["text"] for i in items if isinstance(i, Event) and i.type == "token"]
+
+
 async def test_a_forged_entry_above_the_offsets_is_removed_and_events_flow_again(
-    client: aioredis.Redis, target: RedisTarget
+    any_client: tuple[aioredis.Redis, Keys],
 ) -> None:
-    keys = Keys(target.namespace)
+    client, keys = any_client
     pub = EventPublisher(client, keys, AGENT)
     await pub.start()
-    for i in range(3):
-        pub.emit("token", text=f"before{i}")
-    await pub.flush(5)
+    await publish(pub, "before0", "before1", "before2")
     tail = EventTail(client, keys, block_ms=50)
     tail.add(AGENT, 0)
-    assert [e.data["text"] for e in await collect(tail, 3) if isinstance(e, Event)] == [
-        "before0",
-        "before1",
-        "before2",
-    ]
+    assert texts(await collect(tail, 3)) == ["before0", "before1", "before2"]
 
     # Anyone with access to Redis can do this; before, it silenced the stream for good.
     await client.xadd(keys.events(AGENT), {"d": b"junk"}, id=FORGED)
@@ -306,9 +328,7 @@ async def test_a_forged_entry_above_the_offsets_is_removed_and_events_flow_again
     assert isinstance(stranger[0], Event) and stranger[0].data["code"] == "events.forged"
     assert "not written by" in stranger[0].data["msg"]
 
-    pub.emit("token", text="after0")
-    pub.emit("token", text="after1")
-    assert await pub.flush(5)
+    await publish(pub, "after0", "after1")
     items = await collect(tail, 4)  # rewind notice, after0, after1, the publisher's warning
     await pub.aclose()
 
@@ -316,22 +336,46 @@ async def test_a_forged_entry_above_the_offsets_is_removed_and_events_flow_again
     assert "tail rewind" in items[0].message()
     events = [i for i in items[1:] if isinstance(i, Event)]
     assert [e.offset for e in events] == [4, 5, 6]
-    assert [e.data.get("text") for e in events[:2]] == ["after0", "after1"]
+    assert texts(events) == ["after0", "after1"]
     assert events[2].type == "warn" and events[2].data["code"] == "events.forged"
     assert FORGED in events[2].data["msg"]
-    ids = [entry_id.decode() for entry_id, _ in await client.xrange(keys.events(AGENT))]
-    assert ids == [f"{n}-0" for n in range(1, 7)]
-    assert pub.removed == 1
+    assert await stream_ids(client, keys) == [f"{n}-0" for n in range(1, 7)]
+    assert pub.foreign == 1
+
+
+async def test_a_forged_entry_inside_the_coming_offsets_loses_no_event(
+    any_client: tuple[aioredis.Redis, Keys],
+) -> None:
+    client, keys = any_client
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    await publish(pub, *(f"a{i}" for i in range(3)))
+    tail = EventTail(client, keys, block_ms=50)
+    tail.add(AGENT, 0)
+    await collect(tail, 3)
+    # An id the agent is about to use, fifty events ahead.
+    await client.xadd(keys.events(AGENT), {"d": b"junk"}, id="53-0")
+    await collect(tail, 1)  # the stranger, shown as such
+
+    # Three events remove it; sixty more right after go past its id at once.
+    await publish(pub, *(f"b{i}" for i in range(3)))
+    await publish(pub, *(f"c{i}" for i in range(60)))
+    items = await collect(tail, 65)  # rewind, 63 tokens, the warning
+    await pub.aclose()
+    assert isinstance(items[0], Rewound) and items[0].last == 3
+    events = [i for i in items[1:] if isinstance(i, Event)]
+    assert [e.offset for e in events] == list(range(4, 68))
+    assert texts(events) == [f"b{i}" for i in range(3)] + [f"c{i}" for i in range(60)]
+    assert await stream_ids(client, keys) == [f"{n}-0" for n in range(1, 68)]
 
 
 async def test_a_forged_entry_that_copies_the_format_is_undone_too(
-    client: aioredis.Redis, target: RedisTarget
+    any_client: tuple[aioredis.Redis, Keys],
 ) -> None:
-    keys = Keys(target.namespace)
+    client, keys = any_client
     pub = EventPublisher(client, keys, AGENT)
     await pub.start()
-    pub.emit("token", text="real")
-    await pub.flush(5)
+    await publish(pub, "real")
     tail = EventTail(client, keys, block_ms=50)
     tail.add(AGENT, 0)
     await collect(tail, 1)
@@ -342,50 +386,66 @@ async def test_a_forged_entry_that_copies_the_format_is_undone_too(
     assert isinstance(shown[0], Gap) and isinstance(shown[1], Event)
     assert shown[1].data["text"] == "fake"
 
-    pub.emit("token", text="next")
-    await pub.flush(5)
+    await publish(pub, "next")
     # ...until the agent removes it: then the tail goes back and misses nothing.
     items = await collect(tail, 3)
     await pub.aclose()
     assert isinstance(items[0], Rewound) and items[0].last == 1
-    assert next(i.data.get("text") for i in items[1:] if isinstance(i, Event)) == "next"
+    assert texts(items[1:]) == ["next"]
 
 
-async def test_a_publisher_starting_under_a_forged_top_keeps_its_own_offsets(
-    client: aioredis.Redis, target: RedisTarget
+async def test_a_publisher_starting_under_forged_entries_keeps_its_own_offsets(
+    any_client: tuple[aioredis.Redis, Keys],
 ) -> None:
-    keys = Keys(target.namespace)
+    client, keys = any_client
     pub = EventPublisher(client, keys, AGENT)
     await pub.start()
-    for _ in range(4):
-        pub.emit("token", text="x")
+    await publish(pub, *(f"t{i}" for i in range(50)))
     await pub.aclose()
-    await client.xadd(keys.events(AGENT), {"d": b"junk"}, id=FORGED)
+    # More than a page or four of the start-up scan, all above the agent's own.
+    pipe = client.pipeline(transaction=False)
+    for n in range(1100):
+        pipe.xadd(keys.events(AGENT), {"d": b"junk"}, id=f"{10**9 + n}-0")
+    await pipe.execute()
 
-    restarted = EventPublisher(client, keys, AGENT)
+    restarted = EventPublisher(client, keys, AGENT)  # no local offset file: a kill -9
     await restarted.start()
-    assert restarted.emit("token", text="y") == 5  # not 10**12
+    assert restarted.emit("token", text="y") == 51
     await restarted.flush(5)
     await restarted.aclose()
-    ids = [entry_id.decode() for entry_id, _ in await client.xrange(keys.events(AGENT))]
-    assert ids == [f"{n}-0" for n in range(1, 7)]  # 5, and the warning about the forged one
+    assert await stream_ids(client, keys) == [f"{n}-0" for n in range(1, 53)]
+    assert restarted.foreign == 1100
 
 
-async def test_a_retried_batch_is_still_skipped_not_taken_for_a_forgery(
-    client: aioredis.Redis, target: RedisTarget
+async def test_a_key_of_another_type_does_not_stop_the_publisher(
+    any_client: tuple[aioredis.Redis, Keys],
 ) -> None:
-    keys = Keys(target.namespace)
+    client, keys = any_client
+    await client.set(keys.events(AGENT), "not a stream")
     pub = EventPublisher(client, keys, AGENT)
     await pub.start()
-    for _ in range(3):
-        pub.emit("token", text="x")
-    await pub.flush(5)
-    # The same ids again, as after a reply lost to a dropped connection.
-    script = client.register_script(events_module._APPEND_LUA)
-    reply = await script(
-        keys=[keys.events(AGENT), keys.fence(AGENT)],
-        args=[1000, 0, 3, 2, pack({"agent": AGENT, "offset": 2}), 3, b"x"],
-    )
+    await publish(pub, "still flowing")
     await pub.aclose()
-    assert reply[:3] == [0, 2, 0]  # two skipped, nothing removed
-    assert await client.xlen(keys.events(AGENT)) == 3
+    entries = await client.xrange(keys.events(AGENT))
+    bodies = [unpack(fields[b"d"]) for _, fields in entries]
+    assert bodies[0]["text"] == "still flowing"
+    assert bodies[1]["code"] == "events.forged" and "(a string)" in bodies[1]["msg"]
+
+
+async def test_a_batch_written_twice_after_a_lost_reply_is_not_taken_for_a_forgery(
+    any_client: tuple[aioredis.Redis, Keys],
+) -> None:
+    client, keys = any_client
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    await publish(pub, "x", "y", "z")
+    await pub.aclose()
+    script = client.register_script(events_module._APPEND_LUA)
+    stream_keys = [keys.events(AGENT), keys.fence(AGENT), keys.events_scratch(AGENT)]
+    batch = [4, pack({"agent": AGENT, "offset": 4}), 5, pack({"agent": AGENT, "offset": 5})]
+    first = await script(keys=stream_keys, args=[1000, 0, 3, *batch])
+    # The reply was lost: the same batch again, still believing 3 is the newest written.
+    again = await script(keys=stream_keys, args=[1000, 0, 3, *batch])
+    assert first == [0, 0, 0, b"", b""]
+    assert again == [0, 2, 0, b"", b""]  # both already there: skipped, nothing foreign
+    assert await stream_ids(client, keys) == [f"{n}-0" for n in range(1, 6)]

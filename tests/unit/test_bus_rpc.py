@@ -143,6 +143,23 @@ async def test_mutating_call_is_idempotent_by_request_id(
     assert len(server["calls"]) == 2
 
 
+async def test_a_request_id_reused_by_a_stranger_neither_reads_nor_poisons_the_cache(
+    client: aioredis.Redis, server: dict[str, Any]
+) -> None:
+    keys = server["keys"]
+    owner = RpcClient(client, keys, caller="console:a", auth=TOKEN_A)
+    stranger = RpcClient(client, keys, caller="console:a", auth="a guess")
+    # A refusal planted first under the id the owner will use...
+    with pytest.raises(OwnershipDenied):
+        await stranger.call(AGENT, "add", request_id="r9")
+    # ...is not what the owner is served, and the owner's reply is not the stranger's.
+    assert await owner.call(AGENT, "add", request_id="r9") == 1
+    with pytest.raises(OwnershipDenied):
+        await stranger.call(AGENT, "add", request_id="r9")
+    assert await owner.call(AGENT, "add", request_id="r9") == 1  # still idempotent
+    assert len(server["calls"]) == 1
+
+
 async def test_oversized_payload_refused_on_both_sides(
     client: aioredis.Redis, server: dict[str, Any]
 ) -> None:

@@ -125,6 +125,31 @@ async def test_second_console_is_read_only_after_takeover(
         await second.aclose()
 
 
+async def test_a_forged_takeover_notice_does_not_silence_the_owner(
+    agent: Agent, target: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ateam.console.controller as controller_mod
+
+    monkeypatch.setattr(controller_mod, "OWNER_REFRESH_S", 0.1)
+    monkeypatch.setattr(controller_mod, "TAKEOVER_GRACE_S", 0.1)
+    view = RecordingView()
+    c = ConsoleController(target, view)
+    await c.start()
+    try:
+        await c.execute("/attach proj/zeus")
+        # Anyone who can reach Redis can publish on a console's channel.
+        notice = {"event": "lost", "agent": "proj/zeus", "by": "console:mallory"}
+        await agent.client.publish(c.keys.console_channel(c.session), pack(notice))
+        await view.wait_for(lambda: any("read-only" in b for b in view.banners))
+        # The ownership record still names this console: it writes again.
+        await view.wait_for(lambda: any("writes again" in b for b in view.banners))
+        assert not c.read_only
+        await c.execute("still the writer")
+        await c.wait_for_pending()
+    finally:
+        await c.aclose()
+
+
 async def test_queue_clear_needs_confirmation(
     agent: Agent, console: tuple[ConsoleController, RecordingView]
 ) -> None:

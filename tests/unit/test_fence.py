@@ -14,7 +14,7 @@ from ateam.agent.handoff import HandoffStore
 from ateam.agent.history import History, SummaryLog
 from ateam.agent.queue import DurableQueue
 from ateam.agent.workctx import WorkingContext
-from ateam.errors import DuplicateInstance, LockLost
+from ateam.errors import LockLost
 
 
 class Lease:
@@ -95,7 +95,7 @@ async def test_the_state_directory_has_one_holder_until_it_lets_go(tmp_path: Pat
         kept_alive += 1
 
     began = time.monotonic()
-    with pytest.raises(DuplicateInstance) as denied:
+    with pytest.raises(LockLost) as denied:
         await second.acquire(wait_s=0.5, keep_alive=keep_alive)
     assert time.monotonic() - began >= 0.5
     assert kept_alive >= 2  # the Redis lock it already holds was kept fresh meanwhile

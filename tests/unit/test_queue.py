@@ -24,6 +24,7 @@ from ateam.agent.queue import (
     RecoveryReport,
     next_queue_id,
 )
+from ateam.constants import QUEUE_COMPACT_EVERY
 from ateam.errors import StorageError
 
 OpenQueue = Callable[[], tuple[DurableQueue, RecoveryReport]]
@@ -513,6 +514,31 @@ def test_find_rid_covers_pending_current_and_finished(open_queue: OpenQueue) -> 
     assert found is not None and found.id == item.id
     assert reopened.clear() == 1
     assert reopened.find_rid("r-2") is not None  # a cleared request is still not re-enqueued
+
+
+def test_request_ids_outlive_compactions_and_restarts(open_queue: OpenQueue) -> None:
+    queue, _ = open_queue()
+    first = queue.append("once", source="cli", rid="r-once", trace_id="t-once")
+    assert queue.take() == first
+    queue.done(first.id)
+    # A full compaction rhythm of other work on top.
+    for i in range(QUEUE_COMPACT_EVERY + 5):
+        queue.append(f"item {i}", source="cli", rid=f"r-{i}")
+        taken = queue.take()
+        assert taken is not None
+        queue.done(taken.id)
+    crash(queue)
+    for _ in range(3):  # each open compacts what the last one left
+        queue, _ = open_queue()
+        crash(queue)
+
+    queue, report = open_queue()
+    found = queue.find_rid("r-once")
+    assert found is not None and (found.id, found.trace_id) == (first.id, "t-once")
+    assert queue.find_rid(f"r-{QUEUE_COMPACT_EVERY}") is not None
+    assert len(queue) == 0 and queue.current is None and report.skipped == 0
+    # Only the newest 1024 are kept, as one small line each.
+    assert sum(1 for line in lines(queue.path) if line["op"] == "seen") == QUEUE_COMPACT_EVERY + 6
 
 
 def test_queue_item_round_trips_through_dict() -> None:
