@@ -149,8 +149,9 @@ class Rewound(Gap):
 # process that lost its instance lock unable to write into its successor's stream.
 #
 # KEYS: the stream, the fence, a scratch key in the same slot. ARGV: MAXLEN, the fence,
-# the newest offset this writer knows is in the stream (``written``), then (offset,
-# payload) pairs. Returns {status (-1 fenced), skipped, foreign, first, last foreign id}.
+# the newest offset this writer may have written (confirmed, or sent in a call whose
+# reply was lost), then (offset, payload) pairs. Returns {status (-1 fenced), skipped,
+# foreign, first, last foreign id}.
 #
 # An XADD fails only on an id at or below the stream's last id, which no entry of this
 # agent can explain but its own batch written before and retried after a lost reply.
@@ -200,8 +201,10 @@ local function rebuild()
       local id = entry[1]
       local ms, seq = string.match(id, '^(%d+)-(%d+)$')
       local body = payload(entry)
-      if (seq == '0' and at_most(ms, ARGV[3])) or (body and mine[id] == body) then
-        redis.call('XADD', KEYS[3], id, unpack(entry[2]))
+      -- The agent writes one field, d, at ids N-0: anything else is not its own.
+      if body and #entry[2] == 2 and seq == '0'
+          and (at_most(ms, ARGV[3]) or mine[id] == body) then
+        redis.call('XADD', KEYS[3], id, 'd', body)
       else
         note(id)
       end
@@ -229,6 +232,13 @@ for i = 4, #ARGV, 2 do
 end
 return {0, skipped, foreign, first, last}
 """
+MAX_OFFSET = 2**53
+"""No agent reaches this (10 000 events/s for 28 000 years); an entry claiming it is
+forged, and taking it as the top would make every later offset absurd."""
+_LAST_SEQ = "18446744073709551615"
+"""Reads start after ``<offset>-<this>``: an entry ``<offset>-5`` was not written by an
+agent (its ids are ``<offset>-0``), and starting at ``<offset>-0`` would return it on
+every read."""
 _OWN_SCAN_PAGE = 256
 """Entries per page when a starting publisher looks back for its newest own entry."""
 
@@ -248,6 +258,8 @@ def own_body(agent: str, offset: int, raw: bytes) -> dict[str, Any] | None:
     The publisher stamps every body with its agent and offset; an entry without them
     (or with others) was written into the stream by someone else.
     """
+    if offset >= MAX_OFFSET:
+        return None  # beyond any real count: only a forger's entry claims it
     try:
         body = unpack(raw)
     except BadRequest:
@@ -292,6 +304,10 @@ class EventPublisher:
         self._local = 0
         self._written: int | None = None
         """The newest offset of ours known to be in the stream; None until looked up."""
+        self._maybe_written = 0
+        """The newest offset sent in a call whose reply was lost: it may be there."""
+        self._in_flight = 0
+        """The newest offset of the batch being written right now."""
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -382,8 +398,9 @@ class EventPublisher:
             body["b64"] = binary
         self._buffer.append((offset, pack(body)))
         if len(self._buffer) > self._buffer_max:
-            self._buffer.popleft()
-            self._dropped += 1
+            dropped, _ = self._buffer.popleft()
+            # One being written now is not lost (it may be written twice: harmless).
+            self._dropped += dropped > self._in_flight
         self._idle.clear()
         self._wake.set()
         return offset
@@ -451,11 +468,19 @@ class EventPublisher:
         assert self._written is not None
         batch = [self._buffer[i] for i in range(min(len(self._buffer), PUBLISH_BATCH_MAX))]
         fence = self._fence() if self._fence else 0
-        args: list[Any] = [self._maxlen, fence, self._written]
+        args: list[Any] = [self._maxlen, fence, max(self._written, self._maybe_written)]
         for offset, payload in batch:
             args.extend((offset, payload))
         keys = [self._stream, self._keys.fence(self._agent), self._keys.events_scratch(self._agent)]
-        status, skipped, foreign, first, last = await self._script(keys=keys, args=args)
+        self._in_flight = batch[-1][0]
+        try:
+            status, skipped, foreign, first, last = await self._script(keys=keys, args=args)
+        except CONNECTION_ERRORS:
+            # The call may have run: the retry must not take these for a stranger's.
+            self._maybe_written = max(self._maybe_written, batch[-1][0])
+            raise
+        finally:
+            self._in_flight = 0
         if status == -1:
             # Another process holds the lock now: nothing more may be written.
             self.fenced = True
@@ -463,7 +488,8 @@ class EventPublisher:
             if self._on_fenced is not None:
                 self._on_fenced()
             return False
-        for _ in batch:
+        # By offset, not by count: emit() may have dropped some of them meanwhile.
+        while self._buffer and self._buffer[0][0] <= batch[-1][0]:
             self._buffer.popleft()
         self._written = batch[-1][0]
         self.skipped += int(skipped)
@@ -651,16 +677,30 @@ class _Cursor:
     """Set when the start point was chosen by backlog: a jump there is not a loss."""
     checked: bool = False
     """Whether an explicit start point has been compared with the stream's top."""
-    doubt: int | None = None
-    """Set while following past an entry that may not be the agent's (one it did not
-    write, or the target of a jump): its offset. The agent removes such entries when it
-    next publishes; each read then checks that this one is still there."""
-    doubt_body: bytes | None = None
-    """The doubtful entry's payload: an entry the agent later writes at the same offset
-    is not the same entry."""
-    genuine: int | None = None
-    """While in doubt, the newest offset known genuine: where following resumes if the
-    doubtful entry goes away."""
+    doubts: list[_Doubt] = field(default_factory=list)
+    """Entries followed that may not be the agent's (not written by it, or the target of
+    a jump), oldest first. The agent removes a stranger's entries when it next publishes;
+    until the stream goes on past the newest of them, each read checks they are still
+    there."""
+
+    @property
+    def trusted(self) -> int | None:
+        """Where following would resume if every doubtful entry went away."""
+        return self.doubts[0].before if self.doubts else self.last
+
+
+@dataclass(frozen=True)
+class _Doubt:
+    entry_id: bytes
+    """The entry's full stream id (a stranger's may not end in ``-0``)."""
+    fields: tuple[tuple[bytes, bytes], ...]
+    """Its fields: an entry the agent writes later at the same id is another entry."""
+    before: int
+    """The cursor's position before it: where following resumes if it goes away."""
+
+
+_MAX_DOUBTS = 32
+"""A flood of stranger's entries keeps the first doubts and the newest one, no more."""
 
 
 Item = Event | Gap
@@ -742,27 +782,27 @@ class EventTail:
             if wait:
                 await asyncio.sleep(self.block_ms / 1000)
             return out
-        streams = {self.keys.events(a): f"{c.last}-0" for a, c in self._cursors.items()}
         count = self._count or self.count
-        doubting = {a: c for a, c in self._cursors.items() if c.doubt is not None}
+        doubting = {a: c for a, c in self._cursors.items() if c.doubts}
+        sure = {a: c for a, c in self._cursors.items() if not c.doubts}
+        reply: list[Any] = []
         if doubting:
-            reply, rewound = await self._read_checked(streams, count, doubting)
+            checked, rewound = await self._read_checked(doubting, count)
+            reply.extend(checked)
             out.extend(rewound)
-            if not reply and not rewound and wait:
-                await asyncio.sleep(self.block_ms / 1000)
-        else:
-            reply = await self.client.xread(
-                streams,  # type: ignore[arg-type]  # redis-py's stub is narrower than its API
-                count=count,
-                block=self.block_ms if wait else None,
-            )
-        received = sum(len(f.get(b"d", b"")) for _, entries in reply or [] for _, f in entries)
+        if sure:
+            # Block only when the checked read brought nothing: it cannot block itself.
+            block = self.block_ms if wait and not reply and not out else None
+            reply.extend(await self._read(sure, count, block) or [])
+        elif wait and not reply and not out:
+            await asyncio.sleep(self.block_ms / 1000)
+        received = sum(len(f.get(b"d", b"")) for _, entries in reply for _, f in entries)
         # Size the next read by what this one weighed: few big frames, many small ones.
         if received > self.max_bytes:
             self._count = max(4, count * self.max_bytes // received)
         elif count < self.count:
             self._count = min(self.count, count * 2)
-        for key, entries in reply or []:
+        for key, entries in reply:
             agent = self.keys.agent_from_events_key(key.decode())
             cursor = self._cursors.get(agent)
             if cursor is None:
@@ -772,38 +812,60 @@ class EventTail:
                 assert cursor.last is not None
                 if offset <= cursor.last:
                     continue
-                out.extend(_accept(agent, cursor, offset, fields))
+                out.extend(_accept(agent, cursor, entry_id, fields))
         return out
 
-    async def _read_checked(
-        self, streams: dict[str, str], count: int, doubting: dict[str, _Cursor]
-    ) -> tuple[Any, list[Item]]:
-        """Read while some cursor sits past a doubtful entry: is it still there?
+    def trusted(self, agent: str) -> int | None:
+        """The newest offset of ``agent`` delivered and known to be its own.
 
-        The check and the read are one transaction: the agent may remove the entry and
-        write past it at any moment, and a read seen after that without the check would
-        look like the stream simply went on. (No BLOCK inside MULTI: the caller waits.)
-        A doubtful entry that vanished or changed was not the agent's: that cursor goes
-        back to the newest genuine event, and what this read brought for it is dropped.
+        What a console saves as its position: an entry followed in doubt may turn out
+        to be a stranger's, and a restart must resume before it, not after it.
+        """
+        cursor = self._cursors.get(agent)
+        return cursor.trusted if cursor else None
+
+    def _streams(self, cursors: dict[str, _Cursor]) -> dict[str, str]:
+        return {self.keys.events(a): f"{c.last}-{_LAST_SEQ}" for a, c in cursors.items()}
+
+    async def _read(self, cursors: dict[str, _Cursor], count: int, block: int | None) -> Any:
+        return await self.client.xread(
+            self._streams(cursors),  # type: ignore[arg-type]  # stub narrower than the API
+            count=count,
+            block=block,
+        )
+
+    async def _read_checked(
+        self, doubting: dict[str, _Cursor], count: int
+    ) -> tuple[list[Any], list[Item]]:
+        """Read streams followed in doubt, checking their doubtful entries are still there.
+
+        The check and the read are one transaction: the agent may remove a stranger's
+        entry and write past it at any moment, and a read seen after that without the
+        check would look like the stream simply went on. (No BLOCK inside MULTI.) When
+        one is gone or changed, that cursor goes back to where it was before it, and what
+        this read brought for that stream is dropped (it is read again from there).
         """
         pipe = self.client.pipeline(transaction=True)
         for agent, cursor in doubting.items():
-            pipe.xrange(self.keys.events(agent), f"{cursor.doubt}-0", f"{cursor.doubt}-0")
-        pipe.xread(streams, count=count)  # type: ignore[arg-type]
+            for doubt in cursor.doubts:
+                pipe.xrange(self.keys.events(agent), doubt.entry_id, doubt.entry_id)
+        pipe.xread(self._streams(doubting), count=count)  # type: ignore[arg-type]
         *checks, reply = await pipe.execute()
+        found = iter(checks)
         rewound: list[Item] = []
         gone: set[str] = set()
-        for (agent, cursor), found in zip(doubting.items(), checks, strict=True):
-            if found and found[0][1].get(b"d") == cursor.doubt_body:
+        for agent, cursor in doubting.items():
+            still = [_same(doubt, next(found)) for doubt in cursor.doubts]
+            if all(still):
                 continue
-            assert cursor.last is not None and cursor.genuine is not None
-            rewound.append(
-                Rewound(agent, cursor.genuine + 1, cursor.genuine, skipped_to=cursor.last)
-            )
-            cursor.last, cursor.genuine = cursor.genuine, None
-            cursor.doubt = cursor.doubt_body = None
+            first_gone = still.index(False)
+            doubt = cursor.doubts[first_gone]
+            assert cursor.last is not None
+            rewound.append(Rewound(agent, doubt.before + 1, doubt.before, skipped_to=cursor.last))
+            cursor.last = doubt.before
+            del cursor.doubts[first_gone:]
             gone.add(self.keys.events(agent))
-        return [(key, entries) for key, entries in reply or [] if key.decode() not in gone], rewound
+        return [(k, entries) for k, entries in reply or [] if k.decode() not in gone], rewound
 
     async def _resolve_starts(self) -> list[Item]:
         notices: list[Item] = []
@@ -841,36 +903,44 @@ class EventTail:
             self.on_connection_change(connected, failures)
 
 
-def _accept(agent: str, cursor: _Cursor, offset: int, fields: Any) -> list[Item]:
+def _accept(agent: str, cursor: _Cursor, entry_id: bytes, fields: Any) -> list[Item]:
     """One entry past the cursor: its event (after a gap, if one), or a stranger's entry."""
     assert cursor.last is not None
-    raw = fields.get(b"d", b"")
-    body = own_body(agent, offset, raw)
+    offset = int(entry_id.split(b"-")[0])
+    body = own_body(agent, offset, fields.get(b"d", b"")) if entry_id.endswith(b"-0") else None
     if body is None:
         # Not the agent's: skipped with a warning, in doubt until the agent removes it.
-        _doubt(cursor, offset, raw)
+        _doubt(cursor, entry_id, fields)
         cursor.last = offset
         cursor.quiet_gap = False
-        msg = f"event stream entry {offset} was not written by {agent}; ignored"
+        msg = f"event stream entry {entry_id.decode()} was not written by {agent}; ignored"
         return [Event(agent, offset, EventType.WARN, 0.0, {"msg": msg, "code": "events.forged"})]
     out: list[Item] = []
     if offset > cursor.last + 1 and not cursor.quiet_gap:
         out.append(Gap(agent, cursor.last + 1, offset - 1))
         # Trimming, or an entry written by someone who copied the format: that one goes
         # away when the agent next publishes, and the jump is then undone.
-        _doubt(cursor, offset, raw)
-    elif cursor.doubt is not None:
-        # The stream goes on past the doubtful entry in one consistent read: the agent
-        # never writes after a stranger's entry (it removes it first), so it was real.
-        cursor.doubt = cursor.doubt_body = cursor.genuine = None
+        _doubt(cursor, entry_id, fields)
+    elif cursor.doubts:
+        # The stream goes on past the newest doubtful entry in one consistent read: the
+        # agent never writes after a stranger's entry (it removes it first), so they
+        # were real.
+        cursor.doubts.clear()
     cursor.quiet_gap = False
     cursor.last = offset
     out.append(Event.from_body(agent, offset, body))
     return out
 
 
-def _doubt(cursor: _Cursor, offset: int, raw: bytes) -> None:
-    """Remember the first doubtful entry past the newest genuine event (a later one too)."""
-    if cursor.doubt is None:
-        cursor.genuine = cursor.last
-        cursor.doubt, cursor.doubt_body = offset, raw
+def _doubt(cursor: _Cursor, entry_id: bytes, fields: Any) -> None:
+    assert cursor.last is not None
+    doubt = _Doubt(entry_id, tuple(sorted(fields.items())), cursor.last)
+    if len(cursor.doubts) >= _MAX_DOUBTS:
+        cursor.doubts[-1] = doubt  # keep the oldest (the way back) and the newest
+    else:
+        cursor.doubts.append(doubt)
+
+
+def _same(doubt: _Doubt, found: Any) -> bool:
+    """Whether an XRANGE of the doubtful entry's id still returns that very entry."""
+    return bool(found) and tuple(sorted(found[0][1].items())) == doubt.fields

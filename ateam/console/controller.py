@@ -1461,7 +1461,10 @@ class ConsoleController:
                         level="warn",
                     )
                 pending = self.view.unsettled(item.agent)
-                self.offsets.set(item.agent, item.offset if pending is None else pending - 1)
+                saved = item.offset if pending is None else pending - 1
+                # Not past an entry that may yet turn out a stranger's (see EventTail).
+                trusted = self.tail.trusted(item.agent)
+                self.offsets.set(item.agent, saved if trusted is None else min(saved, trusted))
                 if item.type == EventType.TASK_END and item.task_id:
                     self._ended.append(item.task_id)
                     if item.task_id in self.pending_tasks:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -449,3 +450,102 @@ async def test_a_batch_written_twice_after_a_lost_reply_is_not_taken_for_a_forge
     assert first == [0, 0, 0, b"", b""]
     assert again == [0, 2, 0, b"", b""]  # both already there: skipped, nothing foreign
     assert await stream_ids(client, keys) == [f"{n}-0" for n in range(1, 6)]
+
+
+async def test_a_forged_entry_without_the_field_or_with_a_sequence_never_makes_a_tail_spin(
+    any_client: tuple[aioredis.Redis, Keys],
+) -> None:
+    client, keys = any_client
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    await publish(pub, "a", "b", "c")
+    tail = EventTail(client, keys, block_ms=50)
+    tail.add(AGENT, 0)
+    await collect(tail, 3)
+    # Beside the agent's own 3-0: never returned, never read again and again.
+    await client.xadd(keys.events(AGENT), {"x": b"y"}, id="3-5")
+    began = time.monotonic()
+    assert await tail.poll() == []
+    assert time.monotonic() - began >= 0.04  # it blocked, as on a quiet stream
+    # Above it, without a d field: one warning, then quiet while the agent is idle.
+    await client.xadd(keys.events(AGENT), {"x": b"y"}, id=FORGED)
+    seen: list[Event | Gap] = []
+    for _ in range(10):
+        seen.extend(await tail.poll())
+    assert [i.data.get("code") for i in seen if isinstance(i, Event)] == ["events.forged"]
+    assert not any(isinstance(i, Rewound) for i in seen)
+    assert tail.trusted(AGENT) == 3  # what a console saves: before the stranger's entry
+
+    await publish(pub, "d")
+    items = await collect(tail, 3)
+    await pub.aclose()
+    assert isinstance(items[0], Rewound) and items[0].last == 3
+    assert texts(items) == ["d"]
+    assert tail.trusted(AGENT) == 5
+
+
+async def test_a_tail_in_doubt_after_a_real_jump_still_follows_past_a_forgery(
+    any_client: tuple[aioredis.Redis, Keys],
+) -> None:
+    client, keys = any_client
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    await publish(pub, "a", "b", "c")
+    pub._next = 10  # offsets 4..9 never reached Redis (dropped while it was away)
+    await publish(pub, "j")
+    tail = EventTail(client, keys, block_ms=50)
+    tail.add(AGENT, 3)
+    first = await collect(tail, 2)
+    assert isinstance(first[0], Gap) and texts(first) == ["j"]  # in doubt: a jump
+
+    await client.xadd(keys.events(AGENT), {"d": b"junk"}, id=FORGED)
+    await collect(tail, 1)
+    await publish(pub, *(f"k{i}" for i in range(4)))
+    items = await collect(tail, 6)  # rewind, four tokens, the warning
+    await pub.aclose()
+    assert isinstance(items[0], Rewound) and items[0].last == 10
+    assert texts(items) == [f"k{i}" for i in range(4)]
+
+
+async def test_a_lost_reply_never_makes_the_publisher_delete_its_own_entries(
+    any_client: tuple[aioredis.Redis, Keys],
+) -> None:
+    client, keys = any_client
+    script = client.register_script(events_module._APPEND_LUA)
+    stream_keys = [keys.events(AGENT), keys.fence(AGENT), keys.events_scratch(AGENT)]
+
+    def batch(offsets: range) -> list[Any]:
+        return [x for n in offsets for x in (n, pack({"agent": AGENT, "offset": n}))]
+
+    # 1..10 went out but the reply was lost; meanwhile 1..3 fell out of the buffer.
+    assert (await script(keys=stream_keys, args=[1000, 0, 0, *batch(range(1, 11))]))[0] == 0
+    again = await script(keys=stream_keys, args=[1000, 0, 10, *batch(range(4, 13))])
+    assert again[:3] == [0, 7, 0]  # 4..10 already there; nothing taken for a stranger's
+    assert await stream_ids(client, keys) == [f"{n}-0" for n in range(1, 13)]
+
+
+async def test_absurd_offsets_and_huge_entries_are_a_strangers_too(
+    any_client: tuple[aioredis.Redis, Keys], tmp_path: Path
+) -> None:
+    client, keys = any_client
+    offsets = tmp_path / "offset"
+    pub = EventPublisher(client, keys, AGENT, offset_file=offsets)
+    await pub.start()
+    await publish(pub, "a", "b", "c")
+    await pub.aclose()
+    offsets.write_text("10\n")  # the local record ahead of the stream (unflushed events)
+    # A body copied from the agent's, at the largest id a stream allows...
+    top = 2**64 - 1
+    body = pack({"type": "token", "text": "x", "agent": AGENT, "offset": top, "ts": 0})
+    await client.xadd(
+        keys.events(AGENT), {"d": b"junk", **{f"f{i}": b"v" for i in range(5000)}}, id="5-0"
+    )
+    await client.xadd(keys.events(AGENT), {"d": body}, id=f"{top}-0")
+
+    restarted = EventPublisher(client, keys, AGENT, offset_file=offsets)
+    await restarted.start()
+    assert restarted.emit("token", text="next") == 11  # not past 2**64: emit never fails
+    assert await restarted.flush(5)
+    await restarted.aclose()
+    assert await stream_ids(client, keys) == ["1-0", "2-0", "3-0", "11-0", "12-0"]
+    assert restarted.foreign == 2
