@@ -9,10 +9,10 @@ Redis; these two fence what it writes to ``state/``:
   until the first has exited; the kernel drops it when the holder dies, even by kill -9.
 * :class:`WriteFence` — checked before every durable write (queue, history, summaries,
   handoff, working context): once this process may have lost its Redis lock — no
-  successful refresh for the TTL minus a margin, on a monotonic clock, so time spent
-  frozen counts — every write is refused with :class:`~ateam.errors.LockLost`. A thawed
-  instance therefore cannot append a half-finished turn after its successor took over,
-  whichever host the successor runs on.
+  successful refresh for the TTL minus a margin, on a clock that also counts time spent
+  frozen or suspended (``CLOCK_BOOTTIME`` on Linux) — every write is refused with
+  :class:`~ateam.errors.LockLost`. A thawed instance therefore cannot append a
+  half-finished turn after its successor took over, whichever host the successor runs on.
 """
 
 from __future__ import annotations

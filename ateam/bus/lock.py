@@ -22,6 +22,14 @@ from ateam.errors import BadRequest, DuplicateInstance, LockLost
 
 log = logging.getLogger(__name__)
 
+if hasattr(time, "CLOCK_BOOTTIME"):
+    # Linux's monotonic clock stops while the machine is suspended; this one does not,
+    # so a laptop or VM that slept past the TTL knows at once that its lock may be gone.
+    def _elapsed() -> float:
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+else:  # pragma: no cover - other systems
+    _elapsed = time.monotonic
+
 # SET NX and bump the fencing counter in one step, so a fence always names one holder.
 _ACQUIRE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -111,7 +119,7 @@ class InstanceLock:
                 detail={"agent": self.agent},
             )
         self.fence = fence
-        self._last_ok = time.monotonic()
+        self._last_ok = _elapsed()
         return fence
 
     def _holder_is_dead(self, value: bytes) -> bool:
@@ -141,19 +149,19 @@ class InstanceLock:
         """
         lock_key = self.keys.lock(self.agent)
         if int(await self.client.eval(_REFRESH, 1, lock_key, self._value, self._ttl_ms)):
-            self._last_ok = time.monotonic()
+            self._last_ok = _elapsed()
             return
         keys = [lock_key, self.keys.fence(self.agent)]
         fence = int(await self.client.eval(_ACQUIRE, 2, *keys, self._value, self._ttl_ms))
         if not fence:
             raise LockLost(f"the instance lock of {self.agent} is held by another process")
         self.fence = fence
-        self._last_ok = time.monotonic()
+        self._last_ok = _elapsed()
         self.warnings.append(f"re-acquired the instance lock of {self.agent} (fence {fence})")
 
     def expired_locally(self) -> bool:
         """True when the lock may have lapsed: no successful refresh for TTL minus margin."""
-        return time.monotonic() - self._last_ok > self.ttl_s - LOCK_SAFETY_MARGIN_S
+        return _elapsed() - self._last_ok > self.ttl_s - LOCK_SAFETY_MARGIN_S
 
     async def release(self) -> bool:
         return bool(await self.client.eval(_RELEASE, 1, self.keys.lock(self.agent), self._value))
