@@ -28,7 +28,14 @@ from typing import Protocol
 from ateam._proc import pid_is_running
 from ateam.errors import LockLost
 
-__all__ = ["STATE_LOCK_FILE", "STATE_LOCK_WAIT_S", "Fenced", "StateDirLock", "WriteFence"]
+__all__ = [
+    "STATE_LOCK_FILE",
+    "STATE_LOCK_WAIT_S",
+    "Fenced",
+    "StateDirLock",
+    "WriteFence",
+    "unfenced",
+]
 
 STATE_LOCK_FILE = "instance.lock"
 STATE_LOCK_WAIT_S = 20.0
@@ -38,6 +45,10 @@ the new instance exits 14, so a supervisor tries again later rather than giving 
 
 Fenced = Callable[[str], None]
 """What a store calls before a durable write, naming what it writes; raises LockLost."""
+
+
+def unfenced(what: str) -> None:
+    """The fence of a store used outside a running agent (tools, tests): never refuses."""
 
 
 class LeaseHolder(Protocol):

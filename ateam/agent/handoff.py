@@ -56,7 +56,7 @@ from typing import Any, TypeGuard
 import portalocker
 
 from ateam._fs import atomic_write, fsync_dir
-from ateam.agent.fence import Fenced
+from ateam.agent.fence import Fenced, unfenced
 from ateam.errors import StorageError
 from ateam.paths import private_dir
 
@@ -253,7 +253,7 @@ class HandoffStore:
         project: str,
         mirror: Callable[[bytes], None] | None = None,
         lock_timeout_s: float = LOCK_TIMEOUT_S,
-        fence: Fenced | None = None,
+        fence: Fenced = unfenced,
     ) -> None:
         self.state_dir = Path(state_dir)
         self._fence = fence
@@ -389,8 +389,7 @@ class HandoffStore:
             record = change(base)
             self._stamp(record, base, author=author, ready=ready, when=when)
             data = _encode(record)
-            if self._fence is not None:
-                self._fence("the handoff")
+            self._fence("the handoff")
             try:
                 atomic_write(self.path, data, mode=0o600)
             except OSError as exc:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ateam._fs import append_durably, atomic_write, fsync_dir, open_append
 from ateam._jsonl import AppendLog, decode_line, encode_line, storage_error, truncate_torn_tail
-from ateam.agent.fence import Fenced
+from ateam.agent.fence import Fenced, unfenced
 from ateam.constants import HISTORY_KEEP, HISTORY_ROTATE_BYTES, SUMMARY_KEEP
 from ateam.paths import private_dir
 
@@ -49,7 +49,7 @@ class History:
         *,
         rotate_bytes: int = HISTORY_ROTATE_BYTES,
         keep: int = HISTORY_KEEP,
-        fence: Fenced | None = None,
+        fence: Fenced = unfenced,
     ) -> None:
         if rotate_bytes <= 0:
             raise ValueError("rotate_bytes must be positive")
@@ -109,7 +109,7 @@ class History:
         """
         if not turns:
             return
-        self._fenced()  # before a rotation too: renaming the file is a write
+        self._fence("the history")  # before a rotation too: renaming is a write
         data = b"".join(encode_line(_stamped(turn)) for turn in turns)
         if self._log.size > 0 and self._log.size + len(data) > self.rotate_bytes:
             self._rotate()
@@ -143,7 +143,7 @@ class History:
 
     def clear(self) -> None:
         """Delete the current and all rotated files, durably; the history stays usable."""
-        self._fenced()
+        self._fence("the history")
         was_open = self._log.is_open
         self.close()
         try:
@@ -202,10 +202,6 @@ class History:
             raise RuntimeError("History.open() was not called")
         self._log.write(data)
 
-    def _fenced(self) -> None:
-        if self._fence is not None:
-            self._fence("the history")
-
 
 class SummaryLog:
     """Rolling summaries, ``{ts, summary, window: [first_turn, last_turn], model}`` each.
@@ -216,7 +212,7 @@ class SummaryLog:
     """
 
     def __init__(
-        self, state_dir: Path, *, keep: int = SUMMARY_KEEP, fence: Fenced | None = None
+        self, state_dir: Path, *, keep: int = SUMMARY_KEEP, fence: Fenced = unfenced
     ) -> None:
         if keep < 1:
             raise ValueError("keep must be at least 1")
@@ -238,8 +234,7 @@ class SummaryLog:
             "window": [window[0], window[1]],
             "model": model,
         }
-        if self._fence is not None:
-            self._fence("the summaries")
+        self._fence("the summaries")
         try:
             if self._count is None:
                 if not self.state_dir.exists():

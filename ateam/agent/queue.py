@@ -40,7 +40,7 @@ from typing import Any, TypeGuard
 
 from ateam._fs import append_durably, atomic_write, fsync_dir, open_append
 from ateam._jsonl import AppendLog, decode_line, encode_line, storage_error, truncate_torn_tail
-from ateam.agent.fence import Fenced
+from ateam.agent.fence import Fenced, unfenced
 from ateam.constants import QUEUE_COMPACT_EVERY, QUEUE_TAIL_SCAN
 from ateam.paths import private_dir
 
@@ -320,7 +320,7 @@ class DurableQueue:
         state_dir: the agent's ``state/`` directory; created (0700) by :meth:`open`.
     """
 
-    def __init__(self, state_dir: Path, *, fence: Fenced | None = None) -> None:
+    def __init__(self, state_dir: Path, *, fence: Fenced = unfenced) -> None:
         self.state_dir = Path(state_dir)
         self._fence = fence
         """Called before every write: refuses it once this process may have lost its lock."""
@@ -561,7 +561,7 @@ class DurableQueue:
             self._write(b"".join(encode_line({"op": "add", **it.to_dict()}) for it in items))
             for item in items:
                 self._admit(item)
-        self._fenced("the dead letters")
+        self._fence("the dead letters")
         try:
             atomic_write(self.dead_path, b"".join(map(encode_line, unusable)), mode=0o600)
         except OSError as exc:
@@ -597,7 +597,7 @@ class DurableQueue:
         # not hashed: a damaged entry's id may be a list.
         if not any(entry.get("id") == item.id for entry in self.dead_items()):
             entry = {**item.to_dict(), "reason": DEAD_REASON, "dead_at": time.time()}
-            self._fenced("the dead letters")
+            self._fence("the dead letters")
             try:
                 fd = open_append(self.dead_path)
                 try:
@@ -657,13 +657,8 @@ class DurableQueue:
                 lines.append(encode_line({"op": "start", "id": item.id, "attempts": item.attempts}))
         return b"".join(lines)
 
-    def _fenced(self, what: str) -> None:
-        """Raise LockLost if this process may no longer write the agent's files."""
-        if self._fence is not None:
-            self._fence(what)
-
     def _rewrite(self, data: bytes) -> None:
-        self._fenced("the queue")
+        self._fence("the queue")
         atomic_write(self.path, data, mode=0o600)
         # The old descriptor points at the replaced inode: appends through it would vanish.
         self._log.reopen()
@@ -672,5 +667,5 @@ class DurableQueue:
     def _write(self, data: bytes) -> None:
         if not self._log.is_open:
             raise RuntimeError("DurableQueue.open() was not called")
-        self._fenced("the queue")
+        self._fence("the queue")
         self._log.write(data)

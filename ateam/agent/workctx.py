@@ -39,7 +39,7 @@ from typing import Any
 
 from ateam._fs import atomic_write, fsync_dir
 from ateam._jsonl import storage_error
-from ateam.agent.fence import Fenced
+from ateam.agent.fence import Fenced, unfenced
 from ateam.errors import ProviderError
 from ateam.paths import private_dir
 from ateam.providers.base import Message, Provider, TextDelta, estimate_tokens
@@ -158,7 +158,7 @@ class WorkingContext:
 
     # A frozen Budget, so one default instance can be shared safely.
     def __init__(
-        self, state_dir: Path, *, budget: Budget = Budget(), fence: Fenced | None = None
+        self, state_dir: Path, *, budget: Budget = Budget(), fence: Fenced = unfenced
     ) -> None:
         self.state_dir = Path(state_dir)
         self._fence = fence
@@ -478,8 +478,7 @@ class WorkingContext:
 
     def _write(self, name: str, data: Any) -> None:
         path = self.dir / name
-        if self._fence is not None:
-            self._fence(f"the working context ({name})")
+        self._fence(f"the working context ({name})")
         try:
             if not self.dir.exists():
                 private_dir(self.dir)
