@@ -312,16 +312,24 @@ def texts(items: list[Event | Gap]) -> list[str]:
     return [i.data["text"] for i in items if isinstance(i, Event) and i.type == "token"]
 
 
+async def followed(
+    client: aioredis.Redis, keys: Keys, *words: str
+) -> tuple[EventPublisher, EventTail, list[Event | Gap]]:
+    """A started publisher that sent ``words``, and a tail that has read them all."""
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    await publish(pub, *words)
+    tail = EventTail(client, keys, block_ms=50)
+    tail.add(AGENT, 0)
+    return pub, tail, await collect(tail, len(words))
+
+
 async def test_a_forged_entry_above_the_offsets_is_removed_and_events_flow_again(
     any_client: tuple[aioredis.Redis, Keys],
 ) -> None:
     client, keys = any_client
-    pub = EventPublisher(client, keys, AGENT)
-    await pub.start()
-    await publish(pub, "before0", "before1", "before2")
-    tail = EventTail(client, keys, block_ms=50)
-    tail.add(AGENT, 0)
-    assert texts(await collect(tail, 3)) == ["before0", "before1", "before2"]
+    pub, tail, first = await followed(client, keys, "before0", "before1", "before2")
+    assert texts(first) == ["before0", "before1", "before2"]
 
     # Anyone with access to Redis can do this; before, it silenced the stream for good.
     await client.xadd(keys.events(AGENT), {"d": b"junk"}, id=FORGED)
@@ -348,12 +356,7 @@ async def test_a_forged_entry_inside_the_coming_offsets_loses_no_event(
     any_client: tuple[aioredis.Redis, Keys],
 ) -> None:
     client, keys = any_client
-    pub = EventPublisher(client, keys, AGENT)
-    await pub.start()
-    await publish(pub, *(f"a{i}" for i in range(3)))
-    tail = EventTail(client, keys, block_ms=50)
-    tail.add(AGENT, 0)
-    await collect(tail, 3)
+    pub, tail, _ = await followed(client, keys, *(f"a{i}" for i in range(3)))
     # An id the agent is about to use, fifty events ahead.
     await client.xadd(keys.events(AGENT), {"d": b"junk"}, id="53-0")
     await collect(tail, 1)  # the stranger, shown as such
@@ -374,12 +377,7 @@ async def test_a_forged_entry_that_copies_the_format_is_undone_too(
     any_client: tuple[aioredis.Redis, Keys],
 ) -> None:
     client, keys = any_client
-    pub = EventPublisher(client, keys, AGENT)
-    await pub.start()
-    await publish(pub, "real")
-    tail = EventTail(client, keys, block_ms=50)
-    tail.add(AGENT, 0)
-    await collect(tail, 1)
+    pub, tail, _ = await followed(client, keys, "real")
     body = pack({"type": "token", "text": "fake", "offset": 10**12, "agent": AGENT, "ts": 0})
     await client.xadd(keys.events(AGENT), {"d": body}, id=f"{10**12}-0")
     # Indistinguishable from a real event that follows trimmed ones: shown as such...
@@ -456,12 +454,7 @@ async def test_a_forged_entry_without_the_field_or_with_a_sequence_never_makes_a
     any_client: tuple[aioredis.Redis, Keys],
 ) -> None:
     client, keys = any_client
-    pub = EventPublisher(client, keys, AGENT)
-    await pub.start()
-    await publish(pub, "a", "b", "c")
-    tail = EventTail(client, keys, block_ms=50)
-    tail.add(AGENT, 0)
-    await collect(tail, 3)
+    pub, tail, _ = await followed(client, keys, "a", "b", "c")
     # Beside the agent's own 3-0: never returned, never read again and again.
     await client.xadd(keys.events(AGENT), {"x": b"y"}, id="3-5")
     began = time.monotonic()
