@@ -38,7 +38,12 @@ from ateam.bus.registry import Registry
 from ateam.bus.rpc import RpcClient
 from ateam.config import ProjectConfig, load_project
 from ateam.console.controller import PS_COLUMNS, ps_rows
-from ateam.constants import OWNER_TTL_S, RPC_DEFAULT_DEADLINE_S
+from ateam.constants import (
+    KILLED_FROM_OUTSIDE,
+    OWNER_TTL_S,
+    PREVIOUS_EXIT_ENV,
+    RPC_DEFAULT_DEADLINE_S,
+)
 from ateam.errors import (
     AgentNotFound,
     AteamError,
@@ -113,7 +118,15 @@ def cmd_agent(args: argparse.Namespace) -> int:
     redactor = Redactor.from_config(project)
     for handler in logging.getLogger().handlers:
         handler.addFilter(redactor.logging_filter())  # agent.log never holds a secret
-    agent = Agent(config, target, provider, redactor=redactor, repl=repl, project_root=project.root)
+    agent = Agent(
+        config,
+        target,
+        provider,
+        redactor=redactor,
+        repl=repl,
+        project_root=project.root,
+        killed_before=_killed_before(),
+    )
     if model:
         # Asked for by name: a pin, or the idle switch-back would undo it in seconds.
         agent.router.pinned = agent.entry.pinned = model
@@ -216,6 +229,15 @@ async def _with_client(target: RedisTarget, work: Callable[[Any, Keys], Awaitabl
             raise bus_error(exc) from exc
     finally:
         await client.aclose()
+
+
+def _killed_before() -> bool:
+    """Whether a supervisor restarts this agent after it was killed (not crashed)."""
+    raw = os.environ.pop(PREVIOUS_EXIT_ENV, "")
+    try:
+        return int(raw) in KILLED_FROM_OUTSIDE
+    except ValueError:
+        return False
 
 
 def cmd_ps(args: argparse.Namespace) -> int:

@@ -56,6 +56,11 @@ BACKOFF_WARN_AFTER = 5
 WORKER_RESTART_DELAY_S = 1.0
 WORKER_CRASH_WINDOW_S = 5.0
 QUEUE_COMPACT_EVERY = 100
+PREVIOUS_EXIT_ENV = "ATEAM_PREVIOUS_EXIT"
+"""Set by the supervisor on a restart: how the agent's previous process ended."""
+KILLED_FROM_OUTSIDE = frozenset({-9, -15})
+"""Exit statuses (killed by SIGKILL or SIGTERM) that are not an item's fault: an item
+in progress then is put back without using up an attempt (SPEC §12 beside §5.2)."""
 QUEUE_TAIL_SCAN = 1024 * 1024
 HISTORY_ROTATE_BYTES = 50 * 1024 * 1024
 HISTORY_KEEP = 5

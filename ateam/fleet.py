@@ -37,6 +37,7 @@ from ateam.supervisor import (
     KEEPER_PID_FILE,
     RESTART_BACKOFF_S,
     STOP_TIMEOUT_S,
+    restart_env,
 )
 
 __all__ = [
@@ -375,10 +376,11 @@ class _Keeper:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         failures = 0
+        code: int | None = None
         while not self.stopping:
             started = time.monotonic()
             # stdout/stderr are inherited: the agent writes to the same log as the keeper.
-            self.child = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL)
+            self.child = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, env=restart_env(code))
             if self.stopping:  # SIGTERM came between the loop's check and the start
                 self.child.send_signal(signal.SIGTERM)
             code = self.child.wait()

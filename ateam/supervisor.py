@@ -31,6 +31,7 @@ from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.keys import Keys
 from ateam.bus.registry import Registry
 from ateam.config import CONFIG_DIR, ProjectConfig, agent_dir_for, load_project
+from ateam.constants import PREVIOUS_EXIT_ENV
 from ateam.errors import AteamError
 from ateam.paths import ateam_home, private_dir
 
@@ -214,6 +215,18 @@ def _tail(path: Path, lines: int = 8) -> str:
     return "\n".join(f"  {line}" for line in text)
 
 
+def restart_env(last_exit: int | None) -> dict[str, str]:
+    """The environment of an agent (re)started by a supervisor or a keeper.
+
+    After an exit it names how the previous process ended, so the agent can tell a kill
+    from a crash when it recovers the item that was in progress.
+    """
+    env = dict(os.environ)
+    if last_exit is not None:
+        env[PREVIOUS_EXIT_ENV] = str(last_exit)
+    return env
+
+
 # the supervisor process ---------------------------------------------------------------
 
 
@@ -227,6 +240,7 @@ class _Child:
     failures: int = 0
     next_start: float = 0.0
     done: str | None = None
+    last_exit: int | None = None
 
 
 @dataclass
@@ -287,6 +301,7 @@ class Supervisor:
         if code is None:
             return
         child.proc = None
+        child.last_exit = code
         final = FINAL_EXITS.get(code)
         if final is not None:
             child.done = final
@@ -308,6 +323,7 @@ class Supervisor:
                 stdin=subprocess.DEVNULL,
                 stdout=fd,
                 stderr=fd,
+                env=restart_env(child.last_exit),
             )
         finally:
             os.close(fd)

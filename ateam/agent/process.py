@@ -108,8 +108,12 @@ class Agent:
         tools: ToolRegistry | None = None,
         repl: bool = False,
         project_root: Path | None = None,
+        killed_before: bool = False,
     ) -> None:
         self.config = config
+        self._killed_before = killed_before
+        """The previous process was killed from outside: its item in progress keeps
+        its attempts (see :meth:`DurableQueue.open`)."""
         self.repl = repl
         """Run the local REPL (SPEC §5.7) on this process's terminal once serving."""
         self._repl_task: asyncio.Task[None] | None = None
@@ -278,7 +282,7 @@ class Agent:
         self.config.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         # The files too: a frozen predecessor on this host keeps them until it exits.
         await self.state_lock.acquire(wait_s=STATE_LOCK_WAIT_S, keep_alive=self.lock.refresh)
-        report = self.queue.open()
+        report = self.queue.open(killed=self._killed_before)
         torn = self.history.open()
         self.prompts.load()
         await self.events.start()

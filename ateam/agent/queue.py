@@ -47,6 +47,8 @@ from ateam.paths import private_dir
 __all__ = [
     "DEAD_FILE",
     "DEAD_REASON",
+    "KILLED_REASON",
+    "KILLS_LIMIT",
     "QUEUE_FILE",
     "DurableQueue",
     "QueueItem",
@@ -59,6 +61,11 @@ log = logging.getLogger(__name__)
 QUEUE_FILE = "queue.jsonl"
 DEAD_FILE = "dead.jsonl"
 DEAD_REASON = "crashed twice while processing"
+KILLED_REASON = "killed from outside too often while processing"
+KILLS_LIMIT = 10
+"""Kills from outside an item may be in progress at before it is dead-lettered all the
+same: a kill -9 is not the item's fault, but an item that makes the kernel's OOM killer
+strike again and again must not block the queue for ever."""
 
 _ID_RE = re.compile(r"q-(\d+)-([0-9a-f]+)")
 _COUNTER_MAX = 0xFFF
@@ -129,6 +136,9 @@ class QueueItem:
     """Correlates the item's events across processes."""
     attempts: int = 0
     """How many times processing started."""
+    kills: int = 0
+    """How many times the process was killed from outside (SIGKILL, SIGTERM that could not
+    finish) while this item was in progress: not held against it as crashes are."""
 
     def to_dict(self) -> dict[str, Any]:
         """The item as a JSON-ready dict."""
@@ -144,6 +154,7 @@ class QueueItem:
             "caller": self.caller,
             "trace_id": self.trace_id,
             "attempts": self.attempts,
+            "kills": self.kills,
         }
 
     @classmethod
@@ -158,8 +169,8 @@ class QueueItem:
         item = cls(**{key: value for key, value in data.items() if key in known})
         if not all(isinstance(v, str) for v in (item.id, item.text, item.source)):
             raise ValueError("queue item: id, text and source must be strings")
-        if not all(_is_int(v) for v in (item.priority, item.attempts)):
-            raise ValueError("queue item: priority and attempts must be integers")
+        if not all(_is_int(v) for v in (item.priority, item.attempts, item.kills)):
+            raise ValueError("queue item: priority, attempts and kills must be integers")
         if not (_is_int(item.enqueued_at) or isinstance(item.enqueued_at, float)):
             raise ValueError("queue item: enqueued_at must be a number")
         # The rid is a dict key once loaded: a list there would fail open() as a TypeError.
@@ -186,6 +197,8 @@ class RecoveryReport:
     """Unreadable lines inside ``queue.jsonl`` that were ignored (and compacted away)."""
     dead_torn_bytes: int = 0
     """Bytes truncated from a torn last line of ``dead.jsonl``."""
+    dead_reasons: dict[str, str] = field(default_factory=dict)
+    """Why each of :attr:`dead` was moved (crashed, or killed too often)."""
 
     def messages(self) -> list[str]:
         """One line per finding, for people (agent log and console banner)."""
@@ -199,7 +212,8 @@ class RecoveryReport:
             for item_id in self.requeued
         )
         lines.extend(
-            f"queue: {item_id} {DEAD_REASON}; moved to {DEAD_FILE} (`queue retry` re-enqueues)"
+            f"queue: {item_id} {self.dead_reasons.get(item_id, DEAD_REASON)}; moved to "
+            f"{DEAD_FILE} (`queue retry` re-enqueues)"
             for item_id in self.dead
         )
         if self.dead_torn_bytes:
@@ -343,8 +357,13 @@ class DurableQueue:
 
     # -- lifecycle
 
-    def open(self) -> RecoveryReport:
+    def open(self, *, killed: bool = False) -> RecoveryReport:
         """Load the queue, repair a torn tail and recover an item a crash interrupted.
+
+        Args:
+            killed: the previous process was killed from outside (its supervisor saw
+                SIGKILL or SIGTERM), not crashed: an item it had in progress goes back
+                to the head without using up an attempt.
 
         Returns:
             What was repaired; :meth:`RecoveryReport.messages` words it for people.
@@ -369,7 +388,7 @@ class DurableQueue:
             raise storage_error("queue", "cannot read", self.path, exc) from exc
         report.skipped = replay.skipped
         self._load(replay)
-        self._recover(report)
+        self._recover(report, killed=killed)
         try:
             if replay.garbage or replay.skipped or report.requeued or report.dead:
                 self._rewrite(self._render(self._pending_unordered()))
@@ -583,20 +602,25 @@ class DurableQueue:
             else:
                 self._admit(item, head=item.id in replay.head)
 
-    def _recover(self, report: RecoveryReport) -> None:
+    def _recover(self, report: RecoveryReport, *, killed: bool) -> None:
         item = self._current
         if item is None:
             return
         self._current = None
-        if item.attempts < 2:
+        if killed:
+            # Not the item's doing: the attempt is given back, as for a release.
+            item.kills += 1
+            item.attempts = max(item.attempts - 1, 0)
+        if item.attempts < 2 and item.kills < KILLS_LIMIT:
             self._admit(item, head=True)
             report.requeued.append(item.id)
             return
+        reason = DEAD_REASON if item.attempts >= 2 else KILLED_REASON
         # A crash between this write and the compaction that follows would find the item
         # in progress again; the id check keeps dead.jsonl free of the duplicate. Compared,
         # not hashed: a damaged entry's id may be a list.
         if not any(entry.get("id") == item.id for entry in self.dead_items()):
-            entry = {**item.to_dict(), "reason": DEAD_REASON, "dead_at": time.time()}
+            entry = {**item.to_dict(), "reason": reason, "dead_at": time.time()}
             self._fence("the dead letters")
             try:
                 fd = open_append(self.dead_path)
@@ -609,6 +633,7 @@ class DurableQueue:
                 raise storage_error("queue", "cannot write", self.dead_path, exc) from exc
         self._retire(item)
         report.dead.append(item.id)
+        report.dead_reasons[item.id] = reason
 
     def _admit(self, item: QueueItem, *, head: bool = False) -> None:
         order = self._order.setdefault(item.id, self._next_order)

@@ -27,7 +27,7 @@ from ateam.bus.ownership import Ownership
 from ateam.bus.rpc import RpcClient
 from ateam.errors import AgentNotFound, RedisUnavailable, RpcTimeout
 
-from .conftest import KEYS, Bus, async_wait_until, run_ateam, write_project
+from .conftest import KEYS, Bus, async_wait_until, run_ateam, wait_until, write_project
 
 pytestmark = pytest.mark.integration
 
@@ -118,7 +118,15 @@ async def test_a_thousand_inputs_survive_five_kill9s_exactly_once(
             entry = bus.entry(agent) or {}
             return item_ids <= ends and entry.get("queue_len") == 0
 
-        await async_wait_until(drained, 300, "every acknowledged input to be done")
+        try:
+            await async_wait_until(drained, 300, "every acknowledged input to be done")
+        except AssertionError:
+            ends = {str(b["task_id"]) for b in bus.task_end_list(agent)}
+            state = supervised / ".ateam" / "agents" / "zeus" / "state"
+            dead = state / "dead.jsonl"
+            print("never done:", sorted(item_ids - ends)[:5], "registry:", bus.entry(agent))
+            print("dead letters:", dead.read_text() if dead.exists() else "none")
+            raise
         print(f"drained at {time.monotonic() - began:.1f}s")
     finally:
         keeper.cancel()
@@ -148,5 +156,55 @@ def assert_done_exactly_once(bus: Bus, agent: str, item_ids: set[str], root: Pat
     )
     assert set(answers) == item_ids
     assert all(n <= 2 for n in answers.values()) and sum(answers.values()) <= INPUTS + KILLS
+    # Killed from outside, never crashed: nothing was moved aside as a poison item, even
+    # when one item was in flight at two kills in a row (the supervisor says how the
+    # previous process ended).
+    dead = state / "dead.jsonl"
+    assert not dead.exists() or dead.read_text() == ""
     log = (state / "agent.log").read_text()
     assert log.count("exited with -9; restarting") == KILLS
+
+
+@pytest.mark.timeout(120)
+def test_an_item_in_flight_at_two_kills_in_a_row_is_done_not_moved_aside(
+    tmp_path: Path, redis_url: str, bus: Bus
+) -> None:
+    """SPEC §5.2 moves an item aside after two *crashes*; two kill -9 are not its fault."""
+    root = write_project(tmp_path / "twice", "twice", delay_ms=150)
+    agent = "twice/zeus"
+    up = run_ateam("up", str(root), "--detach", "--redis", redis_url, timeout=60)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        sent = run_ateam("send", agent, *(f"w{i}" for i in range(30)), "--redis", redis_url)
+        assert sent.returncode == 0, sent.stderr
+        item = sent.stdout.strip()
+        killed: list[int] = []
+        for attempt in (1, 2):
+
+            def streaming(attempt: int = attempt) -> int | None:
+                # The item's run number `attempt` is streaming in a process not yet killed.
+                entry = bus.entry(agent) or {}
+                starts = [
+                    b for _, b in bus.events(agent)
+                    if b.get("type") == "task.start" and b.get("task_id") == item
+                ]  # fmt: skip
+                tokens = [o for o, b in bus.events(agent) if b.get("type") == "token"]
+                pid = entry.get("pid")
+                ran = (
+                    len(starts) >= attempt
+                    and tokens
+                    and tokens[-1]
+                    > max(o for o, b in bus.events(agent) if b.get("type") == "task.start")
+                )
+                return pid if ran and pid not in killed and entry.get("state") == "busy" else None
+
+            pid = wait_until(streaming, 30, f"run {attempt} of the item to stream")
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+        wait_until(lambda: item in bus.task_ends(agent), 60, "the item to be done")
+        assert bus.task_ends(agent)[item]["ok"] is True
+        dead = root / ".ateam" / "agents" / "zeus" / "state" / "dead.jsonl"
+        assert not dead.exists() or dead.read_text() == ""
+    finally:
+        run_ateam("up", str(root), "--down", timeout=60)

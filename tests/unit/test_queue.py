@@ -19,6 +19,8 @@ from ateam import _jsonl as jsonl_mod
 from ateam.agent import queue as queue_mod
 from ateam.agent.queue import (
     DEAD_REASON,
+    KILLED_REASON,
+    KILLS_LIMIT,
     DurableQueue,
     QueueItem,
     RecoveryReport,
@@ -310,6 +312,48 @@ def test_item_in_progress_at_a_crash_comes_back_once_then_goes_dead(
 
     queue, report = open_queue()
     assert report.dead == [] and len(queue.dead_items()) == 1
+
+
+def test_an_item_in_progress_at_kills_from_outside_keeps_its_attempts(state_dir: Path) -> None:
+    queue = DurableQueue(state_dir)
+    queue.open()
+    victim = queue.append("in flight at every kill -9", source="cli")
+    # Killed (not crashed) while it ran, again and again: each time back at the head.
+    for kills in range(1, KILLS_LIMIT):
+        taken = queue.take()
+        assert taken is not None and taken.id == victim.id and taken.attempts == 1
+        crash(queue)
+        queue = DurableQueue(state_dir)
+        report = queue.open(killed=True)
+        assert report.requeued == [victim.id] and report.dead == []
+        head = queue.pending()[0]
+        assert (head.id, head.attempts, head.kills) == (victim.id, 0, kills)
+    # A crash of its own still counts: with one attempt already used, a second is fatal.
+    assert queue.take() is not None
+    crash(queue)
+    queue = DurableQueue(state_dir)
+    assert queue.open().requeued == [victim.id]
+    assert queue.take() is not None
+    crash(queue)
+    queue = DurableQueue(state_dir)
+    assert queue.open().dead == [victim.id]
+    queue.close()
+
+
+def test_an_item_killed_with_too_often_is_moved_aside_all_the_same(state_dir: Path) -> None:
+    queue = DurableQueue(state_dir)
+    queue.open()
+    victim = queue.append("makes the OOM killer strike", source="cli")
+    for _ in range(KILLS_LIMIT):
+        assert queue.take() is not None
+        crash(queue)
+        queue = DurableQueue(state_dir)
+        report = queue.open(killed=True)
+    assert report.dead == [victim.id]
+    assert any("killed from outside too often" in m for m in report.messages())
+    [dead] = queue.dead_items()
+    assert dead["reason"] == KILLED_REASON and dead["kills"] == KILLS_LIMIT
+    queue.close()
 
 
 def test_a_crash_while_dead_lettering_does_not_duplicate_the_entry(
