@@ -55,7 +55,7 @@ from rich.measure import measure_renderables
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
@@ -826,13 +826,19 @@ class _Strips(Sequence[Strip]):
 
 
 class CommandInput(Input):
-    """The command bar, with the lines typed before on Up and Down."""
+    """The command bar, with the lines typed before on Up and Down.
+
+    Keys take effect in the order they arrive, however fast: ``/att`` and TAB in one
+    burst (a paste, SSH, tmux ``send-keys``) complete to ``/attach``.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "history(-1)", show=False),
         Binding("down", "history(1)", show=False),
-        # priority: otherwise Tab moves the focus, as it does in every Textual app.
-        Binding("tab", "complete", show=False, priority=True),
+        # Not a priority binding: those run as the app receives the key, before the
+        # characters ahead of it in this widget's queue are typed. _on_key runs it in
+        # turn, and stops the key there so the screen's Tab does not move the focus.
+        Binding("tab", "complete", show=False),
     ]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -841,6 +847,24 @@ class CommandInput(Input):
         self._at = 0
         self.cycler: TabCycler | None = None
         """Set once the controller exists: the same completion as plain mode."""
+
+    async def _on_key(self, event: events.Key) -> None:
+        # Textual runs a focused widget's bindings once the key has bubbled up to the
+        # app, and this widget goes on typing the keys queued behind it meanwhile: a
+        # burst of "hi", Enter, "yo" would submit "hiyo". Run them here, in turn.
+        if event.is_printable:
+            return  # Input._on_key types it, next in the MRO
+        for binding in self._bindings.key_to_bindings.get(event.key, ()):
+            if await self.app.run_action(binding.action, self):
+                event.stop()
+                return
+
+    async def action_submit(self) -> None:
+        """Enter: hand the line on, and empty the bar before the next key is typed."""
+        line = self.value
+        self.remember(line)
+        self.value = ""
+        self.post_message(self.Submitted(self, line))
 
     def action_complete(self) -> None:
         """TAB completes commands, agent ids and paths; a second TAB cycles."""
@@ -1110,13 +1134,9 @@ class ConsoleApp(App[str]):
 
     @on(Input.Submitted, "#command")
     def _submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        line = event.value
-        command = self.query_one("#command", CommandInput)
-        command.remember(line)
-        command.value = ""
-        if line.strip():
-            self._commands.put_nowait(line)
+        event.stop()  # the bar has already remembered and cleared the line
+        if event.value.strip():
+            self._commands.put_nowait(event.value)
 
     @work(exclusive=True, group="commands", exit_on_error=False)
     async def _run_commands(self) -> None:

@@ -19,6 +19,7 @@ import pytest
 import redis.asyncio as aioredis
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.strip import Strip
@@ -39,6 +40,7 @@ from ateam.console.panes import (
     EXIT_QUIT,
     LINE_MAX,
     AskScreen,
+    CommandInput,
     ConsoleApp,
     PaletteScreen,
     StreamLog,
@@ -118,6 +120,23 @@ def first_style(strip: Strip) -> Style:
     style = next(iter(strip)).style
     assert style is not None
     return style
+
+
+CONTROLS = {"tab": "\t", "enter": "\r", "backspace": "\x7f"}
+"""The characters the terminal driver gives these keys (the rest have none)."""
+
+
+def burst(app: App[Any], *keys: str) -> None:
+    """Send keys the way the terminal driver does, back to back with no wait in between.
+
+    ``Pilot.press`` lets the app go idle after every key; keys from SSH, tmux
+    ``send-keys`` or a paste arrive faster than that.
+    """
+    assert app._driver is not None
+    for key in keys:
+        event = events.Key(key, key if len(key) == 1 else CONTROLS.get(key))
+        event.set_sender(app)
+        app._driver.send_message(event)
 
 
 async def type_line(pilot: Pilot[Any], line: str) -> None:
@@ -210,6 +229,27 @@ async def test_tab_completes_commands_and_agent_ids_and_cycles(
         await wait_for(lambda: bar.value != first)
         assert {first, bar.value} == {"/attach proj/zephyr", "/attach proj/zeus"}
         assert app.focused is bar  # TAB completed instead of moving the focus
+
+
+async def test_tab_in_a_burst_completes_what_was_typed_before_it(target: RedisTarget) -> None:
+    app = make_app(target)
+    async with app.run_test(size=SIZE):
+        await started(app)
+        bar = app.query_one("#command", CommandInput)
+        bar.focus()
+        burst(app, "/", "a", "t", "t", "tab")
+        await wait_for(lambda: bar.value == "/attach ", timeout=3)
+        assert app.focused is bar
+
+
+async def test_a_burst_of_lines_is_typed_and_submitted_in_order(target: RedisTarget) -> None:
+    app = make_app(target)
+    async with app.run_test(size=SIZE):
+        await started(app)
+        bar = app.query_one("#command", CommandInput)
+        bar.focus()
+        burst(app, "h", "i", "enter", "y", "o", "u", "backspace", "enter", "a", "b", "left", "x")
+        await wait_for(lambda: bar.history == ["hi", "yo"] and bar.value == "axb", timeout=3)
 
 
 async def test_stream_shows_tokens_and_tool_output_in_colour(
