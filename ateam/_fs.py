@@ -1,11 +1,39 @@
-"""Durable file primitives: private creation, append+fsync, atomic replace (appendix CV)."""
+"""Durable file primitives: private creation, append+fsync, atomic replace (appendix CV).
+
+Also how a store reports a damaged file (:class:`DamageLog`): the damage is never
+absorbed in silence. The file is copied aside (:func:`keep_aside`) before anything
+rewrites it, a warning with the counts goes to the log, and the agent announces it.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import logging
 import os
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
+__all__ = [
+    "Damage",
+    "DamageLog",
+    "Problem",
+    "append_durably",
+    "atomic_write",
+    "file_key",
+    "fsync_dir",
+    "keep_aside",
+    "open_append",
+    "probe_room",
+]
+
+log = logging.getLogger("ateam.storage")
+
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_COPY_BLOCK = 1 << 20
 
 
 def open_append(path: Path) -> int:
@@ -46,9 +74,244 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _CLOEXEC, 0o600)
     try:
-        append_durably(fd, data)
-        os.fchmod(fd, mode)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            append_durably(fd, data)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        # On a full disk a half-written temp file would hold on to the very space the
+        # next try needs.
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     fsync_dir(path.parent)
+
+
+def keep_aside(path: Path, data: bytes | None = None) -> Path:
+    """Copy ``path`` to ``NAME.corrupt-<UTC time>`` beside it, 0600 and fsynced.
+
+    Made before a damaged file is cut, compacted or replaced, so a person can still see
+    what was there. An existing copy is never overwritten (``-2``, ``-3``... follow).
+
+    Args:
+        path: the damaged file.
+        data: its bytes as the caller read them, when it has them: a file replaced in
+            the meantime would otherwise be copied instead of the damaged one.
+
+    Returns:
+        The copy.
+
+    Raises:
+        OSError: the file cannot be read or the copy written; no copy is left behind.
+    """
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    for n in itertools.count(1):
+        copy = path.with_name(f"{path.name}.corrupt-{stamp}" + (f"-{n}" if n > 1 else ""))
+        try:
+            fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o600)
+        except FileExistsError:
+            continue
+        break
+    try:
+        try:
+            if data is not None:
+                append_durably(fd, data)
+            else:
+                with path.open("rb") as source:
+                    while block := source.read(_COPY_BLOCK):
+                        view = memoryview(block)
+                        while view:
+                            view = view[os.write(fd, view) :]
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            copy.unlink()
+        raise
+    fsync_dir(path.parent)
+    return copy
+
+
+def probe_room(directory: Path, size: int) -> None:
+    """Write ``size`` bytes to a scratch file in ``directory``, fsync, and remove it.
+
+    How a writer that met a full disk learns there is room again without risking a real
+    file: a few bytes may fit in the slack of a file's last block when a real write
+    would not, so the probe asks for as much room as is worth resuming for.
+
+    Raises:
+        OSError: there is not that much room (ENOSPC, EDQUOT), or ``directory`` cannot
+            be written; the scratch file is gone either way.
+    """
+    path = directory / f".room-probe.{os.getpid()}"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _CLOEXEC, 0o600)
+    try:
+        try:
+            append_durably(fd, bytes(size))
+        finally:
+            os.close(fd)
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def file_key(path: Path) -> Hashable:
+    """What tells one version of ``path`` from another: device, inode, size, mtime.
+
+    ``None`` when the file cannot be stat'ed.
+    """
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class Problem(StrEnum):
+    """What is wrong with a damaged file (the ``problem`` field of the warning)."""
+
+    TORN_TAIL = "torn_tail"
+    """The last line was cut short by a write that died half-way."""
+    UNREADABLE_LINES = "unreadable_lines"
+    """Lines inside a JSON-lines file that are not JSON objects of the expected kind."""
+    NOT_JSON = "not_json"
+    """A JSON file that does not parse."""
+    WRONG_SHAPE = "wrong_shape"
+    """A JSON file that parses but is not what the file holds (a list for a record...)."""
+    BAD_CHECKSUM = "bad_checksum"
+    """A record whose checksum does not match its content."""
+
+
+@dataclass(frozen=True)
+class Damage:
+    """One damaged file that was found, and the copy of it kept aside."""
+
+    store: str
+    """Whose file it is: ``queue``, ``history``, ``handoff``, ``context``."""
+    path: Path
+    """The damaged file."""
+    problem: Problem
+    what: str
+    """For people: what was found and what was done about it."""
+    count: int = 1
+    """How many lines (or records) are affected."""
+    dropped_bytes: int = 0
+    """Bytes cut off the file (a torn last line); 0 when nothing was cut."""
+    kept: Path | None = None
+    """The copy of the file as it was found; ``None`` when none could be made."""
+    keep_error: str | None = None
+    """Why no copy could be made."""
+
+    def message(self) -> str:
+        """The warning line: ``{store}: {what}; {where the copy is}``."""
+        if self.kept is not None:
+            return f"{self.store}: {self.what}; the damaged file is kept as {self.kept}"
+        return f"{self.store}: {self.what}; no copy could be kept ({self.keep_error})"
+
+    def fields(self) -> dict[str, object]:
+        """The warning event's fields beside ``msg`` and ``code``."""
+        return {
+            "store": self.store,
+            "file": str(self.path),
+            "problem": self.problem.value,
+            "count": self.count,
+            "dropped_bytes": self.dropped_bytes,
+            "kept": str(self.kept) if self.kept is not None else None,
+        }
+
+
+class DamageLog:
+    """The damage one store found: each logged once and handed to a listener.
+
+    Until someone listens (the agent, once its events are up) reports wait here, so
+    damage found while the files are opened is announced too.
+
+    Args:
+        store: the store's name in the messages (``queue``, ``history``...).
+    """
+
+    def __init__(self, store: str) -> None:
+        self.store = store
+        self._pending: list[Damage] = []
+        self._listener: Callable[[Damage], None] | None = None
+        self._reported: dict[Path, tuple[Hashable, bool]] = {}
+        """The last damage reported for each file, and whether its copy was made."""
+
+    def listen(self, listener: Callable[[Damage], None]) -> None:
+        """Hand every report, those waiting included, to ``listener`` from now on."""
+        self._listener = listener
+        pending, self._pending = self._pending, []
+        for damage in pending:
+            listener(damage)
+
+    def drain(self) -> list[Damage]:
+        """The reports nobody listened to yet, removed."""
+        pending, self._pending = self._pending, []
+        return pending
+
+    def already(self, path: Path, key: Hashable, *, kept: bool = False) -> bool:
+        """Whether the damage ``key`` stands for in ``path`` was reported already.
+
+        A reader that finds the same damage on every read (a corrupt file read each turn)
+        reports it once, not once a read.
+
+        Args:
+            kept: count it only if its copy was made too (before a rewrite).
+        """
+        if key is None or path not in self._reported:
+            return False
+        reported, copied = self._reported[path]
+        return reported == key and (copied or not kept)
+
+    def report(
+        self,
+        path: Path,
+        problem: Problem,
+        what: str,
+        *,
+        count: int = 1,
+        dropped_bytes: int = 0,
+        kept: Path | None = None,
+        required: bool = False,
+        key: Hashable = None,
+        data: bytes | None = None,
+    ) -> Damage:
+        """Keep ``path`` aside (unless ``kept`` is the copy already made) and report it.
+
+        Args:
+            path: the damaged file.
+            problem: what kind of damage.
+            what: for people, what was found and done.
+            count: lines or records affected.
+            dropped_bytes: bytes cut off.
+            kept: a copy of the file made already (one copy serves several findings).
+            required: the caller is about to change the file, so a copy that cannot
+                be made is an error rather than a note in the warning.
+            key: identifies this damage for :meth:`already`.
+            data: the damaged bytes as read, copied instead of the file's current ones.
+
+        Raises:
+            OSError: ``required`` and the copy could not be made; nothing is reported.
+        """
+        error: str | None = None
+        if kept is None:
+            try:
+                kept = keep_aside(path, data)
+            except OSError as exc:
+                if required:
+                    raise
+                error = exc.strerror or str(exc)
+        damage = Damage(
+            self.store, path, problem, what, count, dropped_bytes, kept=kept, keep_error=error
+        )
+        if key is not None:
+            self._reported[path] = (key, kept is not None)
+        log.warning("%s", damage.message())
+        if self._listener is not None:
+            self._listener(damage)
+        else:
+            self._pending.append(damage)
+        return damage

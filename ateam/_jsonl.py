@@ -8,19 +8,27 @@ line-aligned when a write fails.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ateam._fs import append_durably, fsync_dir, open_append
 from ateam.constants import QUEUE_TAIL_SCAN
-from ateam.errors import StorageError
+from ateam.errors import StorageError, StorageFull
 
 __all__ = ["AppendLog", "decode_line", "encode_line", "storage_error", "truncate_torn_tail"]
 
 _SCAN_BLOCK = 64 * 1024
+
+_ERRNO_ERRORS: dict[int, type[StorageError]] = {
+    errno.ENOSPC: StorageFull,
+    errno.EDQUOT: StorageFull,
+}
+"""Write failures that say what happened, by errno. The rest (EIO, EROFS, EACCES...) stay
+``storage.corrupt``: only room can come back by itself, so only a full disk is waited out."""
 
 
 def encode_line(obj: Mapping[str, Any]) -> bytes:
@@ -48,7 +56,12 @@ def decode_line(line: bytes) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def truncate_torn_tail(path: Path, *, max_scan: int | None = QUEUE_TAIL_SCAN) -> int:
+def truncate_torn_tail(
+    path: Path,
+    *,
+    max_scan: int | None = QUEUE_TAIL_SCAN,
+    before_cut: Callable[[int], object] | None = None,
+) -> int:
     """Cut the unterminated last line a killed write left behind, fsynced.
 
     Every line ends with its only newline, so the bytes after the last newline are exactly
@@ -58,6 +71,8 @@ def truncate_torn_tail(path: Path, *, max_scan: int | None = QUEUE_TAIL_SCAN) ->
     Args:
         path: the JSON-lines file; a missing file is fine.
         max_scan: how far back from the end to look for a newline; ``None`` for no limit.
+        before_cut: called with the number of bytes about to be dropped, before the file
+            changes (to keep a copy of it); an exception from it leaves the file as it was.
 
     Returns:
         The number of bytes dropped (0 when the file was intact).
@@ -65,7 +80,7 @@ def truncate_torn_tail(path: Path, *, max_scan: int | None = QUEUE_TAIL_SCAN) ->
     Raises:
         StorageError: no newline within ``max_scan`` bytes of the end of a longer file:
             that is a damaged file rather than a torn line, and needs a person.
-        OSError: the file cannot be read or truncated.
+        OSError: the file cannot be read or truncated, or ``before_cut`` raised it.
     """
     try:
         handle = path.open("r+b")
@@ -96,6 +111,8 @@ def truncate_torn_tail(path: Path, *, max_scan: int | None = QUEUE_TAIL_SCAN) ->
                     "damaged beyond automatic repair (move it aside to start afresh)",
                     detail={"path": str(path), "size": size},
                 )
+        if before_cut is not None:
+            before_cut(size - cut)
         handle.truncate(cut)
         handle.flush()
         os.fsync(handle.fileno())
@@ -103,8 +120,12 @@ def truncate_torn_tail(path: Path, *, max_scan: int | None = QUEUE_TAIL_SCAN) ->
 
 
 def storage_error(label: str, what: str, path: Path, exc: OSError) -> StorageError:
-    """The :class:`StorageError` for ``exc``, worded ``{label}: {what} {path}: {reason}``."""
-    return StorageError(
+    """The :class:`StorageError` for ``exc``, worded ``{label}: {what} {path}: {reason}``.
+
+    A full disk or quota gives :class:`StorageFull`, which the agent waits out.
+    """
+    cls = _ERRNO_ERRORS.get(exc.errno or 0, StorageError)
+    return cls(
         f"{label}: {what} {path}: {exc.strerror or exc}",
         detail={"path": str(path), "errno": exc.errno},
     )
@@ -178,5 +199,7 @@ class AppendLog:
             # line-aligned and the caller, who gets the error, owes nobody an ack.
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, self.size)
-            raise storage_error(self.label, "cannot write", self.path, exc) from exc
+            error = storage_error(self.label, "cannot write", self.path, exc)
+            error.detail["bytes"] = len(data)  # how much room a retry needs
+            raise error from exc
         self.size += len(data)

@@ -31,13 +31,14 @@ from ateam.bus.connection import (
     make_client,
     resolve_target,
 )
-from ateam.bus.events import EventTail, Gap
+from ateam.bus.events import Event, EventTail, EventType, Gap
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import OwnerKind, Ownership
 from ateam.bus.registry import Registry
 from ateam.bus.rpc import RpcClient
 from ateam.config import ProjectConfig, load_project
-from ateam.console.controller import PS_COLUMNS, ps_rows
+from ateam.config.loader import CONFIG_DIR, find_project_root
+from ateam.console.controller import KB_INGEST_TIMEOUT_S, PS_COLUMNS, kb_progress_line, ps_rows
 from ateam.constants import (
     KILLED_FROM_OUTSIDE,
     OWNER_TTL_S,
@@ -55,6 +56,8 @@ from ateam.errors import (
     cli_exit_code,
 )
 from ateam.fleet import agent_config_for
+from ateam.kb.scopes import DEFAULT_SCOPE, SCOPES
+from ateam.redact import Redactor, Scrubbed
 
 
 def _target(args: argparse.Namespace, project: ProjectConfig | None) -> RedisTarget:
@@ -85,8 +88,12 @@ def cmd_agent(args: argparse.Namespace) -> int:
     from ateam import fleet
     from ateam.agent.process import Agent
     from ateam.providers import build_provider
-    from ateam.redact import Redactor
 
+    try:
+        args.project = _project_name(args.project, Path(args.cwd) if args.cwd else None)
+    except ConfigError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return agent_exit_code(exc)
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
@@ -102,6 +109,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
         )
         entry = config.model_entry(model)
         target = _target(args, project)
+        # The values of the variables passed through to its tools are secrets by name.
+        redactor = Redactor.from_config(project).with_literals(
+            os.environ[name] for name in config.spec.tools.env_passthrough if name in os.environ
+        )
         if args.bootstrap is not None:
             # Redeemed before anything joins: an agent must never run on an unchecked token.
             spec = asyncio.run(_redeem(target, args.bootstrap, agent_id))["spec"]
@@ -109,13 +120,12 @@ def cmd_agent(args: argparse.Namespace) -> int:
                 model = spec["model"]  # the model the console asked for, unless overridden
                 entry = config.model_entry(model)
             # An offload's overlay and first task: written once, as the token works once.
-            fleet.seed_agent(config, fleet.Seed.from_spec(spec))
+            fleet.seed_agent(config, fleet.Seed.from_spec(spec).scrubbed(redactor.redact))
         provider = build_provider(entry)
     except AteamError as exc:
         print(exc.one_line(), file=sys.stderr)
         return agent_exit_code(exc)
     repl = sys.stdin.isatty() and sys.stdout.isatty() and not args.no_repl
-    redactor = Redactor.from_config(project)
     for handler in logging.getLogger().handlers:
         handler.addFilter(redactor.logging_filter())  # agent.log never holds a secret
     agent = Agent(
@@ -310,13 +320,22 @@ def _unconfirmed(
     return type(exc)(message, detail={**exc.detail, "request_id": rid, "queued": None})
 
 
+def _local_redactor() -> Redactor:
+    """Built-in patterns plus the redact.yaml of the project here, if there is one."""
+    project = _project_or_none()
+    return Redactor.from_config(project) if project is not None else Redactor()
+
+
 def cmd_send(args: argparse.Namespace) -> int:
     # One request id for every attempt, chosen before the first: the RPC client retries
     # with it, and so can the user (--request-id), without ever queueing the text twice.
     rid, timeout = _send_options(args)  # a UsageError is main()'s (exit 4)
 
+    # Redacted here, before anything reaches Redis (its request stream, its AOF).
+    clean = _local_redactor().scrub(" ".join(args.text))
+
     async def work(client: Any, keys: Keys) -> int:
-        params = {"text": " ".join(args.text), "source": "cli"}
+        params = {"text": clean.text, "source": "cli"}
         async with _owning(client, keys, args, "send", timeout=timeout) as rpc:
             try:
                 reply = await rpc.call(args.id, "input", params, timeout=timeout, request_id=rid)
@@ -324,6 +343,9 @@ def cmd_send(args: argparse.Namespace) -> int:
                 # The request may have reached the agent before the reply was lost.
                 raise _unconfirmed(exc, args.id, rid, timeout) from exc
         print(reply["id"])
+        notice = Scrubbed("", clean.replaced + int(reply.get("redacted") or 0)).notice()
+        if notice:
+            print(notice, file=sys.stderr)
         return 0
 
     return _run_verb(args, work)
@@ -379,6 +401,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 def _run_verb(args: argparse.Namespace, work: Callable[[Any, Keys], Awaitable[int]]) -> int:
     try:
+        _resolve_id(args)
         target = _target(args, _project_or_none())
         return asyncio.run(_with_client(target, work))
     except AteamError as exc:
@@ -386,6 +409,272 @@ def _run_verb(args: argparse.Namespace, work: Callable[[Any, Keys], Awaitable[in
         return cli_exit_code(exc)
     except KeyboardInterrupt:
         return 130
+
+
+# project inference --------------------------------------------------------------------
+
+
+def _project_name(explicit: str | None, start: Path | None = None) -> str:
+    """``--project``, else the name of the project whose ``.ateam/project.yaml`` is nearest.
+
+    Raises:
+        UsageError: no ``--project`` and no project around ``start`` (default: the cwd).
+        ConfigError: the project's configuration does not load.
+    """
+    if explicit is not None:
+        return explicit
+    root = find_project_root(start)
+    if root is None:
+        where = (start or Path.cwd()).resolve()
+        raise UsageError(
+            f"no project here: no {CONFIG_DIR}/project.yaml in {where} or its parents; "
+            "give --project NAME or a full id PROJECT/NAME (`ateam init` creates a project)"
+        )
+    return load_project(root=root).name
+
+
+def _resolve_id(args: argparse.Namespace) -> None:
+    """Turn a bare agent name (``zeus``) into ``project/zeus``; a full id stays as it is."""
+    given = getattr(args, "id", None)
+    if isinstance(given, str) and "/" not in given:
+        args.id = f"{_project_name(getattr(args, 'project', None))}/{given}"
+
+
+# init ---------------------------------------------------------------------------------
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from ateam.config.scaffold import init_project
+
+    try:
+        made = init_project(Path(args.dir), name=args.name, agent=args.agent)
+    except AteamError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return cli_exit_code(exc)
+    print(f"created project {made.project} in {made.root}:")
+    for path in made.files:
+        print(f"  {path}")
+    print(f'start it with `ateam up {args.dir}`; then `ateam send {made.agent} "hello"`')
+    return 0
+
+
+# kb -------------------------------------------------------------------------------------
+
+
+_PROGRESS_DRAIN_S = 2.0
+"""How long ``kb add`` waits, after the agent's answer, for progress events still on
+their way: the agent publishes them asynchronously, so they may trail the reply."""
+
+
+class _PlainProgress:
+    """Ingest progress for a pipe or a file: one ``kb agent: 3/10 path`` line per file."""
+
+    def __init__(self, scope: str) -> None:
+        self.scope = scope
+        self.finished = asyncio.Event()
+        """Set once an event says every file is done."""
+
+    def seen(self, done: int, total: int, path: str) -> None:
+        self.update(done, total, path)
+        if done >= total:
+            self.finished.set()
+
+    def __enter__(self) -> _PlainProgress:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    def update(self, done: int, total: int, path: str) -> None:
+        print(kb_progress_line({"scope": self.scope, "done": done, "total": total, "path": path}))
+
+
+class _BarProgress(_PlainProgress):
+    """Ingest progress on a terminal: a bar that fills as files are read, redrawn in place."""
+
+    def __init__(self, scope: str) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        super().__init__(scope)
+        self._bar = Progress(
+            TextColumn(f"kb {scope}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+        )
+        self._task = self._bar.add_task("", total=None)
+
+    def __enter__(self) -> _PlainProgress:
+        self._bar.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._bar.stop()
+
+    def update(self, done: int, total: int, path: str) -> None:
+        self._bar.update(self._task, completed=done, total=total, description=Path(path).name)
+
+
+_PROGRESS: dict[bool, type[_PlainProgress]] = {True: _BarProgress, False: _PlainProgress}
+"""Whether stdout is a terminal → how ingest progress is shown."""
+
+
+async def _follow_progress(tail: EventTail, scope: str, show: _PlainProgress) -> None:
+    """Show the agent's ``kb.progress`` events of ``scope`` until cancelled."""
+    while True:
+        for item in await tail.poll():
+            if (
+                isinstance(item, Event)
+                and item.type == EventType.KB_PROGRESS
+                and item.data.get("scope") == scope
+            ):
+                show.seen(int(item.data["done"]), int(item.data["total"]), str(item.data["path"]))
+
+
+def cmd_kb_add(args: argparse.Namespace) -> int:
+    # A path that exists here is sent absolute (the CLI and the agent usually share a
+    # host); anything else is the agent's to resolve against its cwd.
+    paths = [str(Path(p).expanduser().resolve()) if Path(p).exists() else p for p in args.paths]
+
+    async def work(client: Any, keys: Keys) -> int:
+        tail = EventTail(client, keys)
+        tail.add(args.id, None, backlog=0)
+        await tail.poll(wait=False)  # fixes the start: only this call's progress is shown
+        async with _owning(client, keys, args, "kb", timeout=KB_INGEST_TIMEOUT_S) as rpc:
+            with _PROGRESS[sys.stdout.isatty()](args.scope) as show:
+                follow = asyncio.create_task(_follow_progress(tail, args.scope, show))
+                try:
+                    report = await rpc.call(
+                        args.id,
+                        "kb.ingest",
+                        {"scope": args.scope, "paths": paths},
+                        timeout=KB_INGEST_TIMEOUT_S,
+                    )
+                    if report["ingested"] or report["skipped"]:  # files were read
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(_PROGRESS_DRAIN_S):
+                                await show.finished.wait()
+                finally:
+                    follow.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await follow
+        print(
+            f"kb {args.scope} of {args.id}: {len(report['ingested'])} document(s) ingested, "
+            f"{report['chunks']} chunk(s), {len(report['skipped'])} skipped"
+        )
+        for item in report["ingested"]:
+            print(f"  + {item['doc_id']} {item['path']} ({item['chunks']} chunks)")
+        for item in report["skipped"]:
+            dup = f" (duplicate of {item['duplicate_of']})" if item.get("duplicate_of") else ""
+            print(f"  - {item['path']}: {item['reason']}{dup}")
+        return 0
+
+    return _run_verb(args, work)
+
+
+def cmd_kb_search(args: argparse.Namespace) -> int:
+    async def work(client: Any, keys: Keys) -> int:
+        params: dict[str, Any] = {"scope": args.scope, "query": " ".join(args.query)}
+        if args.k is not None:
+            params["k"] = args.k
+        hits = (await RpcClient(client, keys).call(args.id, "kb.search", params))["hits"]
+        if args.json:
+            print(json.dumps(hits, indent=2, sort_keys=True))
+        elif not hits:
+            print(f"no passage in the {args.scope} kb of {args.id} scores above the minimum")
+        else:
+            rows = [
+                {
+                    "score": hit["score"],
+                    "doc": hit["doc_id"],
+                    "path": hit["path"],
+                    "title": (hit.get("title") or "")[:40],
+                    "text": " ".join(str(hit.get("text", "")).split())[:60],
+                }
+                for hit in hits
+            ]
+            _print_table(rows, ["score", "doc", "path", "title", "text"])
+        return 0
+
+    return _run_verb(args, work)
+
+
+def cmd_kb_ls(args: argparse.Namespace) -> int:
+    async def work(client: Any, keys: Keys) -> int:
+        reply = await RpcClient(client, keys).call(args.id, "kb.list", {"scope": args.scope})
+        docs = reply["documents"]
+        if args.json:
+            print(json.dumps(docs, indent=2, sort_keys=True))
+        elif not docs:
+            print(f"the {args.scope} kb of {args.id} is empty")
+        else:
+            _print_table(docs, ["doc_id", "path", "chunks", "source_agent"])
+        return 0
+
+    return _run_verb(args, work)
+
+
+def _print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    from ateam.console.plain import PlainView
+
+    PlainView(asyncio.Queue()).table(rows, columns)
+
+
+def _kb_add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--takeover", action="store_true")
+
+
+def _kb_search_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", nargs="+", metavar="WORD")
+    p.add_argument("--k", type=int, help="at most this many passages (default 8)")
+    p.add_argument("--json", action="store_true")
+
+
+def _kb_ls_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true")
+
+
+_KB_ACTIONS: list[
+    tuple[str, Callable[[argparse.Namespace], int], Callable[[argparse.ArgumentParser], None], str]
+] = [
+    ("add", cmd_kb_add, _kb_add_args, "ingest files and directories (the agent's sandbox only)"),
+    ("search", cmd_kb_search, _kb_search_args, "the passages most like a query, best first"),
+    ("ls", cmd_kb_ls, _kb_ls_args, "the documents of a scope"),
+]
+"""``ateam kb`` actions: name, handler, their own arguments, help."""
+
+
+def _add_kb_parser(sub: Any) -> None:
+    """``ateam kb add|search|ls``: every action takes every option after its words."""
+    text = "knowledge-base operations on an agent's scopes (SPEC §10)"
+    kb = sub.add_parser("kb", help=text, description=text)
+    actions = kb.add_subparsers(dest="kb_action", required=True)
+    for name, handler, own_args, help_text in _KB_ACTIONS:
+        p = actions.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(handler=handler)
+        p.add_argument("id", help="agent id PROJECT/NAME, or NAME within the current project")
+        own_args(p)
+        p.add_argument("--scope", choices=SCOPES, default=DEFAULT_SCOPE)
+        p.add_argument("--redis", metavar="URL", help="redis://, rediss:// or unix:// URL")
+        _add_project_option(p)
+
+
+def _add_project_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--project",
+        metavar="NAME",
+        help="the project of a bare agent name (default: the nearest .ateam/project.yaml)",
+    )
+
+
+def _add_init_parser(sub: Any) -> None:
+    text = "create a new project: .ateam/ with one agent on the offline echo model"
+    p = sub.add_parser("init", help=text, description=text)
+    p.set_defaults(handler=cmd_init)
+    p.add_argument("dir", nargs="?", default=".")
+    p.add_argument("--name", help="the project's name (default: the directory's name)")
+    p.add_argument("--agent", default="zeus", help="the first agent's name (default: zeus)")
 
 
 # up / down ------------------------------------------------------------------------------
@@ -451,7 +740,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add("agent", cmd_agent, "run one agent in the foreground")
-    p.add_argument("--project", required=True)
+    _add_project_option(p)
     p.add_argument("--name", required=True)
     p.add_argument("--cwd")
     p.add_argument("--model")
@@ -473,6 +762,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("send", cmd_send, "queue text for an agent")
     p.add_argument("id")
+    _add_project_option(p)
     p.add_argument("text", nargs="+")
     p.add_argument("--takeover", action="store_true")
     p.add_argument(
@@ -490,16 +780,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("tail", cmd_tail, "print an agent's events")
     p.add_argument("id")
+    _add_project_option(p)
     p.add_argument("--from", dest="from_offset", type=int, metavar="OFFSET")
     p.add_argument("--follow", "-f", action="store_true")
 
     p = add("stop", cmd_stop, "stop an agent gracefully")
     p.add_argument("id")
+    _add_project_option(p)
     p.add_argument("--takeover", action="store_true")
     p.add_argument("--wait", type=float, default=10.0)
 
     p = add("server", cmd_server, "manage the embedded Redis")
     p.add_argument("action", choices=["start", "stop", "status"])
+
+    _add_init_parser(sub)
+    _add_kb_parser(sub)
     return parser
 
 

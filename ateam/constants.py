@@ -55,6 +55,11 @@ BACKOFF_WARN_AFTER = 5
 # Agent (SPEC §5)
 WORKER_RESTART_DELAY_S = 1.0
 WORKER_CRASH_WINDOW_S = 5.0
+STORAGE_PROBE_S = 1.0
+"""How often a worker blocked on a full disk checks for room again."""
+STORAGE_PROBE_BYTES = 64 * 1024
+"""Room a blocked worker wants before it resumes (more if the failed write was larger):
+enough that it does not resume into the next failure at once."""
 QUEUE_COMPACT_EVERY = 100
 PREVIOUS_EXIT_ENV = "ATEAM_PREVIOUS_EXIT"
 """Set by the supervisor on a restart: how the agent's previous process ended."""

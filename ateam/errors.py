@@ -13,12 +13,14 @@ The tree::
     ├── LockLost                    lock.lost
     ├── WorkerStalled               worker.stalled         (the stall watch cancelled a step)
     ├── StorageError                storage.corrupt
+    │   └── StorageFull             storage.full           (ENOSPC, EDQUOT: the agent pauses)
     ├── UsageError                  bad_request            (exit 4)
     ├── ToolDenied                  tool.denied
     ├── FsDenied                    fs.denied
     ├── FsConflict                  fs.conflict
     ├── KbDenied                    kb.ingest.denied       (a path outside the sandbox)
     ├── KbUnavailable               kb.unavailable         (no chromadb, or another embedder)
+    ├── ProjectExists               project.exists         (`ateam init` into a project)
     ├── ProviderError               provider.error         (a model provider failed)
     │   ├── RateLimited             provider.rate_limited  (HTTP 429)
     │   ├── Overloaded              provider.overloaded    (HTTP 529, 503)
@@ -74,6 +76,10 @@ class Code(StrEnum):
     BOOTSTRAP_REFUSED = "bootstrap.refused"
     SPAWN_FAILED = "spawn.failed"
     WORKER_STALLED = "worker.stalled"
+    STORAGE_FULL = "storage.full"
+    STORAGE_DAMAGED = "storage.damaged"
+    """Not an error a call returns: the code of the warning that reports a damaged file."""
+    PROJECT_EXISTS = "project.exists"
 
 
 class AteamError(Exception):
@@ -160,6 +166,17 @@ class StorageError(AteamError):
     code = Code.STORAGE_CORRUPT
 
 
+class StorageFull(StorageError):
+    """A durable write failed for want of space (ENOSPC) or quota (EDQUOT).
+
+    Nothing of the write stayed, so nothing it would have acknowledged was: the agent
+    keeps the work queued and waits for room instead of failing it.
+    """
+
+    code = Code.STORAGE_FULL
+    hint = "free space where the agent's state/ lives; the agent resumes by itself"
+
+
 class UsageError(AteamError):
     """A command line or console command is malformed."""
 
@@ -202,6 +219,13 @@ class KbUnavailable(AteamError):
     """
 
     code = Code.KB_UNAVAILABLE
+
+
+class ProjectExists(AteamError):
+    """``ateam init`` found a ``.ateam/`` that is not empty; nothing was written."""
+
+    code = Code.PROJECT_EXISTS
+    hint = "edit the files there, or choose another directory"
 
 
 class PromptProtectedViolation(AteamError):

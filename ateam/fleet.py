@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,14 @@ class Seed:
             spec["source"] = self.source
         return spec
 
+    def scrubbed(self, redact: Callable[[str], str]) -> Seed:
+        """The seed with its texts redacted: they are queued and written as they are."""
+        return replace(
+            self,
+            system_prompt=None if self.system_prompt is None else redact(self.system_prompt),
+            first_task=None if self.first_task is None else redact(self.first_task),
+        )
+
     @classmethod
     def from_spec(cls, spec: dict[str, object]) -> Seed:
         """The seed in a redeemed token's spec; fields of the wrong type are ignored."""
@@ -152,9 +161,13 @@ def seed_agent(config: AgentConfig, seed: Seed) -> None:
     except OSError as exc:
         raise SpawnFailed(f"cannot write {config.overlay_prompt_path}: {exc.strerror}") from None
     if seed.kb_chunks:
-        from ateam.kb import KnowledgeBase
+        from ateam.kb import KnowledgeBase, configured_embedder
 
-        with KnowledgeBase(config.dir / "kb", scope="agent", project=config.project) as kb:
+        # The embedder the new agent will search with, or it would refuse its own store.
+        embedder = configured_embedder(config.dir)
+        with KnowledgeBase(
+            config.dir / "kb", scope="agent", project=config.project, embedder=embedder
+        ) as kb:
             kb.import_documents(seed.kb_chunks, copied_from=seed.copied_from)
     if not seed.first_task:
         return

@@ -56,10 +56,28 @@ from ateam.config.schema import RedactPattern
 if TYPE_CHECKING:
     from ateam.config.loader import ProjectConfig
 
-__all__ = ["BUILTIN_PATTERNS", "MASK", "RedactLogFilter", "Redactor", "from_config"]
+__all__ = [
+    "BUILTIN_PATTERNS",
+    "MASK",
+    "SECRET_ADVICE",
+    "RedactLogFilter",
+    "Redactor",
+    "Scrubbed",
+    "from_config",
+]
 
 MASK = "****"
 """What a secret is replaced with."""
+
+SECRET_ADVICE = (
+    "to give an agent a secret, name an environment variable in its agent.yaml "
+    "(tools: {env_passthrough: [NAME]}) and refer to $NAME"
+)
+"""What a sender is told when text it sent held secrets (issue 10: secrets at the door)."""
+
+_LITERAL_MIN = 8
+"""Shorter environment values are not masked by value: ``1`` or ``yes`` would mangle
+every text they occur in, and are no secret anyway."""
 
 _VALUE_GROUP = "value"
 """Built-in patterns name the part to replace ``value``, ``value2``, ...; without such a
@@ -299,6 +317,21 @@ def _mask_nonempty(match: re.Match[str]) -> str:
     return MASK if match.group() else ""
 
 
+@dataclass(frozen=True)
+class Scrubbed:
+    """A text as it may enter ateam, and how many secrets were taken out of it."""
+
+    text: str
+    replaced: int
+
+    def notice(self) -> str | None:
+        """The one line a sender is told when secrets were replaced; ``None`` if none were."""
+        if not self.replaced:
+            return None
+        what = "secret" if self.replaced == 1 else "secrets"
+        return f"{self.replaced} {what} replaced by {MASK} before sending; {SECRET_ADVICE}"
+
+
 class Redactor:
     """Replaces secrets in text, bytes, nested payloads and log records with ``****``.
 
@@ -312,11 +345,20 @@ class Redactor:
 
     Args:
         extra: patterns from ``redact.yaml`` (``ProjectConfig.redact_patterns``).
+        literals: exact secret values to mask wherever they occur, such as the values of
+            the environment variables an agent passes through to its tools: nothing in
+            their shape says they are secrets, so their value is what gets matched.
+            Values shorter than 8 characters are ignored.
     """
 
-    def __init__(self, extra: Iterable[RedactPattern] = ()) -> None:
+    def __init__(
+        self, extra: Iterable[RedactPattern] = (), *, literals: Iterable[str] = ()
+    ) -> None:
         self.extra: tuple[RedactPattern, ...] = tuple(extra)
         """The extra patterns, in order."""
+        values = sorted({v for v in literals if len(v) >= _LITERAL_MIN}, key=len, reverse=True)
+        # Longest first, so a value that contains another is masked whole.
+        self._literal_re = re.compile("|".join(map(re.escape, values))) if values else None
         shared: list[str] = []
         separate: list[RedactPattern] = []
         for pattern in self.extra:
@@ -344,12 +386,34 @@ class Redactor:
 
         Redaction is idempotent: redacting redacted text changes nothing.
         """
-        text = self._redact_builtins(text)
+        return self._redact(text)[0]
+
+    def scrub(self, text: str) -> Scrubbed:
+        """Redact text that enters ateam from outside, counting what was replaced.
+
+        Used at the door (console input, ``ateam send``, the ``input`` RPC, plan writes,
+        context items, offload tasks), so that the sender can be told.
+        """
+        text, replaced = self._redact(text)
+        return Scrubbed(text, replaced)
+
+    def with_literals(self, literals: Iterable[str]) -> Redactor:
+        """A redactor with the same patterns that also masks the exact ``literals``."""
+        return Redactor(self.extra, literals=literals)
+
+    def _redact(self, text: str) -> tuple[str, int]:
+        replaced = 0
+        if self._literal_re is not None:
+            text, replaced = self._literal_re.subn(MASK, text)
+        text, count = self._redact_builtins(text)
+        replaced += count
         if self._extra_re is not None:
-            text = self._extra_re.sub(_mask_nonempty, text)
+            text, count = self._extra_re.subn(_mask_nonempty, text)
+            replaced += count
         for pattern in self._separate:
-            text = pattern.sub(_mask_nonempty, text)
-        return text
+            text, count = pattern.subn(_mask_nonempty, text)
+            replaced += count
+        return text, replaced
 
     def redact_bytes(self, data: bytes) -> bytes:
         """Return ``data`` with every secret replaced by ``b"****"``.
@@ -395,9 +459,10 @@ class Redactor:
             return MASK
         return self.redact_obj(item)
 
-    def _redact_builtins(self, text: str) -> str:
+    def _redact_builtins(self, text: str) -> tuple[str, int]:
+        """``text`` with the built-in patterns' secrets masked, and how many were."""
         if len(text) >= _PREFILTER_FROM and not _may_hold_builtin(text):
-            return text
+            return text, 0
         # re.sub cannot replace text before a match's start (the 's' of 'sk-'), hence
         # this loop; it costs nothing more where nothing matches, the common case.
         pieces: list[str] = []
@@ -409,9 +474,10 @@ class Redactor:
             pieces.append(self._masked(text, start, match, group.values))
             done = match.end()
         if not pieces:
-            return text
+            return text, 0
+        count = len(pieces) // 2
         pieces.append(text[done:])
-        return "".join(pieces)
+        return "".join(pieces), count
 
     def _masked(self, text: str, start: int, match: re.Match[str], values: Iterable[str]) -> str:
         for name in values:

@@ -7,7 +7,7 @@ Redis; these two fence what it writes to ``state/``:
   whole life of the process. A process that is frozen (SIGSTOP, a debugger, a swapped-out
   VM) keeps it, so a second instance on the same host cannot start on the same files
   until the first has exited; the kernel drops it when the holder dies, even by kill -9.
-* :class:`WriteFence` — checked before every durable write (queue, history, summaries,
+* :class:`WriteFence` — checked before every durable write (queue, history, summaries, usage,
   handoff, working context): once this process may have lost its Redis lock — no
   successful refresh for the TTL minus a margin, on a clock that also counts time spent
   frozen or suspended (``CLOCK_BOOTTIME`` on Linux) — every write is refused with

@@ -55,7 +55,7 @@ from typing import Any, TypeGuard
 
 import portalocker
 
-from ateam._fs import atomic_write, fsync_dir
+from ateam._fs import DamageLog, Problem, atomic_write, file_key, fsync_dir
 from ateam.agent.fence import Fenced, unfenced
 from ateam.errors import StorageError
 from ateam.paths import private_dir
@@ -168,7 +168,13 @@ def empty_record(*, model: str, project: str) -> dict[str, Any]:
         "author": None,
         "model": {"current": model, "usage_percent": None, "history": []},
         "task": {"description": "", "status": "idle", "project": project},
-        "context": {"recent_actions": [], "decisions": [], "next_steps": [], "blockers": []},
+        "context": {
+            "recent_actions": [],
+            "decisions": [],
+            "next_steps": [],
+            "blockers": [],
+            "failures": [],
+        },
         "files_touched": [],
     }
     record["checksum"] = compute_checksum(record)
@@ -254,14 +260,19 @@ class HandoffStore:
         mirror: Callable[[bytes], None] | None = None,
         lock_timeout_s: float = LOCK_TIMEOUT_S,
         fence: Fenced = unfenced,
+        scrub: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
         self._fence = fence
+        self._scrub = scrub
+        """Masks secrets in every record before it is written and mirrored."""
         self.lock_timeout_s = lock_timeout_s
         """An agent writes from its event loop, so it waits briefly and skips a write
         rather than stall everything behind a lock someone else holds."""
         self.path = self.state_dir / HANDOFF_FILE
         self.lock_path = self.state_dir / HANDOFF_LOCK_FILE
+        self.damage = DamageLog("handoff")
+        """A corrupt record found by :meth:`read`: reported once, copied aside first."""
         self.model = model
         self.project = project
         self.mirror = mirror
@@ -269,7 +280,9 @@ class HandoffStore:
     def read(self) -> dict[str, Any] | None:
         """The record on disk, or ``None`` if missing, unreadable or not a JSON object.
 
-        The content is not validated; pass it to :func:`check` for that.
+        The content is not validated; pass it to :func:`check` for that. A record that
+        does not parse, or whose checksum fails, is reported through :attr:`damage` once
+        per version of the file, copied aside before any write can replace it.
         """
         try:
             data = self.path.read_bytes()
@@ -281,9 +294,27 @@ class HandoffStore:
         try:
             record = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError):
-            log.warning("handoff %s is not valid JSON; ignoring it", self.path)
+            self._damaged(data, Problem.NOT_JSON, "is not valid JSON")
             return None
-        return record if isinstance(record, dict) else None
+        if not isinstance(record, dict):
+            self._damaged(data, Problem.WRONG_SHAPE, "is not a JSON object")
+            return None
+        if not verify_checksum(record):
+            self._damaged(data, Problem.BAD_CHECKSUM, "fails its checksum")
+        return record
+
+    def _damaged(self, data: bytes, problem: Problem, what: str) -> None:
+        key = file_key(self.path)
+        if self.damage.already(self.path, key):
+            return
+        self.damage.report(
+            self.path,
+            problem,
+            f"{HANDOFF_FILE} {what} ({len(data)} bytes); no switch relies on it and the "
+            "next write starts a new record",
+            key=key,
+            data=data,
+        )
 
     def show(self, *, now: float | None = None) -> tuple[dict[str, Any] | None, Validity]:
         """The record on disk and whether a switch could use it now."""
@@ -387,6 +418,9 @@ class HandoffStore:
             current = self._read_current()
             base = empty if current is None else _conform(merge(empty, current), empty)
             record = change(base)
+            if self._scrub is not None:
+                # Before the checksum: what is signed is what is stored.
+                record = self._scrub(record)
             self._stamp(record, base, author=author, ready=ready, when=when)
             data = _encode(record)
             self._fence("the handoff")
@@ -429,19 +463,19 @@ class HandoffStore:
         record["checksum"] = compute_checksum(record)
 
     def _read_current(self) -> dict[str, Any] | None:
-        """The stored record to merge into; damage is logged (``_conform`` repairs it)."""
+        """The stored record to merge into (``_conform`` repairs wrong types).
+
+        :meth:`read` has reported any damage already, and kept the file aside.
+        """
         current = self.read()
         if current is not None and not verify_checksum(current):
             # Not merged into: signing the merge would vouch for fields nobody can
             # vouch for (a tampered next step would come out "verified"). The writer
             # rebuilds what it knows; the rest starts empty.
-            log.warning("handoff %s fails its checksum; starting a new record", self.path)
             fresh = empty_record(model=self.model, project=self.project)
             if _is_int(current.get("sequence")):
                 fresh["sequence"] = current["sequence"]  # the counter still only goes up
             return fresh
-        if current is None and self.path.exists():
-            log.warning("handoff %s is unreadable; starting a new record", self.path)
         return current
 
     def _mirror(self, data: bytes) -> None:

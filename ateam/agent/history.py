@@ -12,10 +12,19 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ateam._fs import append_durably, atomic_write, fsync_dir, open_append
+from ateam._fs import (
+    DamageLog,
+    Problem,
+    append_durably,
+    atomic_write,
+    fsync_dir,
+    keep_aside,
+    open_append,
+)
 from ateam._jsonl import AppendLog, decode_line, encode_line, storage_error, truncate_torn_tail
 from ateam.agent.fence import Fenced, unfenced
 from ateam.constants import HISTORY_KEEP, HISTORY_ROTATE_BYTES, SUMMARY_KEEP
@@ -62,6 +71,10 @@ class History:
         self.keep = keep
         self._log = AppendLog(self.path, label="history")
         self._count = 0
+        self.damage = DamageLog("history")
+        """Torn and unreadable lines found: reported once each, the file copied aside."""
+        self._unreadable: dict[tuple[int, int], set[int]] = {}
+        """Offsets of the unreadable lines reported so far, by file (device, inode)."""
 
     def open(self) -> int:
         """Repair a torn last line and get ready to append.
@@ -78,13 +91,24 @@ class History:
             if not self.state_dir.exists():
                 private_dir(self.state_dir)
                 fsync_dir(self.state_dir.parent)
+            kept: list[Path] = []
             # No scan limit: a turn can be larger than the queue's window, and refusing
             # to start over one torn turn would cost more than reading back to its start.
-            dropped = truncate_torn_tail(self.path, max_scan=None)
+            dropped = truncate_torn_tail(
+                self.path, max_scan=None, before_cut=lambda _: kept.append(keep_aside(self.path))
+            )
             self._count = _count_lines(self.path)
             self._log.open()
         except OSError as exc:
             raise storage_error("history", "cannot open", self.path, exc) from exc
+        if dropped:
+            self.damage.report(
+                self.path,
+                Problem.TORN_TAIL,
+                f"repaired torn last line of {HISTORY_FILE} ({dropped} bytes dropped)",
+                dropped_bytes=dropped,
+                kept=kept[0],
+            )
         return dropped
 
     def close(self) -> None:
@@ -120,18 +144,22 @@ class History:
         """The newest ``n`` turns, oldest first, across rotated files if needed.
 
         Files are read backwards in blocks, so the cost follows ``n``, not the file size.
-        Unreadable lines are skipped.
+        Unreadable lines are skipped, and reported through :attr:`damage` the first time
+        a read comes across them.
         """
         if n <= 0:
             return []
         newest_first: list[dict[str, Any]] = []
         for path in [self.path, *self._rotated_files().values()]:
             try:
-                newest_first.extend(_read_tail(path, n - len(newest_first), _BLOCK))
+                found, unreadable = _read_tail(path, n - len(newest_first), _BLOCK)
             except FileNotFoundError:
                 continue
             except OSError as exc:
                 raise storage_error("history", "cannot read", path, exc) from exc
+            newest_first.extend(found)
+            if unreadable:
+                self._report_unreadable(path, unreadable)
             if len(newest_first) >= n:
                 break
         newest_first.reverse()
@@ -153,12 +181,34 @@ class History:
                 fsync_dir(self.state_dir)
             self._count = 0
             self._log.size = 0
+            self._unreadable.clear()  # a new file may get an old one's inode
             if was_open:
                 self._log.open()
         except OSError as exc:
             raise storage_error("history", "cannot clear", self.path, exc) from exc
 
     # -- internals
+
+    def _report_unreadable(self, path: Path, offsets: list[int]) -> None:
+        """Report the unreadable lines at ``offsets`` of ``path`` not reported before.
+
+        Keyed by inode, so a rotation (a rename) does not make old damage news again.
+        """
+        try:
+            st = path.stat()
+        except OSError:
+            return
+        seen = self._unreadable.setdefault((st.st_dev, st.st_ino), set())
+        new = [offset for offset in offsets if offset not in seen]
+        if not new:
+            return
+        seen.update(new)
+        self.damage.report(
+            path,
+            Problem.UNREADABLE_LINES,
+            f"skipped {len(new)} unreadable line(s) of {path.name}",
+            count=len(new),
+        )
 
     def _rotated_files(self) -> dict[int, Path]:
         """Rotated files by index, newest (1) first."""
@@ -179,6 +229,9 @@ class History:
             # tolerates.
             for index, path in reversed(self._rotated_files().items()):
                 if index >= self.keep:
+                    with contextlib.suppress(OSError):  # its inode may be reused
+                        st = path.stat()
+                        self._unreadable.pop((st.st_dev, st.st_ino), None)
                     path.unlink()
                 else:
                     os.replace(path, self.path.with_name(f"{HISTORY_FILE}.{index + 1}"))
@@ -206,23 +259,36 @@ class History:
 class SummaryLog:
     """Rolling summaries, ``{ts, summary, window: [first_turn, last_turn], model}`` each.
 
+    A turn is named by its ``ts`` (history turns carry no other stable number: rotation
+    renumbers lines), so ``window`` holds the timestamps of the first and the last turn
+    the summary covers.
+
     Args:
         state_dir: the agent's ``state/`` directory.
         keep: the most entries kept; older ones are dropped on append.
     """
 
     def __init__(
-        self, state_dir: Path, *, keep: int = SUMMARY_KEEP, fence: Fenced = unfenced
+        self,
+        state_dir: Path,
+        *,
+        keep: int = SUMMARY_KEEP,
+        fence: Fenced = unfenced,
+        scrub: Callable[[str], str] = str,
     ) -> None:
         if keep < 1:
             raise ValueError("keep must be at least 1")
         self.state_dir = Path(state_dir)
         self.path = self.state_dir / SUMMARY_FILE
         self._fence = fence
+        self._scrub = scrub
+        """Masks secrets in a summary before it is written."""
         self.keep = keep
         self._count: int | None = None  # lines on disk; None until the file was checked
+        self.damage = DamageLog("summaries")
+        """Torn and unreadable lines found: reported once each, the file copied aside."""
 
-    def append(self, summary: str, *, window: tuple[int, int], model: str) -> None:
+    def append(self, summary: str, *, window: tuple[float, float], model: str) -> None:
         """Add a summary, fsynced before return; beyond ``keep``, rewrite atomically.
 
         Raises:
@@ -230,7 +296,7 @@ class SummaryLog:
         """
         entry = {
             "ts": time.time(),
-            "summary": summary,
+            "summary": self._scrub(summary),
             "window": [window[0], window[1]],
             "model": model,
         }
@@ -240,10 +306,24 @@ class SummaryLog:
                 if not self.state_dir.exists():
                     private_dir(self.state_dir)
                     fsync_dir(self.state_dir.parent)
-                truncate_torn_tail(self.path, max_scan=None)
+                kept: list[Path] = []
+                dropped = truncate_torn_tail(
+                    self.path,
+                    max_scan=None,
+                    before_cut=lambda _: kept.append(keep_aside(self.path)),
+                )
+                if dropped:
+                    self.damage.report(
+                        self.path,
+                        Problem.TORN_TAIL,
+                        f"repaired torn last line of {SUMMARY_FILE} ({dropped} bytes dropped)",
+                        dropped_bytes=dropped,
+                        kept=kept[0],
+                    )
                 self._count = _count_lines(self.path)
             if self._count >= self.keep:
-                entries = [*self.all(), entry][-self.keep :]
+                # The rewrite drops unreadable lines: their copy must exist first.
+                entries = [*self._entries(required=True), entry][-self.keep :]
                 atomic_write(self.path, b"".join(map(encode_line, entries)), mode=0o600)
                 self._count = len(entries)
                 return
@@ -262,15 +342,49 @@ class SummaryLog:
             raise storage_error("history", "cannot write", self.path, exc) from exc
 
     def all(self) -> list[dict[str, Any]]:
-        """Every kept summary, oldest first; unreadable lines are skipped."""
+        """Every kept summary, oldest first; unreadable lines are skipped (and reported)."""
+        try:
+            return self._entries(required=False)
+        except OSError as exc:  # only a required copy raises, and this one is not
+            raise storage_error("history", "cannot read", self.path, exc) from exc
+
+    def _entries(self, *, required: bool) -> list[dict[str, Any]]:
+        """The readable entries; unreadable lines are reported through :attr:`damage`.
+
+        Args:
+            required: the caller rewrites the file next, so the copy of a damaged file
+                must be made (``OSError`` if it cannot), not merely attempted.
+        """
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return []
-        except OSError as exc:
-            raise storage_error("history", "cannot read", self.path, exc) from exc
-        entries = (decode_line(line) for line in data.split(b"\n") if line.strip())
-        return [entry for entry in entries if entry is not None]
+        entries: list[dict[str, Any]] = []
+        unreadable: list[int] = []
+        offset = 0
+        for line in data.split(b"\n"):
+            if line.strip():
+                entry = decode_line(line)
+                if entry is None:
+                    unreadable.append(offset)
+                else:
+                    entries.append(entry)
+            offset += len(line) + 1
+        if unreadable:
+            # Appends leave the damaged lines where they are: the same offsets in the
+            # same file are the same damage, reported once.
+            st = os.stat(self.path)
+            key = (st.st_dev, st.st_ino, tuple(unreadable))
+            if not self.damage.already(self.path, key, kept=required):
+                self.damage.report(
+                    self.path,
+                    Problem.UNREADABLE_LINES,
+                    f"skipped {len(unreadable)} unreadable line(s) of {SUMMARY_FILE}",
+                    count=len(unreadable),
+                    required=required,
+                    key=key,
+                )
+        return entries
 
 
 def _stamped(turn: dict[str, Any]) -> dict[str, Any]:
@@ -288,9 +402,11 @@ def _count_lines(path: Path) -> int:
         return sum(block.count(b"\n") for block in iter(lambda: handle.read(_BLOCK), b""))
 
 
-def _read_tail(path: Path, n: int, block: int) -> list[dict[str, Any]]:
-    """Up to ``n`` readable lines from the end of ``path``, newest first."""
+def _read_tail(path: Path, n: int, block: int) -> tuple[list[dict[str, Any]], list[int]]:
+    """Up to ``n`` readable lines from the end of ``path``, newest first, and the offsets
+    of the unreadable lines met on the way."""
     found: list[dict[str, Any]] = []
+    unreadable: list[int] = []
     # Pieces of the line whose start is not read yet, newest piece first; joined only
     # once its start turns up, so a huge line costs linear time.
     partial: list[bytes] = []
@@ -306,19 +422,27 @@ def _read_tail(path: Path, n: int, block: int) -> list[dict[str, Any]]:
                 partial.append(chunk)
                 continue
             partial.append(parts[-1])
-            lines = [b"".join(reversed(partial)), *reversed(parts[1:-1])]
+            starts = [start]  # where each part begins in the file
+            for part in parts[:-1]:
+                starts.append(starts[-1] + len(part) + 1)
+            lines = [(b"".join(reversed(partial)), starts[-1])]
+            lines.extend((parts[i], starts[i]) for i in range(len(parts) - 2, 0, -1))
             partial = [parts[0]]
-            _collect(lines, found, n)
+            _collect(lines, found, unreadable, n)
         if end == 0 and len(found) < n:
-            _collect([b"".join(reversed(partial))], found, n)
-    return found
+            _collect([(b"".join(reversed(partial)), 0)], found, unreadable, n)
+    return found, unreadable
 
 
-def _collect(lines: list[bytes], found: list[dict[str, Any]], n: int) -> None:
-    for line in lines:
+def _collect(
+    lines: list[tuple[bytes, int]], found: list[dict[str, Any]], unreadable: list[int], n: int
+) -> None:
+    for line, offset in lines:
         if len(found) >= n:
             return
         if line.strip():
             entry = decode_line(line)
-            if entry is not None:
+            if entry is None:
+                unreadable.append(offset)
+            else:
                 found.append(entry)

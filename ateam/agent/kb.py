@@ -5,6 +5,11 @@ KB) and stay open for the agent's life. Chroma calls block, so every method here
 them on a worker thread; the store's own lock keeps two calls on one scope in order.
 Ingestion is confined to the agent's sandbox (its cwd and ``fs.whitelist``): whatever
 the console asks, files outside are refused with ``kb.ingest.denied``.
+
+Every scope is embedded by the embedder ``models.yaml`` configures (SPEC §10), found by
+the agent's own discovery when the process does not hand one in; a store built by
+another embedder is refused with ``kb.unavailable`` rather than searched with vectors
+from another space.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ateam.kb import DEFAULT_K, SCOPES, KnowledgeBase, scope_dir
+from ateam.kb import DEFAULT_K, SCOPES, Embedder, KnowledgeBase, configured_embedder, scope_dir
 
 __all__ = ["AgentKb"]
 
@@ -22,7 +27,18 @@ Progress = Callable[[int, int, str], None]
 
 
 class AgentKb:
-    """The ``agent``, ``project`` and ``user`` stores of one agent."""
+    """The ``agent``, ``project`` and ``user`` stores of one agent.
+
+    Args:
+        agent_id: ``project/name``, recorded as each ingested document's source.
+        agent_dir: The agent's directory (its ``agent`` scope lives in ``kb/`` there).
+        project_root: The project's root, for the ``project`` scope; ``None`` outside one.
+        home: ateam's per-user directory, for the ``user`` scope.
+        allowed_roots: The sandbox ingestion is confined to, the agent's cwd first.
+        embedder: How texts become vectors; by default the one configured for the
+            project (or, without one, for the agent's cwd), resolved at the first use.
+        redact: Masks secrets in every chunk stored.
+    """
 
     def __init__(
         self,
@@ -32,13 +48,17 @@ class AgentKb:
         project_root: Path | None,
         home: Path,
         allowed_roots: Sequence[Path],
+        embedder: Embedder | None = None,
+        redact: Callable[[str], str] = str,
     ) -> None:
         self.agent_id = agent_id
+        self._redact = redact
         self.project = agent_id.split("/", 1)[0]
         self._agent_dir = agent_dir
         self._project_root = project_root
         self._home = home
         self.allowed_roots = list(allowed_roots)
+        self._embedder = embedder
         self._stores: dict[str, KnowledgeBase] = {}
         self._opening = asyncio.Lock()
 
@@ -53,11 +73,26 @@ class AgentKb:
                     project_root=self._project_root,
                     home=self._home,
                 )
+                embedder = await self.embedder()
                 found = await asyncio.to_thread(
-                    KnowledgeBase, directory, scope=scope, project=self.project
+                    KnowledgeBase,
+                    directory,
+                    scope=scope,
+                    project=self.project,
+                    embedder=embedder,
+                    redact=self._redact,
                 )
                 self._stores[scope] = found
             return found
+
+    async def embedder(self) -> Embedder:
+        """The configured embedder; raises ConfigError if the configuration no longer loads."""
+        if self._embedder is None:
+            # The discovery the agent was configured by: from its project root, which
+            # finds the same .ateam/ directories as from anywhere inside the project.
+            start = self._project_root or self.allowed_roots[0]
+            self._embedder = await asyncio.to_thread(configured_embedder, start)
+        return self._embedder
 
     async def ingest(
         self, scope: str, paths: Sequence[str], *, progress: Progress | None = None

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import os
+import re
 import signal
 import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -24,11 +27,13 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from ateam._fs import atomic_write
+from ateam._fs import Damage, DamageLog, atomic_write, probe_room
+from ateam._jsonl import storage_error
 from ateam.agent.fence import STATE_LOCK_WAIT_S, StateDirLock, WriteFence
 from ateam.agent.handoff import HandoffStore
 from ateam.agent.history import History, SummaryLog
 from ateam.agent.kb import AgentKb
+from ateam.agent.plan import read_plan
 from ateam.agent.prompts import Prompts
 from ateam.agent.queue import DurableQueue, QueueItem
 from ateam.agent.router import ModelRouter, Reason
@@ -40,6 +45,8 @@ from ateam.agent.runner import (
     cancel_quietly,
 )
 from ateam.agent.service import PLAN_FILE, build_methods
+from ateam.agent.teamfeed import TeamFeed
+from ateam.agent.usage import UsageLedger
 from ateam.agent.watchdog import Stall, StallWatch
 from ateam.agent.workctx import SummaryOutcome, WorkingContext
 from ateam.bus.backoff import CONNECTION_ERRORS
@@ -61,6 +68,8 @@ from ateam.constants import (
     PROMPT_POLL_S,
     SHUTDOWN_HARD_S,
     SHUTDOWN_SOFT_S,
+    STORAGE_PROBE_BYTES,
+    STORAGE_PROBE_S,
     SWITCH_BACK_CHECK_S,
     WORKER_CRASH_WINDOW_S,
     WORKER_RESTART_DELAY_S,
@@ -69,7 +78,10 @@ from ateam.errors import (
     EXIT_LOCK_LOST,
     EXIT_WORKER_CRASHED,
     AteamError,
+    Code,
     LockLost,
+    StorageError,
+    StorageFull,
     WorkerStalled,
     agent_exit_code,
 )
@@ -86,12 +98,26 @@ from ateam.tools.registry import ToolContext, ToolRegistry
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Queued:
+    """What :meth:`Agent.enqueue` did with an input."""
+
+    item: QueueItem
+    created: bool
+    """``False``: the request id was seen before and its first item is returned."""
+    redacted: int
+    """Secrets replaced by ``****`` before the text was queued."""
+
+
 class AgentState(StrEnum):
     INIT = "init"
     REGISTERED = "registered"
     IDLE = "idle"
     BUSY = "busy"
     WAITING = "waiting"
+    BLOCKED = "blocked"
+    """The state directory cannot be written (a full disk): nothing is taken, the work
+    stays queued, and the agent resumes by itself once a write succeeds."""
     SHUTDOWN = "shutdown"
 
 
@@ -132,6 +158,10 @@ class Agent:
         self.history = History(config.state_dir, fence=fence)
         self.router = ModelRouter(config, factory=build_provider, current=provider.model)
         self.router.providers[provider.model] = provider
+        self.ledger = UsageLedger(config.state_dir, fence=fence)
+        self.router.usage = self.ledger.load()
+        self.router.on_usage = self._usage_changed
+        self._usage_dirty = False
         self.events = EventPublisher(
             self.client,
             self.keys,
@@ -154,9 +184,10 @@ class Agent:
             host=socket.gethostname(),
             pid=os.getpid(),
             started_at=time.time(),
+            usage=self.router.usage_view(),  # what was spent before a restart counts too
         )
         self.heartbeat = Heartbeat(self.client, self.keys, self.entry)
-        self.summaries = SummaryLog(config.state_dir, fence=fence)
+        self.summaries = SummaryLog(config.state_dir, fence=fence, scrub=self.redactor.redact)
         self.handoff = HandoffStore(
             config.state_dir,
             model=provider.model,
@@ -164,8 +195,12 @@ class Agent:
             mirror=self._mirror_handoff,
             lock_timeout_s=HANDOFF_LOCK_WAIT_S,
             fence=fence,
+            scrub=self.redactor.redact_obj,
         )
-        self.workctx = WorkingContext(config.state_dir, fence=fence)
+        self.team = TeamFeed(
+            ContextStore(self.client, self.keys, redactor=self.redactor), config.project, self.id
+        )
+        self.workctx = WorkingContext(config.state_dir, fence=fence, scrub=self.redactor.redact_obj)
         self._recent_actions: list[str] = []
         self._files_touched: list[str] = []
         self.tool_registry, self._plugin_warnings = (
@@ -192,6 +227,7 @@ class Agent:
             project_root=project_root,
             home=ateam_home(),
             allowed_roots=[self.sandbox.root, *self.sandbox.whitelist],
+            redact=self.redactor.redact,
         )
         spec = config.exec
         self.exec_limits = ExecLimits(
@@ -199,14 +235,15 @@ class Agent:
             cpu_s=spec.cpu_s,
             output_limit=spec.output_limit_bytes,
             inherit_env=spec.inherit_env,
-            env_allow=spec.env_allow,
+            # Passed-through secrets reach the tools; their values are masked (cli.py).
+            env_allow=(*spec.env_allow, *config.spec.tools.env_passthrough),
         )
         self.runner = TaskRunner(
             self.events,
             self.history,
             provider,
             system_prompt=self.prompts.effective,
-            summaries=self.summaries,
+            summaries=self._logged_summaries,
             policy=self.policy,
             approvals=self.approvals,
             tool_context=self._tool_context,
@@ -219,7 +256,7 @@ class Agent:
             router=self.router,
             on_switch=self._on_switch,
             on_turn=self._on_turn,
-            extra_context=self.workctx.render,
+            extra_context=self._extra_context,
             handoff_context=self._handoff_context,
             compact=self._compact,
             compacted_until=_read_marker(config.state_dir / "context" / "compacted_until"),
@@ -283,7 +320,7 @@ class Agent:
         # The files too: a frozen predecessor on this host keeps them until it exits.
         await self.state_lock.acquire(wait_s=STATE_LOCK_WAIT_S, keep_alive=self.lock.refresh)
         report = self.queue.open(killed=self._killed_before)
-        torn = self.history.open()
+        self.history.open()  # a torn tail it repairs is reported through its damage log
         self.prompts.load()
         await self.events.start()
         if self.prompts.last_warning:
@@ -293,11 +330,13 @@ class Agent:
         for warning in self.lock.warnings:
             self.events.emit(EventType.WARN, msg=warning, code="lock.takeover")
         for message in report.messages():
+            log.warning("%s", message)
             self.events.emit(EventType.WARN, msg=message, code="queue.recovered")
-        if torn:
-            self.events.emit(
-                EventType.WARN, msg=f"history: repaired torn last line ({torn} bytes dropped)"
-            )
+        # Damage found while opening waits in each store's log until now; damage found
+        # later (a corrupt file read mid-work) is announced as it is found.
+        for damage in self._damage_logs():
+            damage.listen(self._on_damage)
+        self.handoff.read()  # a corrupt record is reported now, not at the first switch
         self.entry.fence = self.lock.fence
         self.entry.queue_len = len(self.queue)
         # What the model would see now, rebuilt from disk: after a restart /ctx and
@@ -379,6 +418,7 @@ class Agent:
                 self.control.interrupt(hard=True)
                 await asyncio.wait({self._worker}, timeout=SHUTDOWN_HARD_S)
             await cancel_quietly(self._worker)
+        self._save_usage()
         self.history.close()
         self.queue.close()
         with contextlib.suppress(Exception):  # a KB that failed to close loses nothing
@@ -461,6 +501,7 @@ class Agent:
                 return
             changed = self._registry_dirty.is_set()
             self._registry_dirty.clear()
+            self._save_usage()
             try:
                 await self.lock.refresh()
                 await self.current_owner()
@@ -514,6 +555,20 @@ class Agent:
         if connected and failures == 0:
             self._registry_dirty.set()
 
+    def _usage_changed(self) -> None:
+        # Written by the maintenance loop within a heartbeat (3 s), after each task and
+        # on shutdown, not after every model call: a kill -9 loses at most a heartbeat
+        # of counts, and a busy tool loop does not fsync a file per call.
+        self._usage_dirty = True
+
+    def _save_usage(self) -> None:
+        """Persist the usage counts if they changed, and show them in the registry."""
+        if not self._usage_dirty or self.write_fence.lost:
+            return
+        self.entry.usage = self.router.usage_view()
+        # A failure keeps the counts in memory, dirty, for the next try.
+        self._usage_dirty = not self.ledger.save_quietly(self.router.usage)
+
     def _on_bad_request(self, message: str) -> None:
         self.events.emit(EventType.WARN, msg=f"rejected a request: {message}", code="bad_request")
 
@@ -527,19 +582,28 @@ class Agent:
         rid: str | None = None,
         caller: str | None = None,
         trace_id: str | None = None,
-    ) -> tuple[QueueItem, bool]:
-        """Durably queue an input; returns (item, created). A repeated rid is not re-added."""
+    ) -> Queued:
+        """Durably queue an input, its secrets redacted first. A repeated rid is not re-added.
+
+        Every way in (the ``input`` RPC, the REPL, its inbox) comes through here, so no
+        secret reaches the queue file, the history, the handoff or an event.
+        """
         if rid is not None:
             existing = self.queue.find_rid(rid)
             if existing is not None:
-                return existing, False
+                return Queued(existing, created=False, redacted=0)
+        clean = self.redactor.scrub(text)
         item = self.queue.append(
-            text, source=source, rid=rid, caller=caller, trace_id=trace_id or os.urandom(6).hex()
+            clean.text,
+            source=source,
+            rid=rid,
+            caller=caller,
+            trace_id=trace_id or os.urandom(6).hex(),
         )
         self.entry.queue_len = len(self.queue)
         self._work.set()
         self._registry_dirty.set()
-        return item, True
+        return Queued(item, created=True, redacted=clean.replaced)
 
     def enqueue_wakeup(self) -> None:
         """Tell the worker that items were added behind its back (e.g. a retry)."""
@@ -645,9 +709,10 @@ class Agent:
             exec_limits=self.exec_limits,
             track=control.track,
             plan_path=self.config.dir / PLAN_FILE,
+            redact=self.redactor.redact,
             list_agents=self._list_agents,
             memory=self.workctx,
-            context_items=ContextStore(self.client, self.keys),
+            context_items=ContextStore(self.client, self.keys, redactor=self.redactor),
             kb=self.kb,
         )
 
@@ -680,7 +745,13 @@ class Agent:
 
     async def _work_loop(self) -> None:
         while not self._stop.is_set():
-            item = self.queue.current or self.queue.take()
+            try:
+                item = self.queue.current or self.queue.take()
+            except StorageFull as exc:
+                # The start cannot be recorded, so nothing is taken: the item stays first
+                # in line and is taken once there is room.
+                await self._until_written(exc, self.queue.take)
+                continue
             if item is None:
                 if self._prompt_reload_pending:
                     self._apply_prompt_reload("deferred until the agent was idle")
@@ -699,10 +770,12 @@ class Agent:
         self.entry.current_task = item.id
         self.entry.queue_len = len(self.queue)
         self._set_state(AgentState.BUSY)
+        await self.team.refresh()  # what the team shared since, for this task's turns
 
         def stop_stalled() -> None:
             control.interrupt(hard=True, reason=f"stalled: no progress for {self._stall_s()}")
 
+        full: StorageFull | None = None
         try:
             outcome = await self.stall.step(
                 f"task {item.id}", self.runner.run(item, control), stop=stop_stalled
@@ -723,9 +796,12 @@ class Agent:
             raise
         except LockLost:
             raise  # nothing more of ours may be written; the successor re-runs the item
+        except StorageFull as exc:  # the runner could not record a turn
+            full = exc
+            outcome = TaskOutcome(False, exc.message, "", 0, 0)
         except Exception as exc:
-            self.queue.done(item.id, ok=False, error=repr(exc))
-            self.entry.last_error = repr(exc)
+            self.queue.done(item.id, ok=False, error=self.redactor.redact(repr(exc)))
+            self.entry.last_error = self.redactor.redact(repr(exc))
             raise
         finally:
             self.control = None
@@ -734,24 +810,118 @@ class Agent:
                 self._apply_prompt_reload("deferred until the task ended")
         if self.write_fence.lost:
             return  # fenced: the queue file is the successor's now
+        if full is not None:
+            # As far as the files know the task has not run (a turn is missing), so it
+            # goes back to the head with its attempt given back, once that can be written.
+            await self._until_written(full, lambda: self.queue.release(item.id))
+            return
         if self._stop.is_set() and not outcome.ok:
             # Cut short by shutdown or a lost lock, not by a person: the acknowledged
             # input goes back to the head and runs again after the restart.
             self.queue.release(item.id)
             return
-        self.queue.done(item.id, ok=outcome.ok, error=outcome.error)
+        await self._finish(item, outcome)
+
+    async def _finish(self, item: QueueItem, outcome: TaskOutcome) -> None:
+        """Record the end of a task that ran, then the bookkeeping and upkeep after it."""
+        try:
+            self.queue.done(item.id, ok=outcome.ok, error=outcome.error)
+        except StorageFull as exc:
+            # The task ran and its turns are on disk: only its end is missing, and that
+            # is what is written once there is room, not a second run.
+            end = functools.partial(self.queue.done, item.id, ok=outcome.ok, error=outcome.error)
+            if not await self._until_written(exc, end):
+                return
         if outcome.error and outcome.error not in ("interrupted", "cancelled"):
-            self.entry.last_error = outcome.error
-            self.workctx.add_failure(outcome.error, task=item.id)
+            self.entry.last_error = self.redactor.redact(outcome.error)
+            self._remember("failure", self.workctx.add_failure, outcome.error, task=item.id)
         self._task_finished(item, outcome.ok)
-        self.entry.usage = self.router.usage_view()
+        self._save_usage()
         self.entry.queue_len = len(self.queue)
         self._registry_dirty.set()
-        if self.workctx.note_task_done():
+        if self._remember("task count", self.workctx.note_task_done):
             await self._upkeep("summary", self.summarize("every 5 tasks"))
         self._update_ctx_pct()
         await self._upkeep("context check", self._check_context_fill())
         self._registry_dirty.set()
+
+    def _remember(self, what: str, write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """One working-context write after a task; ``None`` if it failed.
+
+        The working context helps the model, it is not the record of the work: a write
+        that fails (a full disk included) is logged and the work goes on.
+        """
+        try:
+            return write(*args, **kwargs)
+        except StorageError as exc:
+            log.warning("working context (%s) not updated: %s", what, exc.one_line())
+            return None
+
+    async def _until_written(self, full: StorageFull, write: Callable[[], object]) -> bool:
+        """Blocked until ``write``, the write that failed, succeeds; ``False`` if stopped first.
+
+        A full disk pauses work rather than failing it: nothing is taken meanwhile and
+        the item in hand stays queued. Once a scratch write of real size succeeds, the
+        write that failed is retried, so the agent resumes by itself when there is room
+        (issue 10; SPEC §12: an acknowledged input is never lost).
+        """
+        room = max(STORAGE_PROBE_BYTES, int(full.detail.get("bytes") or 0))
+        reason = (
+            f"{full.message}; nothing is taken until it can be written "
+            f"(retrying every {STORAGE_PROBE_S:g} s)"
+        )
+        log.warning("blocked: %s", reason)
+        self.entry.alert = f"blocked: {reason}"
+        self.events.emit(
+            EventType.WARN, msg=f"blocked: {reason}", code=full.code, path=full.detail.get("path")
+        )
+        self._set_state(AgentState.BLOCKED)
+        started = time.monotonic()
+        try:
+            while True:
+                # Waits on the stop event, so a shutdown never waits out a probe interval.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(STORAGE_PROBE_S):
+                        await self._stop.wait()
+                if self._stop.is_set():
+                    return False
+                try:
+                    self._probe_room(room)
+                    write()
+                except StorageFull:
+                    continue
+                waited = time.monotonic() - started
+                log.warning("storage writable again after %.0f s; resuming", waited)
+                self._set_state(AgentState.BUSY)
+                return True
+        finally:
+            if self.entry.alert == f"blocked: {reason}":
+                self.entry.alert = None
+            self._registry_dirty.set()
+
+    def _probe_room(self, size: int) -> None:
+        state_dir = self.config.state_dir
+        try:
+            probe_room(state_dir, size)
+        except OSError as exc:
+            raise storage_error("state", "no room for a write in", state_dir, exc) from exc
+
+    def _damage_logs(self) -> tuple[DamageLog, ...]:
+        """Every store's damage reports (issue 10: damage is reported, never absorbed)."""
+        return (
+            self.queue.damage,
+            self.history.damage,
+            self.summaries.damage,
+            self.handoff.damage,
+            self.workctx.damage,
+            self.ledger.damage,
+        )
+
+    def _on_damage(self, damage: Damage) -> None:
+        # Logged by the store already; this makes it an event every console shows.
+        self.events.emit(
+            EventType.WARN, msg=damage.message(), code=Code.STORAGE_DAMAGED, **damage.fields()
+        )
 
     async def _upkeep(self, name: str, work: Awaitable[Any]) -> None:
         """One upkeep step between tasks: bounded, watched, and never fatal to the worker.
@@ -836,11 +1006,11 @@ class Agent:
     ) -> None:
         """Move to ``to_model``: verify the handoff, record the switch, tell everyone."""
         why = str(reason) if reason is not None else Reason.PINNED.value
-        validity = self.handoff.show()[1]
+        record, validity = self.handoff.show()
         if not validity.ok:
             # Stale or missing: write a fresh one from what the agent knows now.
             self._refresh_handoff(status="in_progress" if self.control else "idle")
-            validity = self.handoff.show()[1]
+            record, validity = self.handoff.show()
         if not validity.ok:
             self.events.emit(
                 EventType.WARN,
@@ -850,6 +1020,8 @@ class Agent:
                 **ids,
             )
             why = Reason.INCOMPLETE_HANDOFF.value
+        else:
+            self._announce_handoff("used", record or {}, to=to_model, **ids)
         self.router.switch(to_model)
         usage = {"ctx_pct": self.entry.ctx_pct, **self.router.usage_view()}
         try:
@@ -951,17 +1123,24 @@ class Agent:
         task: dict[str, Any] = {"status": status, "project": self.config.project}
         if description is not None:
             task["description"] = description[:2000]
-        decisions = [d.get("decision", "") for d in self.workctx.decisions()[:5]]
-        failures = [f.get("description", "") for f in self.workctx.failures()[:3]]
+        decisions = [d.get("decision", "") for d in self.workctx.decisions()[-5:]]
+        failures = [
+            {key: f.get(key, "") for key in ("description", "root_cause", "resolution")}
+            for f in self.workctx.failures()[-3:]
+        ]
+        # A failure nobody resolved yet still blocks; a resolved one is a lesson.
+        blockers = [f["description"] for f in failures if not f["resolution"]]
         try:
-            self.handoff.update(
+            record = self.handoff.update(
                 {
                     "model": {"current": self.router.current, "usage_percent": self.entry.ctx_pct},
                     "task": task,
                     "context": {
                         "recent_actions": list(self._recent_actions),
                         "decisions": decisions,
-                        "blockers": failures,
+                        "next_steps": self._next_steps(),
+                        "blockers": blockers,
+                        "failures": failures,
                     },
                     "files_touched": list(self._files_touched),
                 },
@@ -969,6 +1148,44 @@ class Agent:
             )
         except AteamError as exc:  # a handoff that cannot be written must not stop work
             log.warning("handoff not written: %s", exc)
+            return
+        self._announce_handoff("refreshed", record)
+
+    def _announce_handoff(self, action: str, record: Mapping[str, Any], **ids: Any) -> None:
+        """The ``handoff`` event: written (``refreshed``) or taken up by a switch (``used``)."""
+        context = record.get("context") or {}
+        self.events.emit(
+            EventType.HANDOFF,
+            action=action,
+            sequence=record.get("sequence"),
+            checksum=record.get("checksum"),
+            ready=record.get("handoff_ready"),
+            next_steps=len(context.get("next_steps") or ()),
+            **ids,
+        )
+
+    def _next_steps(self) -> list[str]:
+        """What comes next: the plan's open items, else the queued inputs (SPEC §7)."""
+        steps = _plan_steps(read_plan(self.config.dir / PLAN_FILE))
+        if not steps:
+            steps = [item.text for item in self.queue.pending()[:NEXT_STEPS_MAX]]
+        return [_one_line(step, 200) for step in steps[:NEXT_STEPS_MAX]]
+
+    def _extra_context(self) -> str:
+        """The working context (SPEC §8) and the team's context items (SPEC §9)."""
+        blocks = (self.workctx.render(), self.team.render())
+        return "\n\n".join(block for block in blocks if block)
+
+    def _logged_summaries(self) -> list[dict[str, Any]]:
+        """Summaries for the context from ``summary.jsonl``: the newest, as a fallback.
+
+        The working context's running summary folds every earlier summary in, and it is
+        in every turn's context already; the log's copy is only needed when that file
+        is gone or damaged, so the same text is never paid for twice.
+        """
+        if self.workctx.summary():
+            return []
+        return self.summaries.all()[-1:]
 
     def _handoff_context(self) -> str:
         """The block the first call after a switch carries: the handoff and the summary."""
@@ -1099,13 +1316,22 @@ class Agent:
         return {"ok": outcome.ok, "attempts": outcome.attempts, "reason": outcome.reason}
 
     async def _summarize_turns(self, turns: list[dict[str, Any]]) -> SummaryOutcome:
-        """One summary, bounded in time: a slow model delays work, it never holds it."""
+        """One summary, bounded in time: a slow model delays work, it never holds it.
+
+        A summary that was made is also appended to ``state/summary.jsonl`` (SPEC §5.3),
+        the record of every summary and of the turns it covers.
+        """
         limit = self.config.spec.watchdog.step_timeout_s
+        model = self.router.current
         try:
             async with asyncio.timeout(limit):
-                return await self.workctx.summarize(self.provider, turns, model=self.router.current)
+                outcome = await self.workctx.summarize(self.provider, turns, model=model)
         except TimeoutError:
             return SummaryOutcome(False, None, 1, f"timed out after {limit:g}s")
+        if outcome.ok and outcome.summary:
+            stamps = [float(t.get("ts") or 0) for t in turns] or [time.time()]
+            self.summaries.append(outcome.summary, window=(stamps[0], stamps[-1]), model=model)
+        return outcome
 
     def _update_ctx_pct(self) -> None:
         if self.provider.context_window:
@@ -1137,6 +1363,26 @@ async def _bounded(step: Awaitable[Any], seconds: float = 2.0) -> None:
             await step
 
 
+NEXT_STEPS_MAX = 5
+"""Next steps a handoff carries: enough to go on, few enough to stay in budget."""
+_CHECKLIST = re.compile(r"^\s*[-*+]\s+\[( |x|X)\]\s+(.+)$")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.+)$")
+
+
+def _plan_steps(plan: str) -> list[str]:
+    """The open checklist items of a Markdown plan, or its list items if it has no boxes."""
+    boxes = [_CHECKLIST.match(line) for line in plan.splitlines()]
+    if any(boxes):
+        return [m.group(2).strip() for m in boxes if m is not None and m.group(1) == " "]
+    items = (_LIST_ITEM.match(line) for line in plan.splitlines())
+    return [m.group(1).strip() for m in items if m is not None]
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def _handoff_lines(record: Mapping[str, Any]) -> list[str]:
     """The task, context lists and touched files of a handoff record, as prompt lines."""
     task = record.get("task") or {}
@@ -1152,6 +1398,13 @@ def _handoff_lines(record: Mapping[str, Any]) -> list[str]:
         if items:
             lines.append(f"{title}:")
             lines.extend(f"- {item}" for item in items)
+    failures = [f for f in context.get("failures") or () if isinstance(f, Mapping)]
+    if failures:
+        lines.append("Failures (root cause → resolution, where known):")
+        for failure in failures:
+            cause = failure.get("root_cause") or "cause unknown"
+            fix = failure.get("resolution") or "unresolved"
+            lines.append(f"- {failure.get('description', '')} ({cause} → {fix})")
     if record.get("files_touched"):
         lines.append("Files touched: " + ", ".join(record["files_touched"][-20:]))
     return lines

@@ -19,6 +19,9 @@ log gives the state. Compaction (every ``QUEUE_COMPACT_EVERY`` finished items, a
 when the log holds finished items, and on ``clear``) atomically rewrites the file with the
 live items only. Items that crash the process twice go to ``state/dead.jsonl``.
 
+Damage (a torn last line, unreadable lines) is repaired at open, but never in silence: the
+file is copied aside first and the finding reported through :attr:`DurableQueue.damage`.
+
 The JSON-lines helpers and the append descriptor live in :mod:`ateam._jsonl`, shared with
 :mod:`ateam.agent.history`.
 """
@@ -38,7 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from ateam._fs import append_durably, atomic_write, fsync_dir, open_append
+from ateam._fs import (
+    DamageLog,
+    Problem,
+    append_durably,
+    atomic_write,
+    fsync_dir,
+    keep_aside,
+    open_append,
+)
 from ateam._jsonl import AppendLog, decode_line, encode_line, storage_error, truncate_torn_tail
 from ateam.agent.fence import Fenced, unfenced
 from ateam.constants import QUEUE_COMPACT_EVERY, QUEUE_TAIL_SCAN
@@ -185,7 +196,11 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 @dataclass
 class RecoveryReport:
-    """What :meth:`DurableQueue.open` found and repaired."""
+    """What :meth:`DurableQueue.open` found and repaired.
+
+    Damaged files are reported through :attr:`DurableQueue.damage` as well, each with
+    the copy kept aside; :meth:`messages` words what recovery did to the items.
+    """
 
     torn_bytes: int = 0
     """Bytes truncated from a torn last line of ``queue.jsonl`` (0 if none)."""
@@ -201,12 +216,12 @@ class RecoveryReport:
     """Why each of :attr:`dead` was moved (crashed, or killed too often)."""
 
     def messages(self) -> list[str]:
-        """One line per finding, for people (agent log and console banner)."""
+        """One line per item recovery moved, for people (agent log and console banner).
+
+        The damage found (torn or unreadable lines) is not here: it is reported through
+        :attr:`DurableQueue.damage`, with the copy of the file that was kept.
+        """
         lines: list[str] = []
-        if self.torn_bytes:
-            lines.append(f"queue: repaired torn last line ({self.torn_bytes} bytes dropped)")
-        if self.skipped:
-            lines.append(f"queue: skipped {self.skipped} unreadable line(s)")
         lines.extend(
             f"queue: {item_id} was in progress when the agent stopped; put back at the head"
             for item_id in self.requeued
@@ -216,11 +231,6 @@ class RecoveryReport:
             f"{DEAD_FILE} (`queue retry` re-enqueues)"
             for item_id in self.dead
         )
-        if self.dead_torn_bytes:
-            lines.append(
-                f"queue: repaired torn last line of {DEAD_FILE} "
-                f"({self.dead_torn_bytes} bytes dropped)"
-            )
         return lines
 
 
@@ -341,6 +351,8 @@ class DurableQueue:
         self.path = self.state_dir / QUEUE_FILE
         self.dead_path = self.state_dir / DEAD_FILE
         self._log = AppendLog(self.path, label="queue")
+        self.damage = DamageLog("queue")
+        """Damaged queue files found: each copied aside before it is repaired."""
         # Finished items by rid; kept across close() and open() for the process's life.
         self._recent: OrderedDict[str, QueueItem] = OrderedDict()
         self._reset()
@@ -376,17 +388,34 @@ class DurableQueue:
         self._reset()  # the file is the truth, also when reopening after close()
         report = RecoveryReport()
         replay = _Replay()
+        # A file's copy is made before its first change and serves every finding in it.
+        kept: dict[Path, Path] = {}
+
+        def keep(path: Path) -> Callable[[int], None]:
+            def before_change(_dropped: int) -> None:
+                if path not in kept:
+                    kept[path] = keep_aside(path)
+
+            return before_change
+
         try:
             if not self.state_dir.exists():
                 private_dir(self.state_dir)
                 fsync_dir(self.state_dir.parent)
-            report.torn_bytes = truncate_torn_tail(self.path, max_scan=QUEUE_TAIL_SCAN)
-            report.dead_torn_bytes = truncate_torn_tail(self.dead_path, max_scan=QUEUE_TAIL_SCAN)
+            report.torn_bytes = truncate_torn_tail(
+                self.path, max_scan=QUEUE_TAIL_SCAN, before_cut=keep(self.path)
+            )
+            report.dead_torn_bytes = truncate_torn_tail(
+                self.dead_path, max_scan=QUEUE_TAIL_SCAN, before_cut=keep(self.dead_path)
+            )
             with contextlib.suppress(FileNotFoundError):
                 replay.feed(self.path.read_bytes())
+            if replay.skipped:
+                keep(self.path)(0)  # the compaction below drops those lines
         except OSError as exc:
-            raise storage_error("queue", "cannot read", self.path, exc) from exc
+            raise storage_error("queue", "cannot read or keep a copy of", self.path, exc) from exc
         report.skipped = replay.skipped
+        self._report_damage(report, kept)
         self._load(replay)
         self._recover(report, killed=killed)
         try:
@@ -542,14 +571,19 @@ class DurableQueue:
 
     def dead_items(self) -> list[dict[str, Any]]:
         """The dead-lettered items, oldest first, each with its ``reason``."""
+        return self._read_dead()[0]
+
+    def _read_dead(self) -> tuple[list[dict[str, Any]], int]:
+        """The readable entries of ``dead.jsonl`` and how many lines were not."""
         try:
             data = self.dead_path.read_bytes()
         except FileNotFoundError:
-            return []
+            return [], 0
         except OSError as exc:
             raise storage_error("queue", "cannot read", self.dead_path, exc) from exc
-        entries = (decode_line(line) for line in data.split(b"\n") if line.strip())
-        return [entry for entry in entries if entry is not None]
+        entries = [decode_line(line) for line in data.split(b"\n") if line.strip()]
+        readable = [entry for entry in entries if entry is not None]
+        return readable, len(entries) - len(readable)
 
     def retry_dead(self) -> list[QueueItem]:
         """Re-enqueue the dead-lettered items under new ids and empty ``dead.jsonl``.
@@ -560,9 +594,21 @@ class DurableQueue:
         Returns:
             The new items, in their former order.
         """
-        entries = self.dead_items()
+        entries, unreadable = self._read_dead()
         if not entries:
             return []
+        if unreadable:
+            # The rewrite below keeps only what can be read: keep the rest for a person.
+            try:
+                self.damage.report(
+                    self.dead_path,
+                    Problem.UNREADABLE_LINES,
+                    f"dropped {unreadable} unreadable line(s) of {DEAD_FILE} on retry",
+                    count=unreadable,
+                    required=True,
+                )
+            except OSError as exc:
+                raise storage_error("queue", "cannot keep a copy of", self.dead_path, exc) from exc
         now = time.time()
         items: list[QueueItem] = []
         unusable: list[dict[str, Any]] = []
@@ -588,6 +634,28 @@ class DurableQueue:
         return items
 
     # -- internals
+
+    def _report_damage(self, report: RecoveryReport, kept: dict[Path, Path]) -> None:
+        for path, dropped in (
+            (self.path, report.torn_bytes),
+            (self.dead_path, report.dead_torn_bytes),
+        ):
+            if dropped:
+                self.damage.report(
+                    path,
+                    Problem.TORN_TAIL,
+                    f"repaired torn last line of {path.name} ({dropped} bytes dropped)",
+                    dropped_bytes=dropped,
+                    kept=kept[path],
+                )
+        if report.skipped:
+            self.damage.report(
+                self.path,
+                Problem.UNREADABLE_LINES,
+                f"skipped {report.skipped} unreadable line(s) of {QUEUE_FILE}",
+                count=report.skipped,
+                kept=kept[self.path],
+            )
 
     def _load(self, replay: _Replay) -> None:
         self._last_id = replay.last_id

@@ -39,6 +39,7 @@ from ateam.agent.service import MAX_HISTORY_TAIL, AgentService
 from ateam.bus.rpc import Call
 from ateam.console.completion import CommandCompleter, Completion
 from ateam.errors import AteamError
+from ateam.redact import Scrubbed
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
@@ -162,8 +163,10 @@ async def scan_inbox(agent: Agent, ask: Ask, out: Out) -> list[QueueItem]:
             continue
         # Queue first, then move: a failed move offers the file again next time, which
         # is better than a moved file that never reached the queue.
-        item, _ = agent.enqueue(f"[inbox file: {path.name}]\n{text}", source="inbox")
-        queued.append(item)
+        entry = agent.enqueue(f"[inbox file: {path.name}]\n{text}", source="inbox")
+        queued.append(entry.item)
+        if entry.redacted:
+            out(_secrets_notice(entry.redacted))
         processed = inbox / "processed"
         try:
             processed.mkdir(exist_ok=True)
@@ -172,9 +175,9 @@ async def scan_inbox(agent: Agent, ask: Ask, out: Out) -> list[QueueItem]:
             destination = _free_name(processed, path.name)
             os.replace(path, destination)
         except OSError as exc:
-            out(f"inbox: queued {item.id} but could not move {path.name}: {exc.strerror}")
+            out(f"inbox: queued {entry.item.id} but could not move {path.name}: {exc.strerror}")
             continue
-        out(f"inbox: queued {item.id}; moved to processed/{destination.name}")
+        out(f"inbox: queued {entry.item.id}; moved to processed/{destination.name}")
     return queued
 
 
@@ -266,8 +269,10 @@ class AgentRepl:
             return
         handler = self._handlers.get(word)
         if handler is None:
-            item, _ = self.agent.enqueue(text, source="local")
-            self.out(f"queued {item.id} ({len(self.agent.queue)} waiting)")
+            entry = self.agent.enqueue(text, source="local")
+            self.out(f"queued {entry.item.id} ({len(self.agent.queue)} waiting)")
+            if entry.redacted:
+                self.out(_secrets_notice(entry.redacted))
             return
         try:
             args = shlex.split(text)[1:]
@@ -503,3 +508,8 @@ def _short(text: str, width: int = 70) -> str:
 def _turn_line(turn: dict[str, Any]) -> str:
     stamp = time.strftime("%H:%M:%S", time.localtime(float(turn.get("ts") or 0)))
     return f"{stamp}  {turn.get('role', '?'):<9} {_short(str(turn.get('content') or ''), 90)}"
+
+
+def _secrets_notice(count: int) -> str:
+    """The line a sender reads when its text held secrets (see :class:`Scrubbed`)."""
+    return Scrubbed("", count).notice() or ""

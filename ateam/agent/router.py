@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ateam.agent.usage import Usage
 from ateam.config import AgentConfig
 from ateam.config.schema import ModelEntry, SwitchingSpec
 from ateam.errors import (
@@ -110,24 +111,6 @@ class Health:
 
 
 @dataclass
-class Usage:
-    """Tokens and estimated cost spent on one model (SPEC §11 usage accounting)."""
-
-    tokens_in: int = 0
-    tokens_out: int = 0
-    calls: int = 0
-    cost: float = 0.0
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "tokens_in": self.tokens_in,
-            "tokens_out": self.tokens_out,
-            "calls": self.calls,
-            "cost": round(self.cost, 6),
-        }
-
-
-@dataclass
 class ModelRouter:
     """The route of one agent and the state of each model on it.
 
@@ -147,6 +130,8 @@ class ModelRouter:
     health: dict[str, Health] = field(default_factory=dict)
     usage: dict[str, Usage] = field(default_factory=dict)
     last_switch: float | None = None
+    on_usage: Callable[[], None] | None = None
+    """Told after each counted call, so the counts can be persisted (``usage.json``)."""
 
     def __post_init__(self) -> None:
         self.current = self.current or self.config.model
@@ -201,6 +186,8 @@ class ModelRouter:
             usage.cost += (
                 tokens_in * prices.input_per_mtok + tokens_out * prices.output_per_mtok
             ) / 1e6
+        if self.on_usage is not None:
+            self.on_usage()
 
     def after_failure(self, model: str, exc: BaseException, attempt: int) -> Decision:
         """What to do after call number ``attempt`` (0-based) to ``model`` failed."""

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ateam.agent import context as ctxbuild
-from ateam.agent.history import History, SummaryLog
+from ateam.agent.history import History
 from ateam.agent.queue import QueueItem
 from ateam.agent.router import Action, ModelRouter
 from ateam.agent.router import Decision as RouteDecision
 from ateam.bus.events import Coalescer, EventPublisher, EventType, decode_chunk, encode_chunk
 from ateam.config.schema import Approval
-from ateam.errors import AteamError, ContextTooLong, LockLost, ToolDenied
+from ateam.errors import AteamError, ContextTooLong, LockLost, StorageFull, ToolDenied
 from ateam.providers.base import (
     Headroom,
     Message,
@@ -150,7 +150,7 @@ class TaskRunner:
         provider: Provider,
         *,
         system_prompt: Callable[[], str],
-        summaries: SummaryLog | None = None,
+        summaries: Callable[[], list[dict[str, Any]]] | None = None,
         policy: ToolPolicy | None = None,
         approvals: Approvals | None = None,
         tool_context: ContextFactory | None = None,
@@ -229,7 +229,7 @@ class TaskRunner:
             ]
         return ctxbuild.build(
             system=system,
-            summaries=self._summaries.all() if self._summaries is not None else [],
+            summaries=self._summaries() if self._summaries is not None else [],
             turns=turns,
             new_input=new_input,
             window=self.provider.context_window,
@@ -240,8 +240,9 @@ class TaskRunner:
     async def run(self, item: QueueItem, control: TaskControl) -> TaskOutcome:
         """Run ``item`` to its end; ``task.end`` is emitted whatever happens but a cancel.
 
-        Only :class:`asyncio.CancelledError` (the worker is being torn down) and
-        :class:`~ateam.errors.LockLost` (a durable write was fenced off) escape; every
+        Only :class:`asyncio.CancelledError` (the worker is being torn down),
+        :class:`~ateam.errors.LockLost` (a durable write was fenced off) and
+        :class:`~ateam.errors.StorageFull` (a turn found no room on disk) escape; every
         other failure ends the task with an error and leaves the agent working.
         """
         ids = {"task_id": item.id, "trace_id": item.trace_id}
@@ -258,6 +259,10 @@ class TaskRunner:
             # This instance may no longer write anything, the task's end included: the
             # agent stops and the successor runs the item again.
             raise
+        except StorageFull:
+            # Not the task's failure: a turn could not be recorded. The agent keeps the
+            # item queued and runs it again once there is room (it ends then).
+            raise
         except Exception as exc:  # a bug or a storage failure: end this task, not the agent
             log.exception("task %s failed unexpectedly", item.id)
             progress.error = f"internal error: {_describe(exc)}"
@@ -265,6 +270,9 @@ class TaskRunner:
         error = progress.error
         if control.interrupted.is_set() and error is None:
             error = control.reason or ("cancelled" if control.hard else "interrupted")
+        if error is not None:
+            # It goes on to the queue file, the registry and the working context.
+            error = self._scrub_text(error)
         self._events.emit(
             EventType.TASK_END,
             ok=error is None,

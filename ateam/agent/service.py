@@ -90,7 +90,7 @@ class AgentService:
             raise BadRequest("'text' must be a non-empty string")
         source = call.params.get("source", "console")
         trace = call.params.get("trace_id")
-        item, created = self.agent.enqueue(
+        queued = self.agent.enqueue(
             text,
             source=str(source),
             rid=call.id,
@@ -98,10 +98,11 @@ class AgentService:
             trace_id=trace if isinstance(trace, str) else None,
         )
         return {
-            "id": item.id,
-            "trace_id": item.trace_id,
+            "id": queued.item.id,
+            "trace_id": queued.item.trace_id,
             "queued": len(self.agent.queue),
-            "created": created,
+            "created": queued.created,
+            "redacted": queued.redacted,
         }
 
     async def interrupt(self, call: Call) -> dict[str, Any]:
@@ -221,6 +222,7 @@ class AgentService:
         return {"deleted": await asyncio.to_thread(delete_plan, self._plan_path)}
 
     async def _plan_op(self, op: Callable[[Path, str], int], text: str) -> int:
+        text = self.agent.redactor.redact(text)  # a console redacts too; other callers may not
         try:
             return await asyncio.to_thread(op, self._plan_path, text)
         except ValueError as exc:
@@ -322,7 +324,7 @@ class AgentService:
         return {"text": prompts.overlay_text(), "path": str(self.agent.config.overlay_prompt_path)}
 
     async def prompt_append(self, call: Call) -> dict[str, Any]:
-        text = _text_param(call, "text")
+        text = self.agent.redactor.redact(_text_param(call, "text"))
         self.agent.prompts.append_overlay(text)
         self.agent.prompt_changed("overlay line added")
         return {"version": self.agent.prompts.version}
@@ -331,7 +333,7 @@ class AgentService:
         text = call.params.get("text")
         if not isinstance(text, str):
             raise BadRequest("'text' must be a string")
-        self.agent.prompts.set_overlay(text)
+        self.agent.prompts.set_overlay(self.agent.redactor.redact(text))
         self.agent.prompt_changed("overlay edited")
         return {"version": self.agent.prompts.version}
 

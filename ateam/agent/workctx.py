@@ -22,7 +22,9 @@ at all), then the top decisions and failures (each cut to a fair share), and the
 takes what is left, up to :attr:`Budget.summary`.
 
 Reads never raise: a missing or corrupt file reads as empty, because a damaged memory
-must not stop the agent from working. Writes raise :class:`~ateam.errors.StorageError`.
+must not stop the agent from working; a corrupt one is reported through
+:attr:`WorkingContext.damage` and copied aside before a write replaces it. Writes raise
+:class:`~ateam.errors.StorageError`.
 One asyncio loop owns the files (the agent's); the class holds no state in memory, so
 two instances on the same directory see each other's writes.
 """
@@ -32,12 +34,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ateam._fs import atomic_write, fsync_dir
+from ateam._fs import DamageLog, Problem, atomic_write, file_key, fsync_dir
 from ateam._jsonl import storage_error
 from ateam.agent.fence import Fenced, unfenced
 from ateam.errors import ProviderError
@@ -72,6 +74,15 @@ DECISIONS_FILE = "decisions.json"
 FAILURES_FILE = "failures.json"
 CONSTRAINTS_FILE = "constraints.json"
 PROGRESS_FILE = "progress.json"
+
+_SHAPES: dict[str, type] = {
+    SUMMARY_FILE: dict,
+    DECISIONS_FILE: list,
+    FAILURES_FILE: list,
+    CONSTRAINTS_FILE: list,
+    PROGRESS_FILE: dict,
+}
+"""What each file holds at its top level; anything else is a damaged file."""
 
 WORDS_PER_TOKEN = 0.75
 """Models count words better than tokens, so the prompt states its limit in words."""
@@ -158,12 +169,21 @@ class WorkingContext:
 
     # A frozen Budget, so one default instance can be shared safely.
     def __init__(
-        self, state_dir: Path, *, budget: Budget = Budget(), fence: Fenced = unfenced
+        self,
+        state_dir: Path,
+        *,
+        budget: Budget = Budget(),
+        fence: Fenced = unfenced,
+        scrub: Callable[[Any], Any] | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
         self._fence = fence
+        self._scrub = scrub
+        """Masks secrets in every file written (summaries, decisions, failures)."""
         self.dir = self.state_dir / CONTEXT_DIR
         self.budget = budget
+        self.damage = DamageLog("context")
+        """Corrupt files found by a read: reported once each, copied aside first."""
 
     # -- reads ------------------------------------------------------------------------
 
@@ -470,11 +490,32 @@ class WorkingContext:
         return out
 
     def _read(self, name: str) -> Any:
+        path = self.dir / name
         try:
-            return json.loads((self.dir / name).read_bytes())
-        except (OSError, ValueError):
-            # Missing, unreadable or corrupt: an empty memory beats a stopped agent.
+            data = path.read_bytes()
+        except OSError:
+            # Missing or unreadable: an empty memory beats a stopped agent.
             return None
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError):
+            self._damaged(path, data, Problem.NOT_JSON, "is not valid JSON")
+            return None
+        shape = _SHAPES.get(name, object)
+        if not isinstance(value, shape):
+            what = f"holds a JSON {type(value).__name__}, not a {shape.__name__}"
+            self._damaged(path, data, Problem.WRONG_SHAPE, what)
+            return None
+        return value
+
+    def _damaged(self, path: Path, data: bytes, problem: Problem, what: str) -> None:
+        # Read on every turn: the same version of the file is reported once.
+        key = file_key(path)
+        if self.damage.already(path, key):
+            return
+        self.damage.report(
+            path, problem, f"{path.name} {what}; it reads as empty", key=key, data=data
+        )
 
     def _write(self, name: str, data: Any) -> None:
         path = self.dir / name
@@ -483,6 +524,8 @@ class WorkingContext:
             if not self.dir.exists():
                 private_dir(self.dir)
                 fsync_dir(self.dir.parent)
+            if self._scrub is not None:
+                data = self._scrub(data)
             payload = json.dumps(data, ensure_ascii=False, indent=1) + "\n"
             atomic_write(path, payload.encode("utf-8"), mode=0o600)
         except OSError as exc:

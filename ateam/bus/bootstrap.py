@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
 from ateam.errors import BadRequest, BootstrapRefused
+from ateam.redact import Redactor
 
 __all__ = ["TOKEN_BYTES", "TOKEN_TTL_S", "issue", "redeem", "token_hash"]
 
@@ -59,14 +60,16 @@ async def issue(
         keys: key names of the bus's namespace.
         agent_id: the ``project/name`` the token admits; any other identity is refused.
         spec: what the agent was asked to be (``cwd``, ``model``, ...), handed to it on
-            redemption.
+            redemption. Its texts are stored redacted (built-in patterns; a console has
+            applied its project's ``redact.yaml`` already).
         ttl_s: lifetime of the token.
 
     Returns:
         The token text; it is not stored anywhere, so this is the only copy.
     """
     token = secrets.token_hex(TOKEN_BYTES)
-    record = pack({"agent_id": agent_id, "spec": spec, "issued_at": time.time()})
+    clean = Redactor().redact_obj(spec)
+    record = pack({"agent_id": agent_id, "spec": clean, "issued_at": time.time()})
     await client.set(keys.bootstrap(token_hash(token)), record, px=max(1, int(ttl_s * 1000)))
     return token
 

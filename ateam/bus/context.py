@@ -39,6 +39,7 @@ from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
 from ateam.config.schema import check_name
 from ateam.errors import BadRequest
+from ateam.redact import Redactor
 
 __all__ = [
     "CONTENT_MAX_BYTES",
@@ -418,9 +419,13 @@ class ContextStore:
         keys: key names of the bus's namespace.
     """
 
-    def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
+    def __init__(
+        self, client: aioredis.Redis, keys: Keys, *, redactor: Redactor | None = None
+    ) -> None:
         self._client = client
         self._keys = keys
+        self._redactor = redactor or Redactor()
+        """Items are shared with every agent and console: none may carry a secret."""
 
     async def post(
         self,
@@ -465,9 +470,10 @@ class ContextStore:
         kind = _choice(ContextType, type, "type")
         where = _choice(Scope, scope, "scope")
         level = _choice(Urgency, urgency, "urgency")
-        title = _text("title", title, max_chars=TITLE_MAX_CHARS, required=True)
-        content = _text("content", content, max_bytes=CONTENT_MAX_BYTES)
-        summary = _text("summary", summary, max_bytes=SUMMARY_MAX_BYTES)
+        redact = self._redactor.redact
+        title = redact(_text("title", title, max_chars=TITLE_MAX_CHARS, required=True))
+        content = redact(_text("content", content, max_bytes=CONTENT_MAX_BYTES))
+        summary = redact(_text("summary", summary, max_bytes=SUMMARY_MAX_BYTES))
         clean_tags = _tags(tags)
         source_agent = _text("source_agent", source_agent, max_chars=SOURCE_MAX_CHARS)
         source_runtime = _text("source_runtime", source_runtime, max_chars=SOURCE_MAX_CHARS)

@@ -50,7 +50,7 @@ class Keys:
         return f"{self.ns}context:{{{project}}}:item:{item_id}"
 
     def context_index(self, project: str) -> str:
-        """Sorted set of a project's item ids, scored by creation time (ms)."""
+        """Sorted set of a project's item ids, scored by creation time (µs)."""
         return f"{self.ns}context:{{{project}}}:index"
 
     def context_global_item(self, item_id: str) -> str:
@@ -59,7 +59,7 @@ class Keys:
 
     @property
     def context_global_index(self) -> str:
-        """Sorted set of the team-wide (``global`` scope) item ids, scored by creation (ms)."""
+        """Sorted set of the team-wide (``global`` scope) item ids, scored by creation (µs)."""
         return f"{self.ns}context:{{@global}}:index"
 
     @property

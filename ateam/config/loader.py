@@ -37,6 +37,7 @@ from ateam.config.schema import (
     ECHO_MODEL,
     AgentSpec,
     Approval,
+    EmbeddingsSpec,
     ExecSpec,
     ModelEntry,
     ModelsFile,
@@ -173,6 +174,8 @@ class ProjectConfig:
     """Extra redaction patterns from ``redact.yaml``."""
     agents: dict[str, AgentConfig]
     """Configured agents by name, nearest directory's first."""
+    embeddings: EmbeddingsSpec | None = None
+    """``models.yaml`` ``embeddings``: the knowledge bases' embedder (``None``: offline)."""
 
     def agent(self, name: str) -> AgentConfig:
         """The configured agent called ``name``.
@@ -208,6 +211,24 @@ def discover(start: Path) -> list[Path]:
     if home.is_dir() and home not in {path.resolve() for path in found}:
         found.append(home)
     return found
+
+
+def find_project_root(start: Path | None = None) -> Path | None:
+    """The nearest directory, from ``start`` (default: the cwd) up, with ``.ateam/project.yaml``.
+
+    This is what makes a bare agent name (``zeus``) mean ``<project>/zeus``: the project
+    whose file the user is standing in. ``~/.ateam`` holds user-wide defaults, not a
+    project, so it never counts. ``None`` when there is no such directory.
+    """
+    here = (start if start is not None else Path.cwd()).expanduser().resolve()
+    if not here.is_dir():
+        here = here.parent
+    home = ateam_home().expanduser().resolve()
+    for directory in (here, *here.parents):
+        marker = directory / CONFIG_DIR / "project.yaml"
+        if marker.is_file() and (directory / CONFIG_DIR).resolve() != home:
+            return directory
+    return None
 
 
 def agent_dir_for(project: str, name: str) -> Path:
@@ -289,6 +310,7 @@ def load_project(start: Path | None = None, *, root: Path | None = None) -> Proj
         default_model=default_model,
         redact_patterns=redact_file.patterns,
         agents=agents,
+        embeddings=models_file.embeddings,
     )
 
 
@@ -509,8 +531,41 @@ def _resolve_ca_file(path: Path, raw: dict[str, Any]) -> None:
         transport["ca_file"] = str(_resolve_path(path.parent, transport["ca_file"]))
 
 
-def _check_redact_names(path: Path, raw: dict[str, Any]) -> None:
+def _check_redact_file(path: Path, raw: dict[str, Any]) -> None:
     _check_unique(path, raw, "patterns", "name")
+    # A pattern that does not compile is found here, while the file is known: the
+    # merged layers the schema checks later no longer say which file or line it was.
+    items = raw.get("patterns")
+    for index, item in enumerate(items if isinstance(items, list) else ()):
+        regex = item.get("regex") if isinstance(item, dict) else None
+        if not isinstance(regex, str):
+            continue
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            line = _line_of(path, ("patterns", index, "regex"))
+            where = f" at line {line}" if line is not None else ""
+            raise ConfigError(
+                f"invalid regular expression{where}: {exc}",
+                file=str(path),
+                field=f"patterns[{index}].regex",
+            ) from None
+
+
+def _line_of(path: Path, keys: Sequence[str | int]) -> int | None:
+    """The 1-based line of the YAML value at ``keys`` in ``path``; ``None`` if not found."""
+    try:
+        node: yaml.Node | None = yaml.compose(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    for key in keys:
+        if isinstance(node, yaml.MappingNode) and isinstance(key, str):
+            node = next((v for k, v in node.value if k.value == key), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int):
+            node = node.value[key] if key < len(node.value) else None
+        else:
+            return None
+    return node.start_mark.line + 1 if node is not None else None
 
 
 def _check_unique(path: Path, raw: dict[str, Any], list_key: str, id_key: str) -> None:
@@ -539,7 +594,7 @@ _PREPARE: dict[str, Callable[[Path, dict[str, Any]], None]] = {
     "project.yaml": _nothing,
     "models.yaml": _resolve_model_scripts,
     "tools.yaml": _resolve_ca_file,
-    "redact.yaml": _check_redact_names,
+    "redact.yaml": _check_redact_file,
 }
 """The merged files, and what each needs done while its origin is still known."""
 

@@ -230,12 +230,54 @@ class ModelEntry(_Spec):
         return self
 
 
+class EmbeddingsProvider(StrEnum):
+    """Where knowledge-base vectors come from (SPEC §10)."""
+
+    HASHING = "hashing"
+    """Offline feature hashing: no download, no network (the default)."""
+    OPENAI = "openai"
+    """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, Ollama, vLLM, ...)."""
+
+
+class EmbeddingsSpec(_Spec):
+    """``models.yaml`` ``embeddings``: the embedder of every agent's knowledge bases.
+
+    Fields that do not apply to the chosen provider are ignored, so a nearer file can
+    switch providers without unsetting the other one's fields inherited from farther.
+    """
+
+    provider: EmbeddingsProvider = EmbeddingsProvider.HASHING
+    base_url: str | None = None
+    """The endpoint (``openai``); unset means OpenAI's own."""
+    model: str | None = None
+    """The embedding model (``openai``; required there)."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key (``openai``); unset sends none."""
+    dimensions: int | None = Field(default=None, gt=0)
+    """Ask the model for vectors of this length (``openai``, models that support it)."""
+    dim: int | None = Field(default=None, ge=16)
+    """Vector length of the ``hashing`` embedder; unset means its default (2048)."""
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _valid_api_key_env(cls, value: str | None) -> str | None:
+        return _check_env_name(value)
+
+    @model_validator(mode="after")
+    def _openai_needs_a_model(self) -> EmbeddingsSpec:
+        if self.provider is EmbeddingsProvider.OPENAI and not self.model:
+            raise ValueError("provider openai needs `model:` (e.g. text-embedding-3-small)")
+        return self
+
+
 class ModelsFile(_Spec):
     """``models.yaml``: the model registry."""
 
     models: tuple[ModelEntry, ...] = ()
     default: str | None = None
     """Model of agents that name none; ``echo`` when unset."""
+    embeddings: EmbeddingsSpec | None = None
+    """The knowledge bases' embedder; unset means the offline ``hashing`` one."""
 
 
 ECHO_MODEL = ModelEntry(id="echo", provider=Provider.ECHO, model="echo")
@@ -324,6 +366,18 @@ class AgentToolsSpec(_Spec):
     """Tool-name glob → ``allow`` | ``ask`` | ``deny``."""
     approval_timeout_s: float = Field(default=600.0, gt=0)
     """How long a call under ``ask`` waits for the owner before it counts as rejected."""
+    env_passthrough: tuple[str, ...] = ()
+    """Environment variables of the agent's process passed to its tools as secrets:
+    ``os.exec`` commands see them (``$GITHUB_TOKEN``), and their values are masked
+    wherever ateam writes or publishes text, so none reaches a prompt, event or file."""
+
+    @field_validator("env_passthrough")
+    @classmethod
+    def _variable_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return value
 
 
 class FsSpec(_Spec):

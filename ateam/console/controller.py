@@ -1,7 +1,7 @@
 """The console's logic, free of any UI (SPEC §6).
 
 The controller owns the bus connections, the attach/ownership state, the event tail
-and the command table. Front ends (plain line mode today, Textual panes later) give it
+and the command table. Front ends (plain line mode and the Textual panes) give it
 a :class:`ConsoleView` to render into and feed it command lines; tests drive it
 directly.
 """
@@ -46,6 +46,7 @@ from ateam.console.offsets import OffsetStore
 from ateam.console.wizard import AgentWizard
 from ateam.constants import HEARTBEAT_INTERVAL_S, OWNER_REFRESH_S, TAKEOVER_GRACE_S
 from ateam.errors import AteamError, BadRequest, OwnershipDenied, SpawnFailed, UsageError
+from ateam.redact import Redactor, Scrubbed
 
 
 class ConsoleView(Protocol):
@@ -130,9 +131,12 @@ class ConsoleController:
         *,
         session: str | None = None,
         offsets: OffsetStore | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.target = target
         self.view = view
+        self.redactor = redactor or _local_redactor()
+        """Masks secrets in what this console sends, before it reaches Redis (SPEC §11)."""
         self.keys = Keys(target.namespace)
         self.session = (
             session or f"console:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -192,6 +196,9 @@ class ConsoleController:
             for view in views:
                 if view.connected and view.state == "waiting":
                     self.view.banner(f"agent {view.id} is waiting for approval", level="alert")
+        for view in views:
+            if view.connected:
+                self._announce_blocked(None, view)
         for coro, name in (
             (self._tail_loop(), "tail"),
             (self._watch_loop(pubsub), "watch"),
@@ -263,8 +270,17 @@ class ConsoleController:
             raise UsageError(f"unknown command /{words[0]}")
         await command.handler(words[1:])
 
+    def _clean(self, *texts: str) -> list[str]:
+        """``texts`` with their secrets masked; the user is told once if any were."""
+        scrubbed = [self.redactor.scrub(text) for text in texts]
+        notice = Scrubbed("", sum(s.replaced for s in scrubbed)).notice()
+        if notice:
+            self.view.banner(notice)
+        return [s.text for s in scrubbed]
+
     async def send_input(self, text: str) -> None:
         agent = self._require_writer()
+        (text,) = self._clean(text)
         reply = await self.rpc.call(agent, "input", {"text": text, "source": "console"})
         task_id = str(reply["id"])
         # A fast agent may finish the task before the reply reaches us.
@@ -276,6 +292,7 @@ class ConsoleController:
         """``# text``: a standing instruction, appended to the overlay for the next turn."""
         if not text:
             raise UsageError("usage: # TEXT (a line for the agent's system prompt overlay)")
+        (text,) = self._clean(text)
         reply = await self.rpc.call(self._require_writer(), "prompt.append", {"text": text})
         self.view.info(f"overlay updated (prompt v{reply['version']}); applies to the next turn")
 
@@ -536,6 +553,7 @@ class ConsoleController:
             if edited is None or edited == current["text"]:
                 self.view.info("overlay unchanged")
                 return
+            (edited,) = self._clean(edited)
             reply = await self.rpc.call(agent, "prompt.set", {"text": edited})
             self.view.info(f"overlay saved (prompt v{reply['version']})")
         else:
@@ -702,6 +720,7 @@ class ConsoleController:
                 self.view.info("plan unchanged")
                 return
             text = edited
+        (text,) = self._clean(text)
         reply = await self.rpc.call(agent, "plan.write", {"text": text})
         self.view.info(f"plan of {agent} written ({reply['bytes']} bytes)")
 
@@ -709,6 +728,7 @@ class ConsoleController:
         if not text:
             raise UsageError("usage: /plan append TEXT")
         agent = self._require_writer()
+        (text,) = self._clean(text)
         reply = await self.rpc.call(agent, "plan.append", {"text": text})
         self.view.info(f"plan of {agent} now {reply['bytes']} bytes")
 
@@ -751,15 +771,16 @@ class ConsoleController:
             options=("--type", "--urgency", "--scope", "--tags", "--content", "--tag"),
         )
         project = (await self._home_project()).name
-        store = ContextStore(self.client, self.keys)
+        store = ContextStore(self.client, self.keys, redactor=self.redactor)
         if action == "post":
             if not positional:
                 raise UsageError(f"usage: {CONTEXT_USAGE} (post needs a TITLE)")
+            title, content = self._clean(" ".join(positional), options.get("--content", ""))
             item = await store.post(
                 project,
                 type=options.get("--type", "status"),
-                title=" ".join(positional),
-                content=options.get("--content", ""),
+                title=title,
+                content=content,
                 urgency=options.get("--urgency", "background"),
                 scope=options.get("--scope", "project"),
                 tags=_csv(options.get("--tags")),
@@ -955,7 +976,8 @@ class ConsoleController:
         if not await self._confirm("create and start it?"):
             self.view.info("agent new cancelled")
             return
-        seed = fleet.Seed(system_prompt=answers.overlay or None, source="console")
+        (overlay,) = self._clean(answers.overlay or "")
+        seed = fleet.Seed(system_prompt=overlay or None, source="console")
         await self._launch_local(plan, attach=False, seed=seed, agent_yaml=answers.agent_yaml())
 
     # fleet ---------------------------------------------------------------------------
@@ -1038,7 +1060,9 @@ class ConsoleController:
     async def _start_offload(
         self, form: OffloadForm, plan: _LocalPlan | None, *, attach: bool
     ) -> None:
-        seed = fleet.Seed(system_prompt=form.system_prompt, first_task=form.first_task)
+        # The first task becomes a queue line here or a bootstrap record in Redis.
+        system_prompt, first_task = self._clean(form.system_prompt, form.first_task)
+        seed = fleet.Seed(system_prompt=system_prompt, first_task=first_task)
         if plan is None:
             request = fleet.SpawnRequest(form.project, form.name, Path(form.cwd), form.model)
             await self._issue_remote(request, with_cwd=True, seed=seed)
@@ -1411,9 +1435,22 @@ class ConsoleController:
                     and (old is None or old.state != "waiting")
                 ):
                     self.view.banner(f"agent {agent} is waiting for approval", level="alert")
+                self._announce_blocked(old, view)
         self.known = fresh
         self._auto_tail()
         return views
+
+    def _announce_blocked(self, old: AgentView | None, view: AgentView) -> None:
+        """An agent that cannot write its state (a full disk) is a banner in every front end.
+
+        Its work is paused, not lost, and it resumes by itself: both ends are news.
+        """
+        was = old is not None and old.state == "blocked"
+        if view.state == "blocked" and not was:
+            why = view.entry.alert or "blocked"
+            self.view.banner(f"agent {view.id} is {why}", level="alert")
+        elif was and view.connected and view.state != "blocked":
+            self.view.banner(f"agent {view.id} is no longer blocked; its work resumes")
 
     def _auto_tail(self) -> None:
         """Keep up to :attr:`auto_tail_limit` other live agents followed, busy ones first.
@@ -1671,6 +1708,17 @@ def kb_progress_line(data: dict[str, Any]) -> str:
     return f"kb {data.get('scope')}: {data.get('done')}/{data.get('total')} {data.get('path')}"
 
 
+def handoff_line(data: dict[str, Any]) -> str | None:
+    """A ``handoff`` event as one line; ``None`` for a refresh (one each turn, no news)."""
+    if data.get("action") != "used":
+        return None
+    checksum = str(data.get("checksum") or "")
+    return (
+        f"handoff #{data.get('sequence')} ({checksum.removeprefix('sha256:')[:12]}) verified "
+        f"and given to {data.get('to')}"
+    )
+
+
 def _local_paths(paths: list[str]) -> list[str]:
     return [str(Path(p).expanduser().resolve()) if Path(p).exists() else p for p in paths]
 
@@ -1738,3 +1786,11 @@ async def _poll(probe: Callable[[], Awaitable[_T | None]], timeout: float) -> _T
 
 def describe_error(error: AteamError) -> str:
     return error.one_line()
+
+
+def _local_redactor() -> Redactor:
+    """The redactor of the project this console runs in: built-ins plus its redact.yaml."""
+    try:
+        return Redactor.from_config(load_project())
+    except AteamError:
+        return Redactor()  # no project, or a broken one: the built-in patterns still hold

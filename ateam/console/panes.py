@@ -69,7 +69,13 @@ from textual.widgets.option_list import Option
 from ateam.bus.events import Event, EventType, Gap, decode_chunk
 from ateam.bus.registry import AgentView
 from ateam.console.completion import CommandCompleter, TabCycler
-from ateam.console.controller import ConsoleController, ConsoleView, kb_progress_line, table_lines
+from ateam.console.controller import (
+    ConsoleController,
+    ConsoleView,
+    handoff_line,
+    kb_progress_line,
+    table_lines,
+)
 from ateam.errors import AteamError, cli_exit_code
 
 EXIT_QUIT = "quit"
@@ -551,6 +557,11 @@ class PanesView(ConsoleView):
             return
         self._say(event, f"context {json.dumps(data, default=str)}", "dim")
 
+    def _handoff(self, event: Event) -> None:
+        line = handoff_line(event.data)
+        if line:
+            self._say(event, line, "dim")
+
 
 _RENDERERS: dict[str, Callable[[PanesView, Event], None]] = {
     EventType.TOKEN: PanesView._token,
@@ -569,6 +580,7 @@ _RENDERERS: dict[str, Callable[[PanesView, Event], None]] = {
     EventType.APPROVAL_RESOLVED: PanesView._approval_resolved,
     EventType.PROMPT: PanesView._prompt,
     EventType.CONTEXT: PanesView._context,
+    EventType.HANDOFF: PanesView._handoff,
     EventType.KB_PROGRESS: PanesView._kb_progress,
 }
 

@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ateam.bus.connection import RedisTarget
 from ateam.bus.events import Event, EventType, Gap, decode_chunk
-from ateam.console.controller import ConsoleController, kb_progress_line, table_lines
+from ateam.console.controller import (
+    ConsoleController,
+    handoff_line,
+    kb_progress_line,
+    table_lines,
+)
 from ateam.errors import AteamError, cli_exit_code
 from ateam.paths import ateam_home, private_dir
 
@@ -174,7 +179,7 @@ class PlainView:
 
     def _state(self, event: Event) -> None:
         state = event.data.get("state")
-        if state in ("waiting", "shutdown"):
+        if state in ("waiting", "blocked", "shutdown"):
             self._flush_partial(event.agent)
             self._print(f"{prefix(event.agent)} state: {state}")
 
@@ -260,6 +265,12 @@ class PlainView:
             return
         self._print(f"{prefix(event.agent)} context {json.dumps(data)}")
 
+    def _handoff(self, event: Event) -> None:
+        line = handoff_line(event.data)
+        if line:
+            self._flush_partial(event.agent)
+            self._print(f"{prefix(event.agent)} {line}")
+
     def _paint_diff(self, line: str) -> str:
         if not self._color:
             return line
@@ -291,6 +302,7 @@ _RENDERERS: dict[str, Callable[[PlainView, Event], None]] = {
     EventType.PROMPT: PlainView._prompt,
     EventType.MODEL_SWITCH: PlainView._model_switch,
     EventType.CONTEXT: PlainView._context,
+    EventType.HANDOFF: PlainView._handoff,
     EventType.KB_PROGRESS: PlainView._kb_progress,
 }
 
@@ -488,10 +500,20 @@ class PromptInput:
 
         from ateam.console.completion import PromptToolkitCompleter
 
+        class RedactedHistory(FileHistory):
+            """Typed lines kept for the arrow keys, secrets masked: a file ateam writes."""
+
+            def __init__(self, path: str, redact: Callable[[str], str]) -> None:
+                super().__init__(path)
+                self._redact = redact
+
+            def store_string(self, string: str) -> None:
+                super().store_string(self._redact(string))
+
         history: History
         try:
             folder = private_dir(ateam_home() / "console")
-            history = FileHistory(str(folder / "history"))
+            history = RedactedHistory(str(folder / "history"), self.controller.redactor.redact)
         except OSError:
             history = InMemoryHistory()  # a read-only home must not stop the console
         return PromptSession(

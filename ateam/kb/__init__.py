@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from ateam.kb._paths import MAX_FILE_BYTES, MAX_PATHS
 from ateam.kb.chunking import Chunk, Section, chunk, content_hash, normalise, split_document
-from ateam.kb.embed import Embedder, HashingEmbedder, OpenAIEmbedder, embedder_from_config
+from ateam.kb.embed import (
+    Embedder,
+    HashingEmbedder,
+    OpenAIEmbedder,
+    configured_embedder,
+    embedder_from_config,
+)
 from ateam.kb.scopes import DEFAULT_SCOPE, SCOPES, scope_dir
 from ateam.kb.store import DEFAULT_K, DEFAULT_MIN_SCORE, Hit, IngestReport, KnowledgeBase
 
@@ -35,6 +41,7 @@ __all__ = [
     "OpenAIEmbedder",
     "Section",
     "chunk",
+    "configured_embedder",
     "content_hash",
     "embedder_from_config",
     "normalise",

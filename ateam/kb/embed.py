@@ -27,15 +27,12 @@ import math
 import re
 import struct
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ateam.errors import (
-    ConfigError,
-    KbUnavailable,
-    ProviderError,
-    provider_error_from_status,
-)
+from ateam.config.schema import EmbeddingsProvider, EmbeddingsSpec
+from ateam.errors import KbUnavailable, ProviderError, provider_error_from_status
 
 if TYPE_CHECKING:
     import openai
@@ -45,6 +42,7 @@ __all__ = [
     "Embedder",
     "HashingEmbedder",
     "OpenAIEmbedder",
+    "configured_embedder",
     "embedder_from_config",
 ]
 
@@ -375,53 +373,44 @@ class OpenAIEmbedder:
 # --- configuration ----------------------------------------------------------------------
 
 
-def _hashing(config: Mapping[str, Any]) -> Embedder:
-    dim = config.get("dim", DEFAULT_DIM)
-    if not isinstance(dim, int) or isinstance(dim, bool) or dim < 16:
-        raise ConfigError("must be an integer of at least 16", field="embeddings.dim")
-    return HashingEmbedder(dim)
+def _hashing(spec: EmbeddingsSpec) -> Embedder:
+    return HashingEmbedder(spec.dim or DEFAULT_DIM)
 
 
-def _openai(config: Mapping[str, Any]) -> Embedder:
-    model = config.get("model")
-    if not isinstance(model, str) or not model:
-        raise ConfigError("an openai embedder needs a model", field="embeddings.model")
-    base_url, key_env, dimensions = (
-        config.get("base_url"),
-        config.get("api_key_env"),
-        config.get("dimensions"),
-    )
-    if base_url is not None and not isinstance(base_url, str):
-        raise ConfigError("must be a URL", field="embeddings.base_url")
-    if key_env is not None and not isinstance(key_env, str):
-        raise ConfigError("must name an environment variable", field="embeddings.api_key_env")
-    if dimensions is not None and (not isinstance(dimensions, int) or dimensions <= 0):
-        raise ConfigError("must be a positive integer", field="embeddings.dimensions")
-    return OpenAIEmbedder(base_url, model, key_env, dimensions=dimensions)
+def _openai(spec: EmbeddingsSpec) -> Embedder:
+    # The schema guarantees the model; the assert only tells the type checker.
+    assert spec.model is not None
+    return OpenAIEmbedder(spec.base_url, spec.model, spec.api_key_env, dimensions=spec.dimensions)
 
 
-_PROVIDERS: dict[str, Callable[[Mapping[str, Any]], Embedder]] = {
-    "hashing": _hashing,
-    "openai": _openai,
+_PROVIDERS: dict[EmbeddingsProvider, Callable[[EmbeddingsSpec], Embedder]] = {
+    EmbeddingsProvider.HASHING: _hashing,
+    EmbeddingsProvider.OPENAI: _openai,
 }
 
 
-def embedder_from_config(config: Mapping[str, Any] | None) -> Embedder:
-    """The embedder an ``embeddings`` configuration asks for.
+def embedder_from_config(spec: EmbeddingsSpec | None) -> Embedder:
+    """The embedder a ``models.yaml`` ``embeddings`` section asks for.
 
     Args:
-        config: ``None`` for the offline default, or a mapping such as
-            ``{provider: openai, base_url: ..., model: ..., api_key_env: ...,
-            dimensions: ...}`` or ``{provider: hashing, dim: 768}``.
+        spec: The validated section (:attr:`ProjectConfig.embeddings`), or ``None`` for
+            the offline default.
+    """
+    if spec is None:
+        return HashingEmbedder()
+    return _PROVIDERS[spec.provider](spec)
+
+
+def configured_embedder(start: Path) -> Embedder:
+    """The embedder configured for the project (and ``~/.ateam``) that applies to ``start``.
+
+    Discovery is the agent's own (SPEC §3), so started from the agent's project root, or
+    its working directory when it has no project, this finds the ``models.yaml`` files
+    the agent was configured from.
 
     Raises:
-        ConfigError: An unknown provider or an ill-typed field.
+        ConfigError: The configuration does not load.
     """
-    if config is None:
-        return HashingEmbedder()
-    provider = config.get("provider", "hashing")
-    make = _PROVIDERS.get(provider) if isinstance(provider, str) else None
-    if make is None:
-        known = ", ".join(sorted(_PROVIDERS))
-        raise ConfigError(f"unknown provider {provider!r} (known: {known})", field="embeddings")
-    return make(config)
+    from ateam.config.loader import load_project
+
+    return embedder_from_config(load_project(start).embeddings)

@@ -111,13 +111,15 @@ class Hit:
 class _Pending:
     """Chunks waiting to be embedded and added in one batch."""
 
+    redact: Callable[[str], str] = str
+    """Masks secrets in a chunk's text before it is embedded and stored."""
     ids: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     metadatas: list[dict[str, str | int | float]] = field(default_factory=list)
 
     def add(self, chunk_id: str, text: str, metadata: dict[str, str | int | float]) -> None:
         self.ids.append(chunk_id)
-        self.texts.append(text)
+        self.texts.append(self.redact(text))
         self.metadatas.append(metadata)
 
 
@@ -142,6 +144,8 @@ class KnowledgeBase:
         project: The project's name, recorded with every chunk.
         embedder: How texts become vectors; the offline :class:`HashingEmbedder` if
             omitted.
+        redact: Masks secrets in every chunk stored (a ``.env`` ingested by mistake keeps
+            its names, not its values); the document's hash is of the file as read.
 
     Raises:
         KbUnavailable: chromadb is not installed, or the store was built by another
@@ -149,9 +153,16 @@ class KnowledgeBase:
     """
 
     def __init__(
-        self, directory: Path, *, scope: str, project: str, embedder: Embedder | None = None
+        self,
+        directory: Path,
+        *,
+        scope: str,
+        project: str,
+        embedder: Embedder | None = None,
+        redact: Callable[[str], str] = str,
     ) -> None:
         self.directory = directory
+        self.redact = redact
         self.scope = scope
         self.project = project
         self.embedder: Embedder = embedder or HashingEmbedder()
@@ -206,12 +217,12 @@ class KnowledgeBase:
         with self._lock:
             known = self._known_hashes()
             versions = self._ingested_paths()
-            pending = _Pending()
+            pending = _Pending(self.redact)
             for done, path in enumerate(files, 1):
                 self._ingest_file(path, known, source_agent, report, pending)
                 if len(pending.ids) >= _ADD_BATCH:
                     self._flush(pending)
-                    pending = _Pending()
+                    pending = _Pending(self.redact)
                 if progress is not None:
                     progress(done, len(files), str(path))
             self._flush(pending)
@@ -310,7 +321,7 @@ class KnowledgeBase:
         report = IngestReport()
         with self._lock:
             known = self._known_hashes()
-            pending = _Pending()
+            pending = _Pending(self.redact)
             for digest, pieces in documents.items():
                 path = str(pieces[0][1]["metadata"].get("path", ""))
                 if digest in known:

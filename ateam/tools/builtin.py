@@ -204,7 +204,7 @@ def plan_append(ctx: ToolContext, text: str) -> dict[str, Any]:
 
 def _plan_op(op: Callable[[Path, str], int], ctx: ToolContext, text: str) -> int:
     try:
-        return op(_plan_path(ctx), text)
+        return op(_plan_path(ctx), ctx.redact(text))
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
 
@@ -298,6 +298,27 @@ async def kb_search(
     return await ctx.kb.search(check_scope(scope), query, k=max(1, min(k, 20)))
 
 
+@tool("kb.ingest")
+async def kb_ingest(ctx: ToolContext, paths: list[str], scope: str = "agent") -> dict[str, Any]:
+    """Add files and directories to a knowledge base, so kb.search can find them later.
+
+    Directories expand to their text and source files; a file whose content is already
+    stored is skipped, and one ingested before with other content replaces its old
+    version. Only paths inside the working directory and fs.whitelist are accepted.
+
+    Args:
+        paths: Files or directories (at most 512 files in all), relative to the working
+            directory.
+        scope: agent (this agent's notes), project (shared by the project) or user.
+    """
+    if ctx.kb is None:
+        raise BadRequest("this agent has no knowledge base")
+    if not paths:
+        raise BadRequest("name at least one file or directory to ingest")
+    # AgentKb.ingest confines every path to the sandbox (kb.ingest.denied otherwise).
+    return await ctx.kb.ingest(check_scope(scope), paths)
+
+
 @tool("memory.decide")
 def memory_decide(
     ctx: ToolContext, decision: str, rationale: str = "", impact: str = ""
@@ -315,6 +336,39 @@ def memory_decide(
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
     return {"decisions": len(memory.decisions())}
+
+
+@tool("memory.failure")
+def memory_failure(
+    ctx: ToolContext,
+    description: str,
+    root_cause: str = "",
+    resolution: str = "",
+    prevention: str = "",
+    severity: str = "medium",
+) -> dict[str, Any]:
+    """Record a failure and what it taught, so the next model (after a switch) knows.
+
+    Args:
+        description: What went wrong.
+        root_cause: Why, when known.
+        resolution: How it was fixed, when it was.
+        prevention: How to avoid it next time.
+        severity: low, medium, high or critical.
+    """
+    memory = _memory(ctx)
+    try:
+        memory.add_failure(
+            description,
+            root_cause=root_cause,
+            resolution=resolution,
+            prevention=prevention,
+            severity=severity,
+            task=ctx.task_id,
+        )
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    return {"failures": len(memory.failures())}
 
 
 @tool("memory.constrain")
@@ -347,10 +401,12 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (
     plan_append,
     agents_list,
     memory_decide,
+    memory_failure,
     memory_constrain,
     context_post,
     context_read,
     kb_search,
+    kb_ingest,
 )
 
 

@@ -130,6 +130,8 @@ class ToolContext:
     """Registers the running process (or ``None``) so interrupt and cancel reach it."""
     plan_path: Path | None = None
     """The agent's ``plan.md``."""
+    redact: Callable[[str], str] = field(default=str, repr=False)
+    """Masks secrets in text the tools store (the plan) as the agent's events are."""
     list_agents: Callable[[], Awaitable[list[dict[str, Any]]]] | None = field(
         default=None, repr=False
     )

@@ -258,6 +258,7 @@ def start_agent(own_redis: Any, bus: Bus, tmp_path: Path) -> Iterator[AgentFacto
         wait: bool = True,
         redis_url: str | None = None,
         extra: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> AgentProcess:
         project, name = agent_id.split("/")
         args = ateam_cmd(
@@ -272,7 +273,7 @@ def start_agent(own_redis: Any, bus: Bus, tmp_path: Path) -> Iterator[AgentFacto
                 stdin=subprocess.DEVNULL,
                 stdout=err,
                 stderr=err,
-                env=subprocess_env(),
+                env=subprocess_env(**(env or {})),
             )
         agent = AgentProcess(agent_id, args, proc, stderr_path)
         started.append(agent)

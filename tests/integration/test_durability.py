@@ -99,7 +99,7 @@ def test_torn_last_queue_line_is_repaired_and_reported(
     restarted = start_agent(agent_id)
 
     warns = [b for _, b in bus.events(agent_id) if b.get("type") == "warn"]
-    repaired = [w for w in warns if w.get("code") == "queue.recovered"]
+    repaired = [w for w in warns if w.get("code") == "storage.damaged"]
     assert any("repaired torn last line" in w["msg"] for w in repaired), warns
     repaired_text = queue.read_text()
     assert "half a li" not in repaired_text

@@ -157,25 +157,26 @@ def test_after_a_restart_the_model_sees_prompt_summaries_and_recent_turns(
     wire.reply_text("Noted: 42.")
     attach_and_send(console, "r/zeus", "remember the number 42")
     console.wait_line("[A:r/zeus] Noted: 42.")
-    assert agent.terminate() == 0
+    # The summary is the agent's own: asked of the model, written by the agent.
+    wire.reply_text("Earlier: the user asked to remember 42.")
+    console.send("/summarize")
     state = root / ".ateam/agents/zeus/state"
-    (state / "summary.jsonl").write_text(
-        json.dumps({"ts": 1, "summary": "Earlier: set up CI.", "window": [0, 0], "model": "gpt"})
-        + "\n"
-    )
+    wait_until(lambda: (state / "summary.jsonl").exists(), 15, "the agent to log the summary")
+    assert agent.terminate() == 0
+    (logged,) = [json.loads(line) for line in (state / "summary.jsonl").read_text().splitlines()]
+    assert logged["summary"] == "Earlier: the user asked to remember 42."
 
     start_agent("r/zeus", cwd=root)
     console.send("/ctx")
     line = console.wait_line("next context:")
     assert "1 summaries" in line and "2 turns" in line
     console.send("what number?")
-    wait_until(lambda: len(wire.chat_requests) == 2, 15, "the request after the restart")
-    messages = wire.chat_requests[1].body["messages"]
+    wait_until(lambda: len(wire.chat_requests) == 3, 15, "the request after the restart")
+    messages = wire.chat_requests[2].body["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     system = messages[0]["content"]
-    assert (
-        "You are zeus" in system and "Overlay rule." in system and "Earlier: set up CI." in system
-    )
+    assert "You are zeus" in system and "Overlay rule." in system
+    assert system.count("Earlier: the user asked to remember 42.") == 1  # once, not twice
     assert messages[1]["content"] == "remember the number 42"
     assert messages[2]["content"] == "Noted: 42."
     assert messages[3]["content"] == "what number?"
@@ -225,3 +226,32 @@ def test_a_missing_api_key_fails_the_first_task_not_the_start(
     assert "provider.auth" in line and "ATEAM_TEST_NO_SUCH_KEY" in line
     assert agent.running()
     assert wire.chat_requests == []
+
+
+def test_a_team_context_item_reaches_the_agents_model_in_its_next_turn(
+    start_agent: AgentFactory,
+    start_console: ConsoleFactory,
+    tmp_path: Path,
+    wire: OpenAIWireServer,
+) -> None:
+    root = write_openai_project(tmp_path / "c", "c", wire.base_url)
+    start_agent("c/zeus", cwd=root)
+    wire.reply_text("First done.")
+    wire.reply_text("Second done.")
+    console = start_console()
+    attach_and_send(console, "c/zeus", "first task")
+    console.wait_line("[A:c/zeus] First done.")
+    assert "Team context" not in system_of(wire.chat_requests[0])
+
+    # Posted between two tasks (SPEC §9): the next turn carries it.
+    console.send("/context post --urgency attention --tags db the staging DB moved to db2")
+    console.send("/context post --urgency background just a note nobody must act on")
+    console.wait_line(lambda _: sum("posted " in line for line in console.lines) == 2)
+    console.send("second task")
+    console.wait_line("[A:c/zeus] Second done.")
+
+    system = system_of(wire.chat_requests[1])
+    assert "Team context" in system
+    assert "[attention/status] the staging DB moved to db2" in system
+    assert "#db" in system
+    assert "just a note" not in system  # below the default minimum urgency

@@ -146,7 +146,10 @@ def assert_done_exactly_once(bus: Bus, agent: str, item_ids: set[str], root: Pat
     assert set(ends) == item_ids, "a task was done that nobody acknowledged, or one was lost"
     twice = [i for i, n in ends.items() if n > 1]
     assert all(n <= 2 for n in ends.values()) and len(twice) <= KILLS, twice
-    assert all(n <= 2 for n in starts.values())
+    # Every extra start is a run a kill cut short: one item may be in flight at two kills
+    # in a row (the killer strikes as soon as the restarted agent serves).
+    reruns = sum(n - 1 for n in starts.values())
+    assert reruns <= KILLS, [(i, n) for i, n in starts.items() if n > 1]
     # What the agent wrote: one answer per task in its history (a re-run at most twice).
     state = root / ".ateam" / "agents" / "zeus" / "state"
     answers = Counter(

@@ -102,7 +102,12 @@ def test_a_429_mid_task_finishes_on_the_fallback_and_the_agent_switches_back_whe
     attach_and_send(console, "s/zeus", "build the release")
 
     console.wait_line("model switch: primary → backup (rate_limited)", timeout=20)
+    used = console.wait_line("verified and given to backup")
     console.wait_line("[A:s/zeus] finished on the fallback")
+    # The switch took up the handoff it had just verified: the record the file holds.
+    handoff = next(h for h in events(bus, "s/zeus", "handoff") if h["action"] == "used")
+    assert handoff["to"] == "backup" and handoff["ready"] is True
+    assert handoff["checksum"].removeprefix("sha256:")[:12] in used
     (end,) = events(bus, "s/zeus", "task.end")
     assert end["ok"] is True
 

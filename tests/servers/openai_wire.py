@@ -24,15 +24,27 @@ plain ``chat.completion``. Every request is recorded (:attr:`OpenAIWireServer.re
 
 Responses are HTTP/1.0 (one connection per request, the body ends when the connection
 closes), which keeps streaming simple and lets a reply be cut off mid-stream cleanly.
+
+``POST …/embeddings`` is served too, for the knowledge base's OpenAI-compatible
+embedder: one vector per input from :attr:`OpenAIWireServer.embed` (replaceable; the
+default is a deterministic bag of hashed words), listed in *reverse* order with their
+``index`` so a client that trusts the order is caught, as floats or as base64 float32
+per ``encoding_format``. An embeddings request never takes a queued chat response; the
+failure mode answers it like any other request. :attr:`~OpenAIWireServer.embedding_requests`
+lists them.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import math
 import re
+import struct
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -42,6 +54,22 @@ from ._wire import RecordedRequest, WireServer
 _WORDS = re.compile(r"\S+\s*|\s+")
 _ARGUMENT_PIECE = 8
 """Characters of argument JSON per streamed tool-call fragment."""
+EMBEDDING_DIM = 16
+"""Length of the default embedding vectors."""
+
+
+def bag_of_words(text: str) -> list[float]:
+    """The default embedding: words hashed into :data:`EMBEDDING_DIM` slots, normalised.
+
+    Deterministic across processes (SHA-256, not ``hash()``), so texts sharing words
+    point the same way and a store built through one server is searchable through
+    another. An empty text gets a fixed unit vector (a zero vector has no cosine).
+    """
+    vector = [0.0] * EMBEDDING_DIM
+    for word in re.findall(r"\w+", text.lower()):
+        vector[hashlib.sha256(word.encode()).digest()[0] % EMBEDDING_DIM] += 1.0
+    norm = math.hypot(*vector)
+    return [value / norm for value in vector] if norm else [1.0] + [0.0] * (EMBEDDING_DIM - 1)
 
 
 # --- what the server can answer -------------------------------------------------------
@@ -133,6 +161,8 @@ class OpenAIWireServer(WireServer[Response]):
     ) -> None:
         super().__init__(port=port, default=default if default is not None else Reply(text="ok"))
         self.prefix = prefix.rstrip("/")
+        self.embed: Callable[[str], list[float]] = bag_of_words
+        """The vector ``/embeddings`` returns for one input text; assign to change it."""
 
     @property
     def base_url(self) -> str:
@@ -183,6 +213,16 @@ class OpenAIWireServer(WireServer[Response]):
         """Only the chat-completion requests."""
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
+    @property
+    def embedding_requests(self) -> list[RecordedRequest]:
+        """Only the embeddings requests."""
+        return [r for r in self.requests if r.path.endswith("/embeddings")]
+
+    def _failure_now(self) -> Response | None:
+        """The failure mode's answer, if on; unlike a chat request this takes nothing queued."""
+        with self._lock:
+            return self._failure
+
     # used by the handler
 
 
@@ -215,6 +255,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             body = {"_unparsed": body}
         self.wire._record(RecordedRequest("POST", path, self._header_dict(), body))
+        if path.endswith("/embeddings"):
+            self._send_embeddings(body)
+            return
         if not path.endswith("/chat/completions"):
             self._send_error_body(404, f"unknown path {path}", "invalid_request_error", None)
             return
@@ -284,6 +327,39 @@ class _Handler(BaseHTTPRequestHandler):
             "usage": _usage_object(prompt, completion),
         }
         self._send_json(200, payload, reply.headers)
+
+    def _send_embeddings(self, body: dict[str, Any]) -> None:
+        failure = self.wire._failure_now()
+        if isinstance(failure, ErrorReply):
+            self._send_error_body(
+                failure.status, failure.message, failure.type, failure.code, failure.headers
+            )
+            return
+        raw = body.get("input")
+        texts = [raw] if isinstance(raw, str) else raw
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            message = "'input' must be a string or a list of strings"
+            self._send_error_body(400, message, "invalid_request_error", None)
+            return
+        as_base64 = body.get("encoding_format") == "base64"
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": _encoded(self.wire.embed(t), as_base64),
+            }
+            for i, t in enumerate(texts)
+        ]
+        tokens = sum(len(text.split()) for text in texts)
+        self._send_json(
+            200,
+            {
+                "object": "list",
+                "data": data[::-1],
+                "model": str(body.get("model", "")),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
 
     def _send_stream(self, reply: Reply, body: dict[str, Any]) -> None:
         self.send_response(200)
@@ -360,6 +436,13 @@ def _resolved_calls(reply: Reply) -> list[tuple[WireToolCall, str, str]]:
         )
         for call in reply.tool_calls
     ]
+
+
+def _encoded(vector: list[float], as_base64: bool) -> list[float] | str:
+    """A vector as the API sends it: a JSON list, or little-endian float32 in base64."""
+    if not as_base64:
+        return vector
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
 
 
 def _finish(reply: Reply) -> str:

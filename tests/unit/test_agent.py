@@ -108,3 +108,49 @@ async def test_secrets_never_reach_events_or_history(agent: Agent) -> None:
     assert key not in history and "****" in history
     assert not any(key in str(body) for body in bodies)
     assert any("****" in str(body.get("text", "")) for body in bodies)
+
+
+async def test_an_input_is_redacted_before_it_is_queued_and_the_count_returned(
+    agent: Agent,
+) -> None:
+    key = "sk-ant-api03-" + "Zz9Yy8Xx7Ww6" * 3
+    queued = agent.enqueue(f"deploy with {key} and password=hunter2hunter2", source="test")
+
+    assert queued.redacted == 2 and queued.created
+    assert key not in queued.item.text and "hunter2hunter2" not in queued.item.text
+    on_disk = (agent.config.state_dir / "queue.jsonl").read_text()
+    assert key not in on_disk and "hunter2hunter2" not in on_disk and "****" in on_disk
+
+
+async def test_secrets_in_summaries_handoff_and_working_context_are_masked(
+    agent: Agent,
+) -> None:
+    key = "ghp_" + "a1B2c3D4e5" * 4
+    agent.workctx.add_failure(f"push failed with token {key}", root_cause="token=" + key)
+    agent.summaries.append(f"used {key}", window=(1.0, 2.0), model="echo")
+    agent._refresh_handoff(status="in_progress", description=f"push with {key}")
+
+    state = agent.config.state_dir
+    written = [p for p in state.rglob("*") if p.is_file()]
+    assert any(p.name == "handoff.json" for p in written)
+    assert any(p.name == "summary.jsonl" for p in written)
+    for path in written:
+        assert key.encode() not in path.read_bytes(), path
+    assert agent._mirror_task is not None
+    await asyncio.wait_for(agent._mirror_task, 5)
+    mirrored = await agent.client.get(agent.keys.handoff(agent.id))
+    assert mirrored is not None and b"push with ****" in mirrored
+    assert key.encode() not in mirrored
+
+
+async def test_the_summary_log_stands_in_when_the_running_summary_is_gone(agent: Agent) -> None:
+    agent.summaries.append("Logged: built the parser.", window=(1.0, 2.0), model="echo")
+    system = agent.runner.build_context("next").messages[0].content
+    assert "Logged: built the parser." in system  # the working context has no summary
+
+    agent.workctx.set_summary(
+        "Running: built and tested the parser.", model="echo", tasks_covered=5
+    )
+    system = agent.runner.build_context("next").messages[0].content
+    assert "Running: built and tested the parser." in system
+    assert "Logged: built the parser." not in system  # the running summary folds it in

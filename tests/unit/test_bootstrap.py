@@ -124,3 +124,15 @@ def test_a_refused_token_has_its_own_code_and_agent_exit() -> None:
     assert error.code == "bootstrap.refused"
     assert agent_exit_code(error) == AGENT_EXIT["bootstrap.refused"] == 16
     assert error.one_line().startswith("error [bootstrap.refused]: bootstrap token refused")
+
+
+async def test_the_texts_a_token_carries_are_stored_redacted(
+    client: aioredis.Redis, keys: Keys
+) -> None:
+    key = "sk-ant-api03-" + "Qw3Er5Ty7Ui9" * 3
+    spec = {"model": "echo", "first_task": f"deploy with {key}", "source": "offload"}
+    token = await issue(client, keys, agent_id="p/ares", spec=spec)
+
+    assert not any(key.encode() in blob for blob in await namespace_dump(client, keys))
+    redeemed = await redeem(client, keys, token, agent_id="p/ares")
+    assert redeemed["spec"]["first_task"] == "deploy with ****"

@@ -469,7 +469,22 @@ def test_bad_regex_in_redact_yaml(outer: Path) -> None:
 
     message = config_error(outer)
 
-    assert message.startswith(f"{path}: patterns[1].regex: invalid regular expression:")
+    assert message.startswith(
+        f"{path}: patterns[1].regex: invalid regular expression at line 3:"
+    ), message
+
+
+def test_bad_regex_in_block_style_redact_yaml_names_its_line(outer: Path) -> None:
+    path = write(
+        outer / ".ateam/redact.yaml",
+        "# extra secrets\npatterns:\n  - name: ok\n    regex: 'a+'\n"
+        "  - name: broken\n    regex: '(unclosed'\n",
+    )
+
+    message = config_error(outer)
+
+    assert message.startswith(f"{path}: patterns[1].regex: invalid regular expression at line 6:")
+    assert "\n" not in message and "Traceback" not in message
 
 
 def test_error_in_farther_file_points_at_that_file_and_its_index(

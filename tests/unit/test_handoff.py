@@ -19,6 +19,7 @@ from typing import Any
 import portalocker
 import pytest
 
+from ateam._fs import Problem
 from ateam.agent.handoff import (
     HANDOFF_TTL_S,
     HandoffStore,
@@ -171,6 +172,7 @@ def test_empty_record_is_schema_complete() -> None:
         "decisions": [],
         "next_steps": [],
         "blockers": [],
+        "failures": [],
     }
     assert verify_checksum(record)
 
@@ -321,6 +323,40 @@ def test_read_of_a_corrupt_file_returns_none(store: HandoffStore, content: bytes
     assert store.show() == (None, Validity(ok=False, reason="missing"))
     record = store.update({"task": {"description": "again"}}, author="m1", now=T0)
     assert record["sequence"] == 1 and check(record, now=T0).ok
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b'{"schema_version": 1, "seq', Problem.NOT_JSON),
+        (b"[1, 2]", Problem.WRONG_SHAPE),
+        (b'{"sequence": 3, "checksum": "sha256:00"}', Problem.BAD_CHECKSUM),
+    ],
+)
+def test_a_corrupt_record_is_reported_once_and_kept_before_it_is_replaced(
+    store: HandoffStore, content: bytes, problem: Problem
+) -> None:
+    store.state_dir.mkdir(parents=True)
+    store.path.write_bytes(content)
+    store.read()
+    store.show()  # read again: the same damage is not news
+
+    [damage] = store.damage.drain()
+    assert damage.problem is problem and damage.store == "handoff"
+    assert damage.message().startswith("handoff: handoff.json ")
+    assert damage.kept is not None and damage.kept.read_bytes() == content
+    assert damage.kept.stat().st_mode & 0o777 == 0o600
+
+    store.update({"task": {"description": "again"}}, author="m1", now=T0)
+    assert damage.kept.read_bytes() == content  # the write replaced the file, not the copy
+    assert store.damage.drain() == []  # and the new record is sound
+
+
+def test_a_sound_record_is_no_damage(store: HandoffStore) -> None:
+    store.update({"task": {"description": "x"}}, author="m1", now=T0)
+    store.read()
+    assert store.damage.drain() == []
+    assert not [p for p in store.state_dir.iterdir() if ".corrupt-" in p.name]
 
 
 def test_an_unverified_record_is_not_merged_into(store: HandoffStore) -> None:

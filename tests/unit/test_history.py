@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ateam import _jsonl as jsonl_mod
-from ateam._fs import append_durably
+from ateam._fs import Damage, Problem, append_durably
 from ateam.agent import history as history_mod
 from ateam.agent.history import History, SummaryLog
 from ateam.errors import StorageError
@@ -184,6 +184,55 @@ def test_tail_skips_unreadable_lines(open_history: OpenHistory) -> None:
     assert numbers(history.tail(5)) == [0, 1]
 
 
+def assert_kept(damage: Damage, original: bytes) -> None:
+    assert damage.kept is not None, damage
+    assert damage.kept.name.startswith(f"{damage.path.name}.corrupt-")
+    assert damage.kept.read_bytes() == original
+    assert damage.kept.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("block", [3, 16, 4096])
+def test_unreadable_lines_are_reported_once_with_a_copy(
+    open_history: OpenHistory, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    monkeypatch.setattr(history_mod, "_BLOCK", block)
+    history = open_history()
+    history.append(turn(0))
+    with history.path.open("ab") as handle:
+        handle.write(b"garbage\n[1, 2]\n")
+    history.append(turn(1))
+    damaged = history.path.read_bytes()
+
+    assert numbers(history.tail(5)) == [0, 1]
+    [damage] = history.damage.drain()
+    assert (damage.problem, damage.count) == (Problem.UNREADABLE_LINES, 2)
+    assert "history: skipped 2 unreadable line(s) of history.jsonl" in damage.message()
+    assert_kept(damage, damaged)
+
+    # Read again (every turn does), and grown: the same damage is no news.
+    history.append(turn(2))
+    assert numbers(history.tail(5)) == [0, 1, 2]
+    assert history.damage.drain() == []
+    # A line damaged later is.
+    with history.path.open("ab") as handle:
+        handle.write(b"{bad\n")
+    history.tail(5)
+    [later] = history.damage.drain()
+    assert later.count == 1
+
+
+def test_a_short_tail_reports_only_the_lines_it_read(open_history: OpenHistory) -> None:
+    history = open_history()
+    with history.path.open("ab") as handle:
+        handle.write(b"garbage\n")
+    for n in range(3):
+        history.append(turn(n))
+    assert numbers(history.tail(2)) == [1, 2]
+    assert history.damage.drain() == []  # the damaged line was not read
+    history.tail(10)
+    assert [d.count for d in history.damage.drain()] == [1]
+
+
 def test_torn_last_line_is_repaired(open_history: OpenHistory, state_dir: Path) -> None:
     history = open_history()
     for n in range(3):
@@ -192,10 +241,17 @@ def test_torn_last_line_is_repaired(open_history: OpenHistory, state_dir: Path) 
     torn = b'{"role":"assistant","cont'
     with history.path.open("ab") as handle:
         handle.write(torn)
+    damaged = history.path.read_bytes()
 
     reopened = History(state_dir)
     try:
         assert reopened.open() == len(torn)
+        [damage] = reopened.damage.drain()
+        assert (damage.problem, damage.dropped_bytes) == (Problem.TORN_TAIL, len(torn))
+        assert damage.message().startswith(
+            f"history: repaired torn last line of history.jsonl ({len(torn)} bytes dropped)"
+        )
+        assert_kept(damage, damaged)
         assert reopened.count() == 3
         reopened.append(turn(3))
         assert numbers(reopened.tail(10)) == [0, 1, 2, 3]
@@ -251,9 +307,30 @@ def test_summary_log_counts_existing_entries_and_repairs_a_torn_line(state_dir: 
     with first.path.open("ab") as handle:
         handle.write(b'{"summary":"tor')
 
+    damaged = first.path.read_bytes()
     second = SummaryLog(state_dir, keep=4)
     second.append("s3", window=(3, 3), model="m")  # appended after the repair
+    [damage] = second.damage.drain()
+    assert damage.problem is Problem.TORN_TAIL
+    assert_kept(damage, damaged)
     assert [s["summary"] for s in second.all()] == ["s0", "s1", "s2", "s3"]
     second.append("s4", window=(4, 4), model="m")  # the count included the old entries
     assert [s["summary"] for s in second.all()] == ["s1", "s2", "s3", "s4"]
     assert all(json.loads(line) for line in second.path.read_bytes().splitlines())
+
+
+def test_summary_rewrite_keeps_unreadable_lines_aside_first(state_dir: Path) -> None:
+    summaries = SummaryLog(state_dir, keep=3)
+    for n in range(3):
+        summaries.append(f"s{n}", window=(n, n), model="m")
+    with summaries.path.open("ab") as handle:
+        handle.write(b"not json\n")
+    damaged = summaries.path.read_bytes()
+
+    assert [s["summary"] for s in summaries.all()] == ["s0", "s1", "s2"]
+    assert summaries.all() and len(summaries.damage.drain()) == 1  # once, not per read
+    summaries.append("s3", window=(3, 3), model="m")  # the rewrite drops the bad line
+
+    assert b"not json" not in summaries.path.read_bytes()
+    [kept] = [p for p in state_dir.iterdir() if p.name.startswith("summary.jsonl.corrupt-")]
+    assert kept.read_bytes() == damaged

@@ -9,12 +9,14 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
+from ateam.agent.kb import AgentKb
+from ateam.config import load_project
+from ateam.config.schema import EmbeddingsProvider, EmbeddingsSpec
 from ateam.errors import (
     AuthFailed,
     BadRequest,
@@ -23,6 +25,7 @@ from ateam.errors import (
     KbDenied,
     KbUnavailable,
     RateLimited,
+    ToolDenied,
 )
 from ateam.kb import (
     MAX_PATHS,
@@ -37,7 +40,10 @@ from ateam.kb import (
     split_document,
 )
 from ateam.kb.chunking import CHARS_PER_TOKEN, Section
-from tests.servers._wire import RecordedRequest, WireServer
+from ateam.paths import ateam_home
+from ateam.tools import ToolContext
+from ateam.tools.builtin import default_registry
+from tests.servers.openai_wire import OpenAIWireServer
 
 # --- a small corpus of distinct subjects ------------------------------------------------
 
@@ -584,119 +590,278 @@ def test_hashing_embedder_is_the_same_in_every_process() -> None:
     assert abs(sum(x * x for x in mine[0]) - 1.0) < 1e-9
 
 
-def test_embedder_from_config() -> None:
-    assert isinstance(embedder_from_config(None), HashingEmbedder)
-    remote = embedder_from_config(
-        {"provider": "openai", "base_url": "http://x/v1", "model": "m", "api_key_env": "K"}
+# --- the configured embedder ------------------------------------------------------------
+
+
+@pytest.fixture
+def wire() -> Iterator[OpenAIWireServer]:
+    """An OpenAI-compatible endpoint whose ``/embeddings`` the tests program."""
+    with OpenAIWireServer() as server:
+        yield server
+
+
+def write_configured_project(root: Path, embeddings: str = "") -> Path:
+    """``demo`` with agent ``zeus`` and ``embeddings`` as the tail of models.yaml."""
+    (root / ".ateam" / "agents" / "zeus").mkdir(parents=True)
+    (root / ".ateam" / "project.yaml").write_text("name: demo\n")
+    (root / ".ateam" / "models.yaml").write_text(f"default: echo\n{embeddings}")
+    (root / ".ateam" / "agents" / "zeus" / "agent.yaml").write_text("model: echo\n")
+    return root
+
+
+def openai_embeddings(base_url: str, model: str = "embed-small") -> str:
+    return textwrap.dedent(f"""\
+        embeddings:
+          provider: openai
+          base_url: {base_url}
+          model: {model}
+          api_key_env: KB_TEST_KEY
+        """)
+
+
+def agent_kb(root: Path, subdir: str = ".") -> AgentKb:
+    """The agent's KB exactly as the agent process builds it: no embedder handed in."""
+    project = load_project(root / subdir)
+    zeus = project.agent("zeus")
+    return AgentKb(
+        agent_id=zeus.id,
+        agent_dir=zeus.dir,
+        project_root=project.root,
+        home=ateam_home(),
+        allowed_roots=[zeus.cwd],
     )
+
+
+async def test_the_agent_kb_embeds_with_the_endpoint_models_yaml_configures(
+    wire: OpenAIWireServer, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KB_TEST_KEY", "sk-kb-test")
+    write_configured_project(project, openai_embeddings(wire.base_url))
+    paths = write_corpus(project)
+    # Vectors no lexical embedder would produce: the bread note and the made-up word
+    # "qzxv" point one way, everything else the other. Only if the agent stores and
+    # searches with the endpoint's vectors does "qzxv" find the bread note.
+    wire.embed = lambda text: [1.0, 0.0] if "Sourdough" in text or text == "qzxv" else [0.0, 1.0]
+    (project / "deep" / "er").mkdir(parents=True)
+    kb = agent_kb(project, "deep/er")  # the configuration is found from below, too
+    try:
+        report = await kb.ingest("agent", ["docs", "notes"])
+        hits = await kb.search("agent", "qzxv")
+        embedder = await kb.embedder()
+    finally:
+        kb.close()
+
+    assert len(report["ingested"]) == 3
+    assert embedder.name == "openai:embed-small" and embedder.dim == 2
+    assert [(h["path"], h["score"]) for h in hits] == [(str(paths["notes/bread.txt"]), 1.0)]
+    requests = wire.embedding_requests
+    assert requests and {r.path for r in requests} == {"/v1/embeddings"}
+    sent = [text for r in requests for text in r.body["input"]]
+    assert sent[-1] == "qzxv"
+    assert any("Sourdough bread" in text for text in sent)
+    assert {r.headers["authorization"] for r in requests} == {"Bearer sk-kb-test"}
+    assert {r.body["model"] for r in requests} == {"embed-small"}
+
+
+async def test_without_embeddings_configured_the_agent_kb_stays_offline(
+    wire: OpenAIWireServer, project: Path
+) -> None:
+    write_configured_project(project)
+    write_corpus(project)
+    kb = agent_kb(project)
+    try:
+        await kb.ingest("agent", ["docs"])
+        embedder = await kb.embedder()
+    finally:
+        kb.close()
+    assert isinstance(embedder, HashingEmbedder) and embedder.name == "hashing-v1-2048"
+    assert wire.requests == []
+
+
+async def test_a_configured_hashing_dimension_is_used(project: Path) -> None:
+    write_configured_project(project, "embeddings:\n  provider: hashing\n  dim: 64\n")
+    kb = agent_kb(project)
+    try:
+        await kb.store("agent")
+        assert (await kb.embedder()).name == "hashing-v1-64"
+    finally:
+        kb.close()
+    # The store remembers it: another embedder is refused rather than mixing vectors.
+    with pytest.raises(KbUnavailable):
+        KnowledgeBase(project / ".ateam" / "agents" / "zeus" / "kb", scope="agent", project="demo")
+
+
+async def test_a_store_built_by_another_embedder_is_refused_through_the_agent(
+    wire: OpenAIWireServer, project: Path
+) -> None:
+    write_configured_project(project)
+    kb = agent_kb(project)
+    await kb.store("agent")  # built offline
+    kb.close()
+    (project / ".ateam" / "models.yaml").write_text(openai_embeddings(wire.base_url))
+
+    kb = agent_kb(project)
+    with pytest.raises(KbUnavailable) as caught:
+        await kb.store("agent")
+    assert caught.value.detail == {
+        "built_with": "hashing-v1-2048",
+        "configured": "openai:embed-small",
+    }
+
+
+@pytest.mark.parametrize(
+    ("embeddings", "field", "message"),
+    [
+        ("embeddings:\n  provider: magic\n", "embeddings.provider", "'hashing' or 'openai'"),
+        ("embeddings:\n  provider: openai\n", "embeddings", "needs `model:`"),
+        ("embeddings:\n  provider: hashing\n  dim: 4\n", "embeddings.dim", "16"),
+        ("embeddings:\n  api_key_env: not a name\n", "embeddings.api_key_env", "not a valid"),
+        ("embeddings:\n  modle: x\n", "embeddings.modle", "unknown field"),
+    ],
+)
+def test_a_bad_embeddings_section_fails_at_load_naming_the_field(
+    project: Path, embeddings: str, field: str, message: str
+) -> None:
+    write_configured_project(project, embeddings)
+    with pytest.raises(ConfigError) as caught:
+        load_project(project)
+    assert caught.value.field == field
+    assert caught.value.file == str(project / ".ateam" / "models.yaml")
+    assert message in caught.value.message
+
+
+def test_embedder_from_config_maps_each_provider() -> None:
+    assert embedder_from_config(None).name == "hashing-v1-2048"
+    spec = EmbeddingsSpec(
+        provider=EmbeddingsProvider.OPENAI,
+        base_url="http://x/v1",
+        model="m",
+        api_key_env="K",
+        dimensions=256,
+    )
+    remote = embedder_from_config(spec)
     assert isinstance(remote, OpenAIEmbedder)
     assert (remote.base_url, remote.model, remote.api_key_env) == ("http://x/v1", "m", "K")
-    assert remote.name == "openai:m"
-    with pytest.raises(ConfigError, match="unknown provider"):
-        embedder_from_config({"provider": "magic"})
-    with pytest.raises(ConfigError, match="needs a model"):
-        embedder_from_config({"provider": "openai"})
+    assert (remote.name, remote.dim) == ("openai:m@256", 256)
+    # Every provider the schema accepts has a factory.
+    names = {
+        embedder_from_config(EmbeddingsSpec(provider=p, model="m")).name for p in EmbeddingsProvider
+    }
+    assert names == {"hashing-v1-2048", "openai:m"}
 
 
 # --- OpenAI-compatible embeddings through the real SDK ----------------------------------
 
 
-class _EmbeddingsHandler(BaseHTTPRequestHandler):
-    """POST /v1/embeddings: one 3-vector per input, listed in reverse order on purpose."""
-
-    wire: ClassVar[EmbeddingsServer]
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-        pass
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.wire._record(
-            RecordedRequest(
-                "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
-            )
-        )
-        status = self.wire._next_response()
-        if status != 200:
-            reply: dict[str, Any] = {"error": {"message": "slow down", "type": "rate_limit"}}
-        else:
-            data = [
-                {"object": "embedding", "index": i, "embedding": [float(len(text)), float(i), 1.0]}
-                for i, text in enumerate(body["input"])
-            ]
-            reply = {
-                "object": "list",
-                "data": data[::-1],
-                "model": body["model"],
-                "usage": {"prompt_tokens": 1, "total_tokens": 1},
-            }
-        payload = json.dumps(reply).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-
-class EmbeddingsServer(WireServer[int]):
-    """Answers with the HTTP status queued (200 unless told)."""
-
-    handler = _EmbeddingsHandler
-    name = "embeddings"
-
-
-@pytest.fixture
-def embeddings_server() -> Iterator[EmbeddingsServer]:
-    with EmbeddingsServer(port=0, default=200) as server:
-        yield server
-
-
 def test_openai_embedder_through_the_sdk(
-    embeddings_server: EmbeddingsServer, monkeypatch: pytest.MonkeyPatch
+    wire: OpenAIWireServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KB_TEST_KEY", "sk-test")
-    embedder = OpenAIEmbedder(
-        f"http://127.0.0.1:{embeddings_server.port}/v1", "embed-small", "KB_TEST_KEY"
-    )
+    wire.embed = lambda text: [float(len(text)), 1.0, 0.0]
+    embedder = OpenAIEmbedder(wire.base_url, "embed-small", "KB_TEST_KEY")
     embedder.batch_size = 2
     texts = ["a", "bb", "ccc", "dddd", "eeeee"]
 
     vectors = embedder.embed(texts)
 
-    assert vectors == [[float(len(t)), float(i % 2), 1.0] for i, t in enumerate(texts)]
+    # The server lists each batch in reverse: the vectors come back in input order.
+    assert vectors == [[float(len(t)), 1.0, 0.0] for t in texts]
     assert embedder.dim == 3
-    requests = embeddings_server.requests
+    requests = wire.requests
     assert [r.path for r in requests] == ["/v1/embeddings"] * 3
     assert [r.body["input"] for r in requests] == [["a", "bb"], ["ccc", "dddd"], ["eeeee"]]
     assert {r.body["model"] for r in requests} == {"embed-small"}
+    assert {r.body["encoding_format"] for r in requests} == {"float"}
     assert requests[0].headers["authorization"] == "Bearer sk-test"
 
 
-def test_openai_embedder_errors_are_typed(
-    embeddings_server: EmbeddingsServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    base = f"http://127.0.0.1:{embeddings_server.port}/v1"
+def test_openai_embedder_errors_are_typed(wire: OpenAIWireServer) -> None:
     with pytest.raises(AuthFailed):
-        OpenAIEmbedder(base, "m", "KB_TEST_UNSET_KEY").embed(["x"])
-    embeddings_server.enqueue(429)
+        OpenAIEmbedder(wire.base_url, "m", "KB_TEST_UNSET_KEY").embed(["x"])
+    wire.fail_with(429)
     with pytest.raises(RateLimited) as caught:
-        OpenAIEmbedder(base, "m").embed(["x"])
+        OpenAIEmbedder(wire.base_url, "m").embed(["x"])
     assert caught.value.status == 429
 
 
 def test_a_store_with_a_remote_embedder_records_its_vector_length(
-    embeddings_server: EmbeddingsServer, project: Path, make_kb: Callable[..., KnowledgeBase]
+    wire: OpenAIWireServer, project: Path, make_kb: Callable[..., KnowledgeBase]
 ) -> None:
     paths = write_corpus(project)
-    base = f"http://127.0.0.1:{embeddings_server.port}/v1"
-    kb = make_kb(embedder=OpenAIEmbedder(base, "embed-small"))
+    kb = make_kb(embedder=OpenAIEmbedder(wire.base_url, "embed-small"))
     report = kb.ingest([paths["notes/bread.txt"]], allowed_roots=[project])
     assert report.chunks == kb.count() == 1
     kb.close()
 
-    reopened = make_kb(embedder=OpenAIEmbedder(base, "embed-small"))
+    reopened = make_kb(embedder=OpenAIEmbedder(wire.base_url, "embed-small"))
     assert [h.path for h in reopened.search("bread", min_score=-1.0)] == [
         str(paths["notes/bread.txt"])
     ]
     with pytest.raises(KbUnavailable):
         make_kb(embedder=HashingEmbedder())
+
+
+# --- the kb.ingest tool -----------------------------------------------------------------
+
+
+async def test_kb_ingest_is_a_tool_denied_unless_allowed(project: Path) -> None:
+    write_configured_project(project)
+    write_corpus(project)
+    registry, _ = default_registry(plugins=False)
+    kb = agent_kb(project)
+    ctx = ToolContext(agent_id="demo/zeus", cwd=project, kb=kb)
+    try:
+        with pytest.raises(ToolDenied):
+            await registry.for_agent(["kb.search"]).call("kb.ingest", {"paths": ["docs"]}, ctx)
+        assert not (project / ".ateam" / "agents" / "zeus" / "kb").exists()
+
+        policy = registry.for_agent(["kb.*"])
+        assert "kb.ingest" in {spec["name"] for spec in policy.schemas()}
+        report = await policy.call("kb.ingest", {"paths": ["docs"]}, ctx)
+        hits = await policy.call("kb.search", {"query": "rediss TLS connection"}, ctx)
+    finally:
+        kb.close()
+    assert sorted(Path(doc["path"]).name for doc in report["ingested"]) == [
+        "install.md",
+        "redis.md",
+    ]
+    assert hits[0]["path"] == str(project / "docs" / "redis.md")
+
+
+async def test_kb_ingest_refuses_paths_outside_the_sandbox(project: Path, tmp_path: Path) -> None:
+    write_configured_project(project)
+    outside = tmp_path / "secret.md"
+    outside.write_text("# Secret\n\nnot for the agent\n")
+    (project / "escape").symlink_to(tmp_path)
+    registry, _ = default_registry(plugins=False)
+    policy = registry.for_agent(["kb.ingest"])
+    kb = agent_kb(project)
+    ctx = ToolContext(agent_id="demo/zeus", cwd=project, kb=kb)
+    try:
+        for path in (str(outside), "../secret.md", "escape/secret.md", "/dev/zero"):
+            with pytest.raises(KbDenied) as caught:
+                await policy.call("kb.ingest", {"paths": [path]}, ctx)
+            assert caught.value.code == "kb.ingest.denied"
+        assert await kb.documents("agent") == []
+    finally:
+        kb.close()
+
+
+def test_secrets_in_an_ingested_file_are_masked_before_they_are_stored(
+    make_kb: Callable[..., KnowledgeBase], project: Path, tmp_path: Path
+) -> None:
+    from ateam.redact import Redactor
+
+    key = "ghp_" + "Kd8s7F6g5H4j3K2l1Z0x9C8v7B6n5M4q3W2e"
+    env = project / "deploy.md"
+    env.write_text(f"# Deploy\n\nPush with GITHUB_TOKEN={key} to the mirror.\n")
+    kb = make_kb(redact=Redactor().redact)
+
+    report = kb.ingest([env], allowed_roots=[project])
+
+    assert report.chunks >= 1
+    (chunk,) = kb.export([report.ingested[0]["doc_id"]])
+    assert "GITHUB_TOKEN=****" in chunk["text"] and key not in chunk["text"]
+    for path in (tmp_path / "kb").rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path

@@ -12,10 +12,13 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from ateam import _fs as fs_mod
 from ateam import _jsonl as jsonl_mod
+from ateam._fs import Damage, Problem, keep_aside
 from ateam.agent import queue as queue_mod
 from ateam.agent.queue import (
     DEAD_REASON,
@@ -27,7 +30,7 @@ from ateam.agent.queue import (
     next_queue_id,
 )
 from ateam.constants import QUEUE_COMPACT_EVERY
-from ateam.errors import StorageError
+from ateam.errors import StorageError, StorageFull
 
 OpenQueue = Callable[[], tuple[DurableQueue, RecoveryReport]]
 
@@ -204,9 +207,17 @@ def test_torn_last_line_is_truncated_and_reported(open_queue: OpenQueue) -> None
     with queue.path.open("ab") as handle:
         handle.write(torn)
 
+    damaged = queue.path.read_bytes()
+
     reopened, report = open_queue()
     assert report.torn_bytes == len(torn)
-    assert f"queue: repaired torn last line ({len(torn)} bytes dropped)" in report.messages()
+    [damage] = reopened.damage.drain()
+    assert (damage.problem, damage.dropped_bytes) == (Problem.TORN_TAIL, len(torn))
+    assert damage.message().startswith(
+        f"queue: repaired torn last line of queue.jsonl ({len(torn)} bytes dropped); "
+        "the damaged file is kept as "
+    )
+    assert_kept(damage, damaged)
     assert ids(reopened.pending()) == ids(made)
     assert reopened.path.read_bytes().endswith(b"\n")
 
@@ -240,11 +251,95 @@ def test_unreadable_lines_inside_the_file_are_skipped(open_queue: OpenQueue) -> 
     garbage = [b"not json\n", b'{"op":"teleport"}\n', b'{"op":"add","id":"q-1-000"}\n']
     queue.path.write_bytes(b"".join([head, *garbage, tail]))
 
+    damaged = queue.path.read_bytes()
+
     reopened, report = open_queue()
     assert report.skipped == 3
-    assert "queue: skipped 3 unreadable line(s)" in report.messages()
+    [damage] = reopened.damage.drain()
+    assert (damage.problem, damage.count) == (Problem.UNREADABLE_LINES, 3)
+    assert "queue: skipped 3 unreadable line(s) of queue.jsonl" in damage.message()
     assert ids(reopened.pending()) == [first.id, second.id]
     assert b"teleport" not in reopened.path.read_bytes()  # compacted away
+    assert_kept(damage, damaged)  # ...but kept aside first
+
+
+def assert_kept(damage: Damage, original: bytes) -> None:
+    """The copy of a damaged file holds its bytes as found, private to the user."""
+    assert damage.kept is not None, damage
+    assert damage.kept.parent == damage.path.parent
+    assert damage.kept.name.startswith(f"{damage.path.name}.corrupt-")
+    assert damage.kept.read_bytes() == original
+    assert damage.kept.stat().st_mode & 0o777 == 0o600
+
+
+def test_torn_and_unreadable_lines_share_one_copy(open_queue: OpenQueue) -> None:
+    queue, _ = open_queue()
+    kept_item = queue.append("a", source="cli")
+    crash(queue)
+    with queue.path.open("ab") as handle:
+        handle.write(b"garbage\n" + b'{"op":"add","id":"q-1')
+    damaged = queue.path.read_bytes()
+
+    reopened, _ = open_queue()
+
+    torn, unreadable = reopened.damage.drain()
+    assert (torn.problem, unreadable.problem) == (Problem.TORN_TAIL, Problem.UNREADABLE_LINES)
+    assert torn.kept == unreadable.kept
+    assert_kept(torn, damaged)
+    assert [p.name for p in queue.state_dir.iterdir() if ".corrupt-" in p.name] == [
+        torn.kept.name if torn.kept else ""
+    ]
+    assert ids(reopened.pending()) == [kept_item.id]
+
+
+def test_a_copy_that_cannot_be_made_leaves_the_damaged_file_alone(
+    open_queue: OpenQueue, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue, _ = open_queue()
+    queue.append("a", source="cli")
+    crash(queue)
+    with queue.path.open("ab") as handle:
+        handle.write(b"not json\n{torn")
+    damaged = queue.path.read_bytes()
+
+    def no_room(path: Path, data: bytes | None = None) -> Path:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(queue_mod, "keep_aside", no_room)
+    with pytest.raises(StorageFull, match="No space left"):
+        DurableQueue(state_dir).open()
+    assert queue.path.read_bytes() == damaged  # not cut, not compacted
+
+
+def test_torn_dead_letters_are_kept_aside(open_queue: OpenQueue, state_dir: Path) -> None:
+    queue, _ = open_queue()
+    crash(queue)
+    dead = state_dir / "dead.jsonl"
+    dead.write_bytes(b'{"id":"q-1-000","text":"x"}\n{"id":"q-2')
+    damaged = dead.read_bytes()
+
+    reopened, report = open_queue()
+
+    assert report.dead_torn_bytes == len(b'{"id":"q-2')
+    [damage] = reopened.damage.drain()
+    assert damage.path == dead and damage.problem is Problem.TORN_TAIL
+    assert_kept(damage, damaged)
+
+
+def test_retry_keeps_unreadable_dead_letters_aside(open_queue: OpenQueue, state_dir: Path) -> None:
+    queue, _ = open_queue()
+    item = {"id": "q-1-000", "text": "x", "source": "cli", "enqueued_at": 1.0, "reason": "r"}
+    dead = state_dir / "dead.jsonl"
+    dead.write_bytes(json.dumps(item).encode() + b"\nnot json\n")
+    damaged = dead.read_bytes()
+
+    [again] = queue.retry_dead()
+
+    assert again.text == "x"
+    [damage] = queue.damage.drain()
+    assert (damage.path, damage.count) == (dead, 1)
+    assert_kept(damage, damaged)
+    assert dead.read_bytes() == b""
 
 
 def test_a_failed_write_leaves_no_fragment(
@@ -259,8 +354,9 @@ def test_a_failed_write_leaves_no_fragment(
 
     with monkeypatch.context() as patch:
         patch.setattr(jsonl_mod, "append_durably", disk_full)
-        with pytest.raises(StorageError, match="No space left"):
+        with pytest.raises(StorageFull, match="No space left") as raised:
             queue.append("b", source="cli")
+    assert raised.value.code == "storage.full"
     assert len(queue) == 1
     third = queue.append("c", source="cli")
     crash(queue)
@@ -613,3 +709,96 @@ def test_release_puts_the_item_back_without_using_an_attempt(tmp_path: Path) -> 
         assert again is not None and again.id == first.id and again.attempts == 1
         reopened.release(again.id)
         reopened.close()
+
+
+# --- a full disk -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("err", "expected"),
+    [(errno.ENOSPC, StorageFull), (errno.EDQUOT, StorageFull), (errno.EIO, StorageError)],
+)
+def test_write_errors_say_what_happened(
+    open_queue: OpenQueue, monkeypatch: pytest.MonkeyPatch, err: int, expected: type
+) -> None:
+    queue, _ = open_queue()
+
+    def failing(fd: int, data: bytes) -> None:
+        raise OSError(err, os.strerror(err))
+
+    monkeypatch.setattr(jsonl_mod, "append_durably", failing)
+    with pytest.raises(StorageError) as raised:
+        queue.append("a", source="cli")
+    assert type(raised.value) is expected
+    assert raised.value.detail["errno"] == err
+
+
+def test_a_full_disk_takes_nothing_and_finishes_nothing(
+    open_queue: OpenQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue, _ = open_queue()
+    first = queue.append("a", source="cli")
+
+    def disk_full(fd: int, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(jsonl_mod, "append_durably", disk_full)
+        with pytest.raises(StorageFull):
+            queue.take()
+    # Not taken: still first in line, no attempt used.
+    assert queue.current is None and ids(queue.pending()) == [first.id]
+    assert queue.pending()[0].attempts == 0
+
+    item = queue.take()
+    assert item is not None and item.attempts == 1
+    with monkeypatch.context() as patch:
+        patch.setattr(jsonl_mod, "append_durably", disk_full)
+        with pytest.raises(StorageFull):
+            queue.done(item.id)
+        with pytest.raises(StorageFull):
+            queue.release(item.id)
+    # Neither finished nor released: the same write can be tried again.
+    assert queue.current is item
+    queue.release(item.id)
+    crash(queue)
+
+    reopened, report = open_queue()
+    assert report.requeued == [] and report.dead == []
+    again = reopened.take()
+    assert again is not None and again.id == first.id and again.attempts == 1
+
+
+def test_copies_kept_in_the_same_second_do_not_overwrite_each_other(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frozen = SimpleNamespace(gmtime=lambda: time.gmtime(0), strftime=time.strftime)
+    monkeypatch.setattr(fs_mod, "time", frozen)
+    state_dir.mkdir(parents=True)
+    damaged = state_dir / "queue.jsonl"
+    damaged.write_bytes(b"one")
+    first = keep_aside(damaged)
+    damaged.write_bytes(b"two")
+    second = keep_aside(damaged)
+    assert first.name == "queue.jsonl.corrupt-19700101T000000Z"
+    assert second.name == "queue.jsonl.corrupt-19700101T000000Z-2"
+    assert (first.read_bytes(), second.read_bytes()) == (b"one", b"two")
+
+
+def test_a_failed_atomic_write_leaves_no_temp_file_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a full disk a half-written temp file would hold the room the next try needs.
+    target = tmp_path / "state" / "handoff.json"
+    target.parent.mkdir()
+    target.write_bytes(b"old")
+
+    def disk_full(fd: int, data: bytes) -> None:
+        os.write(fd, data[:3])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fs_mod, "append_durably", disk_full)
+    with pytest.raises(OSError):
+        fs_mod.atomic_write(target, b"new content")
+    assert [p.name for p in target.parent.iterdir()] == ["handoff.json"]
+    assert target.read_bytes() == b"old"

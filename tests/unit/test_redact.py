@@ -434,3 +434,19 @@ def test_pathological_text_completes(redactor: Redactor, text: str) -> None:
     # Catastrophic backtracking would hang here until the per-test timeout fails it.
     out = redactor.redact(text)
     assert isinstance(out, str) and len(out) <= len(text) + 4 * 1000
+
+
+def test_scrub_counts_every_secret_it_replaces() -> None:
+    text = "sk-proj-" + "Ab1" * 14 + " and AKIA" + "Z7Q2W9E4R1T6Y3U8" + " and password=Hunter22x"
+    scrubbed = Redactor().scrub(text)
+    assert scrubbed.replaced == 3
+    assert scrubbed.text == "**** and **** and password=****"
+    assert scrubbed.notice() is not None and scrubbed.notice().startswith("3 secrets replaced")
+    assert Redactor().scrub("nothing here").notice() is None
+
+
+def test_literals_mask_exact_values_and_ignore_short_ones() -> None:
+    redactor = Redactor().with_literals(["plain-value-123456", "plain-value-123456-longer", "yes"])
+    assert redactor.redact("a plain-value-123456-longer b") == "a **** b"
+    assert redactor.redact("got plain-value-123456.") == "got ****."
+    assert redactor.redact("yes it is") == "yes it is"

@@ -174,7 +174,7 @@ async def test_shutdown_during_a_silent_model_releases_the_item(
             yield chunk
 
     agent.runner.provider.stream = stalled  # type: ignore[method-assign]
-    item, _ = agent.enqueue("slow one", source="test")
+    item = agent.enqueue("slow one", source="test").item
     await until(lambda: agent.state is AgentState.BUSY)
     agent.request_shutdown()
     await asyncio.wait_for(agent._shutdown(), 15)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ateam._fs import Problem
 from ateam.agent.workctx import (
     DECISIONS_KEEP,
     FAILURES_KEEP,
@@ -428,6 +429,28 @@ def test_corrupt_files_read_as_empty(ctx: WorkingContext, content: bytes) -> Non
     assert ctx.render() == ""
     ctx.add_decision("start over")  # a write replaces the damaged file
     assert [d["decision"] for d in ctx.decisions()] == ["start over"]
+
+
+def test_a_corrupt_file_is_reported_once_and_kept_before_a_write(ctx: WorkingContext) -> None:
+    ctx.dir.mkdir(parents=True)
+    (ctx.dir / "decisions.json").write_bytes(b"[{not json")
+    (ctx.dir / "progress.json").write_bytes(b"[]")
+    for _ in range(3):  # every turn renders the context
+        ctx.render()
+        assert ctx.tasks_since_summary == 0
+
+    reports = {d.path.name: d for d in ctx.damage.drain()}
+    assert set(reports) == {"decisions.json", "progress.json"}
+    assert reports["decisions.json"].problem is Problem.NOT_JSON
+    assert reports["progress.json"].problem is Problem.WRONG_SHAPE
+    assert "context: progress.json holds a JSON list, not a dict" in (
+        reports["progress.json"].message()
+    )
+    kept = reports["decisions.json"].kept
+    assert kept is not None and kept.read_bytes() == b"[{not json"
+    ctx.add_decision("start over")
+    assert kept.read_bytes() == b"[{not json"
+    assert ctx.damage.drain() == []
 
 
 def test_a_failed_write_is_a_storage_error(tmp_path: Path) -> None:

@@ -1,0 +1,138 @@
+"""Damage is reported, never silently absorbed (issue 10): a real agent's files, damaged.
+
+Each finding is a warning in the agent's log with its counts, a ``storage.damaged`` event
+that ``ateam tail`` (and so every console) shows, and a copy of the damaged file kept
+beside it as ``NAME.corrupt-<UTC time>`` before anything rewrote it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import (
+    START_TIMEOUT_S,
+    AgentFactory,
+    Bus,
+    run_ateam,
+    wait_until,
+    write_project,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def send(agent_id: str, text: str, redis_url: str) -> str:
+    sent = run_ateam("send", agent_id, text, "--redis", redis_url)
+    assert sent.returncode == 0, sent.stderr
+    return sent.stdout.strip()
+
+
+def damage_events(bus: Bus, agent_id: str) -> list[dict[str, Any]]:
+    return [
+        body
+        for _, body in bus.events(agent_id)
+        if body.get("type") == "warn" and body.get("code") == "storage.damaged"
+    ]
+
+
+def one(events: list[dict[str, Any]], name: str, problem: str) -> dict[str, Any]:
+    found = [
+        e for e in events if Path(e.get("file", "")).name == name and e.get("problem") == problem
+    ]
+    assert len(found) == 1, (name, problem, events)
+    return found[0]
+
+
+def test_damaged_files_of_a_real_agent_are_reported_and_kept_aside(
+    start_agent: AgentFactory, bus: Bus, redis_url: str, tmp_path: Path
+) -> None:
+    agent_id = "dmg/zeus"
+    root = write_project(tmp_path / "dmg", "dmg", delay_ms=1)
+    state = root / ".ateam" / "agents" / "zeus" / "state"
+    first = start_agent(agent_id, cwd=root)
+    done = [send(agent_id, f"task {n}", redis_url) for n in range(2)]
+    wait_until(
+        lambda: all(i in bus.task_ends(agent_id) for i in done), START_TIMEOUT_S, "two tasks"
+    )
+    assert first.terminate() == 0
+
+    # Damage every file the agent wrote, the way disks and killed writers do.
+    queue = state / "queue.jsonl"
+    queue.write_bytes(queue.read_bytes() + b"not json\n" + b'{"op":"add","id":"q-99999')
+    history = state / "history.jsonl"
+    turns = history.read_bytes().splitlines(keepends=True)
+    assert len(turns) == 4
+    history.write_bytes(b"".join([*turns[:2], b"{garbled\n", *turns[2:]]) + b'{"role":"us')
+    handoff = state / "handoff.json"
+    record = json.loads(handoff.read_bytes())
+    record["task"]["description"] = "something nobody wrote"  # checksum no longer matches
+    handoff.write_text(json.dumps(record))
+    progress = state / "context" / "progress.json"
+    progress.write_bytes(progress.read_bytes()[:-5])  # cut short: no longer JSON
+    damaged = {path.name: path.read_bytes() for path in (queue, history, handoff, progress)}
+
+    second = start_agent(agent_id, cwd=root)
+    task = send(agent_id, "after the damage", redis_url)  # reads and rewrites progress.json
+    wait_until(lambda: task in bus.task_ends(agent_id), START_TIMEOUT_S, "the next task")
+    assert bus.task_ends(agent_id)[task]["ok"] is True
+
+    events = damage_events(bus, agent_id)
+    queue_torn = one(events, "queue.jsonl", "torn_tail")
+    queue_bad = one(events, "queue.jsonl", "unreadable_lines")
+    history_torn = one(events, "history.jsonl", "torn_tail")
+    history_bad = one(events, "history.jsonl", "unreadable_lines")
+    handoff_bad = one(events, "handoff.json", "bad_checksum")
+    progress_bad = one(events, "progress.json", "not_json")
+    assert len(events) == 6, events
+    assert queue_torn["dropped_bytes"] == len(b'{"op":"add","id":"q-99999')
+    assert queue_bad["count"] == 1 and history_bad["count"] == 1
+    assert history_torn["dropped_bytes"] == len(b'{"role":"us')
+
+    # The copies hold the damaged bytes as they were before any repair or rewrite. The
+    # queue's torn tail and bad line share one copy; the history's bad line is found
+    # after its torn tail was cut, so its copy lacks only that tail.
+    assert queue_torn["kept"] == queue_bad["kept"]
+    expected = {
+        queue_torn["kept"]: damaged["queue.jsonl"],
+        history_torn["kept"]: damaged["history.jsonl"],
+        history_bad["kept"]: damaged["history.jsonl"][: -len(b'{"role":"us')],
+        handoff_bad["kept"]: damaged["handoff.json"],
+        progress_bad["kept"]: damaged["progress.json"],
+    }
+    for kept, original in expected.items():
+        copy = Path(kept)
+        assert copy.parent in (state, state / "context")
+        assert ".corrupt-" in copy.name
+        assert copy.read_bytes() == original, copy
+        assert copy.stat().st_mode & 0o777 == 0o600
+    # ...while the files themselves were repaired or replaced. The history is append-only:
+    # its unreadable line stays where it was, skipped; only the torn tail was cut.
+    for line in queue.read_bytes().splitlines():
+        json.loads(line)
+    assert b"not json" not in queue.read_bytes()
+    assert history.read_bytes().startswith(damaged["history.jsonl"][: -len(b'{"role":"us')])
+    assert json.loads(progress.read_bytes())["tasks_since_summary"] >= 1
+
+    # The agent's log has each warning, with its counts.
+    log = second.stderr()
+    for line in (
+        "WARNING queue: repaired torn last line of queue.jsonl (25 bytes dropped); "
+        "the damaged file is kept as ",
+        "WARNING queue: skipped 1 unreadable line(s) of queue.jsonl; the damaged file is kept",
+        "WARNING history: repaired torn last line of history.jsonl (11 bytes dropped)",
+        "WARNING history: skipped 1 unreadable line(s) of history.jsonl",
+        "WARNING handoff: handoff.json fails its checksum",
+        "WARNING context: progress.json is not valid JSON; it reads as empty",
+    ):
+        assert line in log, (line, log)
+
+    # A console shows them: `ateam tail` renders events the way the plain console does.
+    tail = run_ateam("tail", agent_id, "--from", "1", "--redis", redis_url)
+    assert tail.returncode == 0, tail.stderr
+    for event in events:
+        assert f"[A:{agent_id}] warn: {event['msg']}" in tail.stdout
+    assert second.running()

@@ -1,0 +1,195 @@
+"""Secrets are redacted at the door (issue 10, SPEC §11): nothing ateam keeps holds one.
+
+A user types secrets into a task, the agent works on it, ``/handoff`` is shown and the
+agent is restarted; then every file under the project's ``.ateam/``, every file under
+ateam's home (the embedded Redis server's append-only file and logs included) and every
+Redis key of every type are read back, and none holds a raw secret.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from ateam._proc import pid_is_running
+
+from .conftest import (
+    AgentFactory,
+    Bus,
+    history_turns,
+    run_ateam,
+    subprocess_env,
+    wait_until,
+    write_scripted_project,
+)
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello"
+
+SECRETS = {
+    "openai": "sk-proj-" + "Q7wE9rT1yU3iO5pA2sD4fG6h" * 2,
+    "anthropic": "sk-ant-api03-" + "Lk8Jh6Gf4Ds2Aq1Zx3Cv5Bn7" * 2,
+    "aws": "AKIA" + "Z7Q2W9E4R1T6Y3U8",
+    "github": "ghp_" + "m4N8b2V6c0X5z9L3k7J1h5G9f3D7s1A4q8W2",
+    "password": "Tr0ub4dor3xyzQ8",
+}
+TASK = (
+    f"deploy with key {SECRETS['openai']}, fall back to {SECRETS['anthropic']}, "
+    f"upload as {SECRETS['aws']}, push with {SECRETS['github']} "
+    f"and log in with password={SECRETS['password']}"
+)
+
+
+@pytest.fixture
+def embedded(isolated_home: Path) -> Iterator[dict[str, str]]:
+    """The zero-set-up path: no Redis configured, so ateam starts its embedded server."""
+    runtime = tempfile.mkdtemp(prefix="at", dir="/tmp")
+    env = subprocess_env(ATEAM_RUNTIME_DIR=runtime)
+    yield env
+    pid_file = isolated_home / "run" / "hello.json"
+    with contextlib.suppress(OSError, ValueError):
+        for pid in json.loads(pid_file.read_text()).values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)
+                wait_until(lambda p=int(pid): not pid_is_running(p), 20, "supervisor to exit")
+    run_ateam("server", "stop", env=env)
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def ps(env: dict[str, str]) -> dict[str, dict[str, object]]:
+    result = run_ateam("ps", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    return {str(row["id"]): row for row in json.loads(result.stdout)}
+
+
+def embedded_client(home: Path, runtime: str) -> redis.Redis:
+    password = (home / "redis" / "password").read_text().strip()
+    return redis.Redis(unix_socket_path=f"{runtime}/redis.sock", password=password)
+
+
+def every_value(client: redis.Redis) -> list[bytes]:
+    """Every key name and every value of every key, whatever its type."""
+    out: list[bytes] = []
+    readers = {
+        b"string": lambda k: [client.get(k) or b""],
+        b"hash": lambda k: [b for pair in client.hgetall(k).items() for b in pair],
+        b"list": lambda k: client.lrange(k, 0, -1),
+        b"set": lambda k: list(client.smembers(k)),
+        b"zset": lambda k: [m for m, _ in client.zrange(k, 0, -1, withscores=True)],
+        b"stream": lambda k: [
+            b for _, fields in client.xrange(k) for pair in fields.items() for b in pair
+        ],
+    }
+    for key in client.scan_iter(count=1000):
+        kind = client.type(key)
+        out.append(key)
+        out.extend(readers[kind](key))
+    return out
+
+
+def leaks(blob: bytes) -> list[str]:
+    return [name for name, secret in SECRETS.items() if secret.encode() in blob]
+
+
+def test_no_secret_typed_into_a_task_is_kept_anywhere(
+    embedded: dict[str, str], tmp_path: Path, isolated_home: Path
+) -> None:
+    project = tmp_path / "hello"
+    shutil.copytree(EXAMPLE, project)
+    up = run_ateam("up", str(project), "--detach", env=embedded, timeout=60)
+    assert up.returncode == 0, up.stdout + up.stderr
+
+    # The verb: redacted before the request reaches Redis, and the sender is told.
+    sent = run_ateam("send", "hello/zeus", TASK, env=embedded)
+    assert sent.returncode == 0, sent.stderr
+    assert "5 secrets replaced by ****" in sent.stderr
+    assert "env_passthrough" in sent.stderr and not leaks(sent.stderr.encode())
+
+    # The console: the same text typed, a plan line and a context item; then the handoff.
+    console = run_ateam(
+        "console",
+        "--no-ui",
+        env=embedded,
+        timeout=60,
+        input=(
+            "/attach hello/zeus\n"
+            f"{TASK}\n"
+            f"/plan append - [ ] rotate {SECRETS['github']}\n"
+            f"/context post --content 'aws {SECRETS['aws']}' key for {SECRETS['openai']}\n"
+            "/summarize\n"
+            "/handoff\n"
+        ),
+    )
+    assert console.returncode == 0, console.stdout + console.stderr
+    shown = console.stdout + console.stderr
+    assert "secrets replaced by ****" in shown
+    assert "echo: deploy with key ****" in shown  # the agent worked on the redacted text
+    assert '"handoff_ready": true' in shown or "handoff_ready" in shown
+    assert not leaks(shown.encode()), shown
+
+    # Restart the agent, as after an upgrade: it rebuilds everything from what it kept.
+    down = run_ateam("up", str(project), "--down", env=embedded, timeout=60)
+    assert down.returncode == 0, down.stdout + down.stderr
+    again = run_ateam("up", str(project), "--detach", env=embedded, timeout=60)
+    assert again.returncode == 0, again.stdout + again.stderr
+    wait_until(lambda: ps(embedded).get("hello/zeus", {}).get("state") == "idle", 30, "idle")
+
+    files = [p for root in (project / ".ateam", isolated_home) for p in root.rglob("*")]
+    scanned = [p for p in files if p.is_file() and not p.is_socket()]
+    assert any(p.name.startswith("appendonly") for p in scanned), "the AOF was not scanned"
+    assert any(p.name == "queue.jsonl" for p in scanned)
+    assert any(p.name == "handoff.json" for p in scanned)
+    for path in scanned:
+        assert not leaks(path.read_bytes()), path
+
+    client = embedded_client(isolated_home, embedded["ATEAM_RUNTIME_DIR"])
+    with client:
+        values = every_value(client)
+        assert len(values) > 10
+        found = [v for v in values if leaks(v)]
+        assert not found, found[:3]
+        mirrored = client.get(next(k for k in client.scan_iter("*handoff*")))
+        assert mirrored is not None and b"****" in mirrored
+
+
+def test_a_secret_passed_through_the_environment_reaches_tools_and_nothing_else(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path
+) -> None:
+    # No built-in pattern knows this shape: only its value marks it as a secret.
+    token = "plain-looking-value-5f3a9c1e7b"
+    call = {
+        "name": "os.exec",
+        "args": {"cmd": 'printf %s "$DEPLOY_TOKEN" > used.txt; echo "using $DEPLOY_TOKEN"'},
+    }
+    root = write_scripted_project(
+        tmp_path / "p",
+        "p",
+        [{"text": "Deploying.", "tool_calls": [call]}, {"text": "Deployed."}],
+        agent_yaml={"tools": {"env_passthrough": ["DEPLOY_TOKEN"]}},
+    )
+    start_agent("p/zeus", cwd=root, env={"DEPLOY_TOKEN": token})
+
+    sent = run_ateam("send", "p/zeus", "deploy it", env=subprocess_env(ATEAM_REDIS_URL=bus.url))
+    assert sent.returncode == 0, sent.stderr
+    wait_until(lambda: bus.task_ends("p/zeus"), 20, "the task to end")
+
+    assert (root / "used.txt").read_text() == token  # the command saw the real value
+    output = [b for _, b in bus.events("p/zeus") if b.get("type") == "tool.output"]
+    shown = b"".join(str(b).encode() for b in output)
+    assert b"using ****" in shown
+    for _, body in bus.events("p/zeus"):
+        assert token not in str(body)
+    for path in (root / ".ateam").rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path
+    assert any("using ****" in str(t.get("content")) for t in history_turns(root))
