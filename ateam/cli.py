@@ -38,7 +38,14 @@ from ateam.bus.registry import Registry
 from ateam.bus.rpc import RpcClient
 from ateam.config import ProjectConfig, load_project
 from ateam.config.loader import CONFIG_DIR, find_project_root
-from ateam.console.controller import KB_INGEST_TIMEOUT_S, PS_COLUMNS, kb_progress_line, ps_rows
+from ateam.console.controller import (
+    KB_HIT_COLUMNS,
+    KB_INGEST_TIMEOUT_S,
+    PS_COLUMNS,
+    kb_hit_rows,
+    kb_progress_line,
+    ps_rows,
+)
 from ateam.constants import (
     KILLED_FROM_OUTSIDE,
     OWNER_TTL_S,
@@ -583,17 +590,7 @@ def cmd_kb_search(args: argparse.Namespace) -> int:
         elif not hits:
             print(f"no passage in the {args.scope} kb of {args.id} scores above the minimum")
         else:
-            rows = [
-                {
-                    "score": hit["score"],
-                    "doc": hit["doc_id"],
-                    "path": hit["path"],
-                    "title": (hit.get("title") or "")[:40],
-                    "text": " ".join(str(hit.get("text", "")).split())[:60],
-                }
-                for hit in hits
-            ]
-            _print_table(rows, ["score", "doc", "path", "title", "text"])
+            _print_table(kb_hit_rows(hits), list(KB_HIT_COLUMNS))
         return 0
 
     return _run_verb(args, work)

@@ -867,17 +867,7 @@ class ConsoleController:
         if not hits:
             self.view.info("no passage scores above the minimum (0.35)")
             return
-        rows = [
-            {
-                "score": hit["score"],
-                "doc": hit["doc_id"],
-                "path": hit["path"],
-                "title": (hit.get("title") or "")[:40],
-                "text": " ".join(str(hit.get("text", "")).split())[:60],
-            }
-            for hit in hits
-        ]
-        self.view.table(rows, ["score", "doc", "path", "title", "text"])
+        self.view.table(kb_hit_rows(hits), list(KB_HIT_COLUMNS))
 
     async def _kb_ls(self, words: list[str], options: dict[str, str]) -> None:
         agent = self._require_attached()
@@ -1706,6 +1696,23 @@ def _cell(value: Any) -> str:
 def kb_progress_line(data: dict[str, Any]) -> str:
     """A ``kb.progress`` event as one line: ``kb agent: 3/10 docs/a.md``."""
     return f"kb {data.get('scope')}: {data.get('done')}/{data.get('total')} {data.get('path')}"
+
+
+KB_HIT_COLUMNS = ("score", "doc", "path", "title", "text")
+
+
+def kb_hit_rows(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``kb.search`` hits as table rows, title and text cut to fit a line."""
+    return [
+        {
+            "score": hit["score"],
+            "doc": hit["doc_id"],
+            "path": hit["path"],
+            "title": (hit.get("title") or "")[:40],
+            "text": " ".join(str(hit.get("text", "")).split())[:60],
+        }
+        for hit in hits
+    ]
 
 
 def handoff_line(data: dict[str, Any]) -> str | None:

@@ -496,3 +496,41 @@ def group_alive(pgid: int) -> list[int]:
         if int(fields[2]) == pgid and fields[0] != "Z":
             alive.append(int(entry.name))
     return alive
+
+
+# --- the embedded server ------------------------------------------------------------------
+
+
+@pytest.fixture
+def embedded_env(isolated_home: Path) -> Iterator[dict[str, str]]:
+    """No --redis and no ATEAM_REDIS_URL, so ateam starts its embedded server.
+
+    The runtime directory is short enough for a unix socket path. On teardown every
+    supervisor ``ateam up`` left is stopped (it stops its agents), then the server.
+    """
+    import json
+    import shutil
+    import tempfile
+
+    from ateam._proc import pid_is_running
+
+    runtime = tempfile.mkdtemp(prefix="at", dir="/tmp")
+    env = subprocess_env(ATEAM_RUNTIME_DIR=runtime)
+    yield env
+    for pid_file in (isolated_home / "run").glob("*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            for pid in json.loads(pid_file.read_text()).values():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGTERM)
+                    wait_until(lambda p=int(pid): not pid_is_running(p), 20, "supervisor to exit")
+    run_ateam("server", "stop", env=env)
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def embedded_ps(env: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """``ateam ps --json`` as a mapping of agent id to row."""
+    import json
+
+    result = run_ateam("ps", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    return {str(row["id"]): row for row in json.loads(result.stdout)}

@@ -8,23 +8,16 @@ Redis key of every type are read back, and none holds a raw secret.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import shutil
-import signal
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
-from ateam._proc import pid_is_running
-
 from .conftest import (
     AgentFactory,
     Bus,
+    embedded_ps,
     history_turns,
     run_ateam,
     subprocess_env,
@@ -48,28 +41,6 @@ TASK = (
     f"upload as {SECRETS['aws']}, push with {SECRETS['github']} "
     f"and log in with password={SECRETS['password']}"
 )
-
-
-@pytest.fixture
-def embedded(isolated_home: Path) -> Iterator[dict[str, str]]:
-    """The zero-set-up path: no Redis configured, so ateam starts its embedded server."""
-    runtime = tempfile.mkdtemp(prefix="at", dir="/tmp")
-    env = subprocess_env(ATEAM_RUNTIME_DIR=runtime)
-    yield env
-    pid_file = isolated_home / "run" / "hello.json"
-    with contextlib.suppress(OSError, ValueError):
-        for pid in json.loads(pid_file.read_text()).values():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGTERM)
-                wait_until(lambda p=int(pid): not pid_is_running(p), 20, "supervisor to exit")
-    run_ateam("server", "stop", env=env)
-    shutil.rmtree(runtime, ignore_errors=True)
-
-
-def ps(env: dict[str, str]) -> dict[str, dict[str, object]]:
-    result = run_ateam("ps", "--json", env=env)
-    assert result.returncode == 0, result.stderr
-    return {str(row["id"]): row for row in json.loads(result.stdout)}
 
 
 def embedded_client(home: Path, runtime: str) -> redis.Redis:
@@ -102,8 +73,9 @@ def leaks(blob: bytes) -> list[str]:
 
 
 def test_no_secret_typed_into_a_task_is_kept_anywhere(
-    embedded: dict[str, str], tmp_path: Path, isolated_home: Path
+    embedded_env: dict[str, str], tmp_path: Path, isolated_home: Path
 ) -> None:
+    embedded = embedded_env
     project = tmp_path / "hello"
     shutil.copytree(EXAMPLE, project)
     up = run_ateam("up", str(project), "--detach", env=embedded, timeout=60)
@@ -142,7 +114,9 @@ def test_no_secret_typed_into_a_task_is_kept_anywhere(
     assert down.returncode == 0, down.stdout + down.stderr
     again = run_ateam("up", str(project), "--detach", env=embedded, timeout=60)
     assert again.returncode == 0, again.stdout + again.stderr
-    wait_until(lambda: ps(embedded).get("hello/zeus", {}).get("state") == "idle", 30, "idle")
+    wait_until(
+        lambda: embedded_ps(embedded).get("hello/zeus", {}).get("state") == "idle", 30, "idle"
+    )
 
     files = [p for root in (project / ".ateam", isolated_home) for p in root.rglob("*")]
     scanned = [p for p in files if p.is_file() and not p.is_socket()]

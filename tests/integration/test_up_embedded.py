@@ -2,46 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shutil
 import signal
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ateam._proc import pid_is_running
 
-from .conftest import START_TIMEOUT_S, run_ateam, subprocess_env, wait_until
+from .conftest import START_TIMEOUT_S, embedded_ps, run_ateam, wait_until
 
 pytestmark = pytest.mark.integration
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello"
-
-
-@pytest.fixture
-def embedded_env(isolated_home: Path) -> Iterator[dict[str, str]]:
-    """No --redis and no ATEAM_REDIS_URL; a runtime dir short enough for a unix socket."""
-    runtime = tempfile.mkdtemp(prefix="at", dir="/tmp")
-    env = subprocess_env(ATEAM_RUNTIME_DIR=runtime)
-    yield env
-    pid_file = isolated_home / "run" / "hello.json"
-    with contextlib.suppress(OSError, ValueError):
-        for pid in json.loads(pid_file.read_text()).values():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGTERM)  # the supervisor stops its agents
-                wait_until(lambda p=int(pid): not pid_is_running(p), 20, "supervisor to exit")
-    run_ateam("server", "stop", env=env)
-    shutil.rmtree(runtime, ignore_errors=True)
-
-
-def ps(env: dict[str, str]) -> dict[str, dict[str, object]]:
-    result = run_ateam("ps", "--json", env=env)
-    assert result.returncode == 0, result.stderr
-    return {row["id"]: row for row in json.loads(result.stdout)}
 
 
 def test_up_detach_attach_echo_and_down(
@@ -58,7 +32,7 @@ def test_up_detach_attach_echo_and_down(
     status = run_ateam("server", "status", env=embedded_env)
     assert status.returncode == 0, status.stdout
     assert embedded_env["ATEAM_RUNTIME_DIR"] in status.stdout
-    rows = ps(embedded_env)
+    rows = embedded_ps(embedded_env)
     assert {rows["hello/zeus"]["state"], rows["hello/hera"]["state"]} == {"idle"}
     pids = [int(str(rows[a]["pid"])) for a in ("hello/zeus", "hello/hera")]
     assert (project / ".ateam" / "agents" / "zeus" / "state" / "agent.log").exists()
@@ -79,7 +53,7 @@ def test_up_detach_attach_echo_and_down(
         lambda: not any(pid_is_running(pid) for pid in pids), START_TIMEOUT_S, "agents to exit"
     )
     # A graceful stop leaves the registry.
-    assert ps(embedded_env) == {}
+    assert embedded_ps(embedded_env) == {}
 
 
 def test_up_restarts_a_crashed_agent_but_not_a_stopped_one(
@@ -89,12 +63,12 @@ def test_up_restarts_a_crashed_agent_but_not_a_stopped_one(
     shutil.copytree(EXAMPLE, project)
     up = run_ateam("up", str(project), "--detach", env=embedded_env, timeout=60)
     assert up.returncode == 0, up.stdout + up.stderr
-    old_pid = int(str(ps(embedded_env)["hello/zeus"]["pid"]))
+    old_pid = int(str(embedded_ps(embedded_env)["hello/zeus"]["pid"]))
 
     os.kill(old_pid, signal.SIGKILL)
 
     def zeus_is_back() -> bool:
-        row = ps(embedded_env).get("hello/zeus")
+        row = embedded_ps(embedded_env).get("hello/zeus")
         return bool(row and row["state"] == "idle" and int(str(row["pid"])) != old_pid)
 
     wait_until(zeus_is_back, 30, "the supervisor to restart zeus")
@@ -105,8 +79,8 @@ def test_up_restarts_a_crashed_agent_but_not_a_stopped_one(
     assert stop.returncode == 0, stop.stdout + stop.stderr
     hera_log = project / ".ateam" / "agents" / "hera" / "state" / "agent.log"
     wait_until(lambda: "not restarting" in hera_log.read_text(), 15, "hera to stay stopped")
-    assert "hello/hera" not in ps(embedded_env)
+    assert "hello/hera" not in embedded_ps(embedded_env)
 
     down = run_ateam("up", str(project), "--down", env=embedded_env, timeout=60)
     assert down.returncode == 0, down.stdout + down.stderr
-    assert ps(embedded_env) == {}
+    assert embedded_ps(embedded_env) == {}
