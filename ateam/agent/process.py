@@ -162,6 +162,8 @@ class Agent:
         self.router.usage = self.ledger.load()
         self.router.on_usage = self._usage_changed
         self._usage_dirty = False
+        self._refused_for_room: StorageFull | None = None
+        """An input refused for lack of room: the worker waits, blocked, until there is."""
         self.events = EventPublisher(
             self.client,
             self.keys,
@@ -593,13 +595,20 @@ class Agent:
             if existing is not None:
                 return Queued(existing, created=False, redacted=0)
         clean = self.redactor.scrub(text)
-        item = self.queue.append(
-            clean.text,
-            source=source,
-            rid=rid,
-            caller=caller,
-            trace_id=trace_id or os.urandom(6).hex(),
-        )
+        try:
+            item = self.queue.append(
+                clean.text,
+                source=source,
+                rid=rid,
+                caller=caller,
+                trace_id=trace_id or os.urandom(6).hex(),
+            )
+        except StorageFull as exc:
+            # Refused, not acknowledged; an idle worker turns blocked too, so /ps and
+            # the consoles say why inputs are refused until there is room.
+            self._refused_for_room = exc
+            self._work.set()
+            raise
         self.entry.queue_len = len(self.queue)
         self._work.set()
         self._registry_dirty.set()
@@ -745,6 +754,10 @@ class Agent:
 
     async def _work_loop(self) -> None:
         while not self._stop.is_set():
+            if self._refused_for_room is not None:
+                full, self._refused_for_room = self._refused_for_room, None
+                await self._until_written(full, lambda: None)
+                continue
             try:
                 item = self.queue.current or self.queue.take()
             except StorageFull as exc:

@@ -178,3 +178,32 @@ def test_a_full_disk_blocks_the_agent_keeps_the_work_and_resumes(
     assert starts == [1, 1], ops
     assert agent.running()
     assert agent.terminate() == 0
+
+
+def test_an_idle_agent_that_refuses_an_input_for_lack_of_room_says_so_until_there_is(
+    small_disk: Callable[[Path], Path],
+    start_agent: AgentFactory,
+    bus: Bus,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    agent_id = "idle/zeus"
+    root = write_project(tmp_path / "idle", "idle", delay_ms=0)
+    state = small_disk(root / ".ateam" / "agents" / "zeus" / "state")
+    agent = start_agent(agent_id, cwd=root)
+    filler = fill(state)
+
+    refused = run_ateam("send", agent_id, "x" * 20_000, "--redis", redis_url)  # past any slack
+    assert refused.returncode != 0 and "storage.full" in refused.stderr, refused.stderr
+    entry = wait_until(lambda: blocked_entry(bus, agent_id), START_TIMEOUT_S, "state blocked")
+    assert "No space left on device" in entry["alert"]
+
+    filler.unlink()
+    wait_until(
+        lambda: (e := bus.entry(agent_id)) is not None and e["state"] == "idle" and not e["alert"],
+        START_TIMEOUT_S,
+        "the agent to be idle again",
+    )
+    accepted = send(agent_id, "hello again", redis_url)
+    wait_until(lambda: accepted in bus.task_ends(agent_id), START_TIMEOUT_S, "the task to end")
+    assert agent.terminate() == 0
