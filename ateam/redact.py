@@ -329,7 +329,7 @@ class Scrubbed:
         if not self.replaced:
             return None
         what = "secret" if self.replaced == 1 else "secrets"
-        return f"{self.replaced} {what} replaced by {MASK} before sending; {SECRET_ADVICE}"
+        return f"{self.replaced} {what} replaced by {MASK}; {SECRET_ADVICE}"
 
 
 class Redactor:

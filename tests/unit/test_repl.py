@@ -165,6 +165,20 @@ async def test_plain_text_is_queued_with_source_local(agent: Agent) -> None:
     assert script.lines == [f"queued {item.id} (1 waiting)"]
 
 
+async def test_a_secret_typed_at_the_repl_is_queued_redacted_and_the_user_told(
+    agent: Agent,
+) -> None:
+    agent._worker.cancel()  # type: ignore[union-attr]
+    script = Script()
+    repl = AgentRepl(agent, out=script.out, ask=script.ask)
+    key = "AKIA" + "Q4W7E2R9T5Y1U8I3"
+    await repl.handle(f"upload as {key}")
+    (item,) = agent.queue.pending()
+    assert item.text == "upload as ****"
+    assert script.lines[-1].startswith("1 secret replaced by ****;")
+    assert "env_passthrough" in script.lines[-1]
+
+
 async def test_queue_clear_needs_yes(agent: Agent) -> None:
     agent._worker.cancel()  # type: ignore[union-attr]
     agent.enqueue("one", source="test")
