@@ -8,6 +8,7 @@ rewrites it, a warning with the counts goes to the log, and the agent announces 
 from __future__ import annotations
 
 import contextlib
+import glob
 import itertools
 import logging
 import os
@@ -93,7 +94,9 @@ def keep_aside(path: Path, data: bytes | None = None) -> Path:
     """Copy ``path`` to ``NAME.corrupt-<UTC time>`` beside it, 0600 and fsynced.
 
     Made before a damaged file is cut, compacted or replaced, so a person can still see
-    what was there. An existing copy is never overwritten (``-2``, ``-3``... follow).
+    what was there. An existing copy is never overwritten (``-2``, ``-3``... follow),
+    and a copy that already holds exactly these bytes is reused: damage found again at
+    each start (a restart loop) costs no new copy, so it cannot fill the disk.
 
     Args:
         path: the damaged file.
@@ -106,6 +109,9 @@ def keep_aside(path: Path, data: bytes | None = None) -> Path:
     Raises:
         OSError: the file cannot be read or the copy written; no copy is left behind.
     """
+    same = _same_copy(path, data)
+    if same is not None:
+        return same
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     for n in itertools.count(1):
         copy = path.with_name(f"{path.name}.corrupt-{stamp}" + (f"-{n}" if n > 1 else ""))
@@ -133,6 +139,26 @@ def keep_aside(path: Path, data: bytes | None = None) -> Path:
         raise
     fsync_dir(path.parent)
     return copy
+
+
+def _same_copy(path: Path, data: bytes | None) -> Path | None:
+    """A ``NAME.corrupt-*`` copy beside ``path`` with the same bytes, if there is one."""
+    try:
+        size = len(data) if data is not None else path.stat().st_size
+        copies = [
+            c
+            for c in path.parent.glob(f"{glob.escape(path.name)}.corrupt-*")
+            if c.stat().st_size == size
+        ]
+        if not copies:
+            return None
+        content = data if data is not None else path.read_bytes()
+        for copy in sorted(copies):
+            if copy.read_bytes() == content:
+                return copy
+    except OSError:
+        return None  # then a fresh copy is made, or its failure reported
+    return None
 
 
 def probe_room(directory: Path, size: int) -> None:

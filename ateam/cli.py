@@ -45,6 +45,7 @@ from ateam.console.controller import (
     kb_hit_rows,
     kb_progress_line,
     ps_rows,
+    redactor_for,
 )
 from ateam.constants import (
     KILLED_FROM_OUTSIDE,
@@ -338,10 +339,12 @@ def cmd_send(args: argparse.Namespace) -> int:
     # with it, and so can the user (--request-id), without ever queueing the text twice.
     rid, timeout = _send_options(args)  # a UsageError is main()'s (exit 4)
 
-    # Redacted here, before anything reaches Redis (its request stream, its AOF).
-    clean = _local_redactor().scrub(" ".join(args.text))
-
     async def work(client: Any, keys: Keys) -> int:
+        # Redacted here, before anything reaches Redis (its request stream, its AOF),
+        # with the patterns of this project and of the agent's, if it runs on this host.
+        view = await Registry(client, keys).get(args.id)
+        redactor = redactor_for(view.entry.cwd if view is not None else None, _local_redactor())
+        clean = redactor.scrub(" ".join(args.text))
         params = {"text": clean.text, "source": "cli"}
         async with _owning(client, keys, args, "send", timeout=timeout) as rpc:
             try:

@@ -756,7 +756,10 @@ class Agent:
         while not self._stop.is_set():
             if self._refused_for_room is not None:
                 full, self._refused_for_room = self._refused_for_room, None
-                await self._until_written(full, lambda: None)
+                # The refused write is not retried (its sender was told), so the size to
+                # wait for is a probe's, not the refused input's: a huge input refused
+                # must not keep small ones waiting.
+                await self._until_written(full, lambda: None, room=STORAGE_PROBE_BYTES)
                 continue
             try:
                 item = self.queue.current or self.queue.take()
@@ -870,7 +873,9 @@ class Agent:
             log.warning("working context (%s) not updated: %s", what, exc.one_line())
             return None
 
-    async def _until_written(self, full: StorageFull, write: Callable[[], object]) -> bool:
+    async def _until_written(
+        self, full: StorageFull, write: Callable[[], object], *, room: int | None = None
+    ) -> bool:
         """Blocked until ``write``, the write that failed, succeeds; ``False`` if stopped first.
 
         A full disk pauses work rather than failing it: nothing is taken meanwhile and
@@ -878,7 +883,8 @@ class Agent:
         write that failed is retried, so the agent resumes by itself when there is room
         (issue 10; SPEC §12: an acknowledged input is never lost).
         """
-        room = max(STORAGE_PROBE_BYTES, int(full.detail.get("bytes") or 0))
+        if room is None:
+            room = max(STORAGE_PROBE_BYTES, int(full.detail.get("bytes") or 0))
         reason = (
             f"{full.message}; nothing is taken until it can be written "
             f"(retrying every {STORAGE_PROBE_S:g} s)"
@@ -904,6 +910,8 @@ class Agent:
                 except StorageFull:
                     continue
                 waited = time.monotonic() - started
+                # Inputs refused meanwhile were refused, not kept: nothing to wait for.
+                self._refused_for_room = None
                 log.warning("storage writable again after %.0f s; resuming", waited)
                 self._set_state(AgentState.BUSY)
                 return True

@@ -418,9 +418,18 @@ class DurableQueue:
         self._report_damage(report, kept)
         self._load(replay)
         self._recover(report, killed=killed)
+        needed = bool(replay.skipped or report.requeued or report.dead)
         try:
-            if replay.garbage or replay.skipped or report.requeued or report.dead:
-                self._rewrite(self._render(self._pending_unordered()))
+            if needed or replay.garbage:
+                try:
+                    self._rewrite(self._render(self._pending_unordered()))
+                except OSError:
+                    if needed:
+                        raise
+                    # Only finished items to compact away: that can wait for room, and
+                    # an agent restarted on a full disk still starts (and shows blocked).
+                    log.warning("queue: not compacted at start (no room); the log is kept")
+                    self._log.reopen()
             else:
                 self._log.reopen()
         except OSError as exc:

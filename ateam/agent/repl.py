@@ -269,7 +269,11 @@ class AgentRepl:
             return
         handler = self._handlers.get(word)
         if handler is None:
-            entry = self.agent.enqueue(text, source="local")
+            try:
+                entry = self.agent.enqueue(text, source="local")
+            except AteamError as exc:  # storage.full: refused, and the REPL stays up
+                self.out(exc.one_line())
+                return
             self.out(f"queued {entry.item.id} ({len(self.agent.queue)} waiting)")
             if entry.redacted:
                 self.out(_secrets_notice(entry.redacted))

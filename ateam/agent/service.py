@@ -300,7 +300,12 @@ class AgentService:
 
     async def approval_list(self, call: Call) -> dict[str, Any]:
         full = bool(call.params.get("full", False))
-        return {"pending": [req.to_wire(full=full) for req in self.agent.approvals.pending()]}
+        pending = [req.to_wire(full=full) for req in self.agent.approvals.pending()]
+        if full:
+            # /edit: the whole proposed file, which the owner edits and sends back; a
+            # masked copy would write **** into the file. Only this reply carries it.
+            return {"pending": pending}
+        return {"pending": self.agent.redactor.redact_obj(pending)}
 
     async def approval_answer(self, call: Call) -> dict[str, Any]:
         request_id = call.params.get("request_id")

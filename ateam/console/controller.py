@@ -271,8 +271,13 @@ class ConsoleController:
         await command.handler(words[1:])
 
     def _clean(self, *texts: str) -> list[str]:
-        """``texts`` with their secrets masked; the user is told once if any were."""
-        scrubbed = [self.redactor.scrub(text) for text in texts]
+        """``texts`` with their secrets masked; the user is told once if any were.
+
+        The patterns are the console's and those of the attached agent's project.
+        """
+        view = self.known.get(self.attached) if self.attached else None
+        redactor = redactor_for(view.entry.cwd if view is not None else None, self.redactor)
+        scrubbed = [redactor.scrub(text) for text in texts]
         notice = Scrubbed("", sum(s.replaced for s in scrubbed)).notice()
         if notice:
             self.view.banner(notice)
@@ -1649,6 +1654,19 @@ class _LocalPlan:
     worktree: fleet.Worktree | None
     where: str
     """The cwd as shown to people (with the worktree's repository and branch)."""
+
+
+def redactor_for(cwd: str | None, base: Redactor) -> Redactor:
+    """``base`` plus the ``redact.yaml`` patterns of the project an agent runs in.
+
+    Text sent to an agent is masked before it reaches Redis, so the sender needs the
+    agent's own patterns, not only those of wherever the sender stands; they can be read
+    when the agent's working directory is on this host.
+    """
+    project = _project_of(Path(cwd)) if cwd else None
+    if project is None or not project.redact_patterns:
+        return base
+    return Redactor((*base.extra, *project.redact_patterns))
 
 
 def _project_of(cwd: Path) -> ProjectConfig | None:

@@ -107,6 +107,10 @@ class Hit:
         return asdict(self)
 
 
+_REDACTED_METADATA = ("title", "path")
+"""Metadata of a chunk that is text from the document, masked like its text."""
+
+
 @dataclass
 class _Pending:
     """Chunks waiting to be embedded and added in one batch."""
@@ -120,6 +124,10 @@ class _Pending:
     def add(self, chunk_id: str, text: str, metadata: dict[str, str | int | float]) -> None:
         self.ids.append(chunk_id)
         self.texts.append(self.redact(text))
+        for key in _REDACTED_METADATA:  # a heading or a file name can hold a key too
+            value = metadata.get(key)
+            if isinstance(value, str):
+                metadata[key] = self.redact(value)
         self.metadatas.append(metadata)
 
 

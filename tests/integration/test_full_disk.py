@@ -180,7 +180,7 @@ def test_a_full_disk_blocks_the_agent_keeps_the_work_and_resumes(
     assert agent.terminate() == 0
 
 
-def test_an_idle_agent_that_refuses_an_input_for_lack_of_room_says_so_until_there_is(
+def test_an_agent_restarted_on_a_full_disk_serves_refuses_inputs_and_says_so_until_room(
     small_disk: Callable[[Path], Path],
     start_agent: AgentFactory,
     bus: Bus,
@@ -191,7 +191,12 @@ def test_an_idle_agent_that_refuses_an_input_for_lack_of_room_says_so_until_ther
     root = write_project(tmp_path / "idle", "idle", delay_ms=0)
     state = small_disk(root / ".ateam" / "agents" / "zeus" / "state")
     agent = start_agent(agent_id, cwd=root)
+    done = send(agent_id, "one task, so the queue has something to compact", redis_url)
+    wait_until(lambda: done in bus.task_ends(agent_id), START_TIMEOUT_S, "the first task")
+    assert agent.terminate() == 0
     filler = fill(state)
+    # Restarted on the full disk: the compaction at start waits for room, the agent serves.
+    agent = start_agent(agent_id, cwd=root)
 
     refused = run_ateam("send", agent_id, "x" * 20_000, "--redis", redis_url)  # past any slack
     assert refused.returncode != 0 and "storage.full" in refused.stderr, refused.stderr

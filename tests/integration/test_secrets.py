@@ -167,3 +167,41 @@ def test_a_secret_passed_through_the_environment_reaches_tools_and_nothing_else(
         if path.is_file():
             assert token.encode() not in path.read_bytes(), path
     assert any("using ****" in str(t.get("content")) for t in history_turns(root))
+
+
+def test_a_send_from_outside_the_project_uses_the_agents_own_redact_patterns(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path
+) -> None:
+    import threading
+
+    root = write_scripted_project(tmp_path / "p", "p", [{"text": "ok"}])
+    (root / ".ateam" / "redact.yaml").write_text(
+        "patterns:\n  - {name: internal, regex: 'itk_[A-Za-z0-9]{32}'}\n"
+    )
+    token = "itk_" + "a1B2c3D4e5F6g7H8" * 2
+    start_agent("p/zeus", cwd=root)
+    seen: list[str] = []
+    ready = threading.Event()
+
+    def watch() -> None:
+        with redis.Redis.from_url(bus.url).monitor() as monitor:
+            ready.set()
+            for command in monitor.listen():
+                seen.append(str(command.get("command")))
+                if "task.end" in seen[-1] or len(seen) > 5000:
+                    return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    ready.wait(5)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    sent = subprocess_env(ATEAM_REDIS_URL=bus.url)
+    result = run_ateam("send", "p/zeus", f"use {token} for it", env=sent, cwd=elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert "1 secret replaced by ****" in result.stderr
+    wait_until(lambda: bus.task_ends("p/zeus"), 20, "the task to end")
+    watcher.join(10)
+
+    assert any("use **** for it" in command for command in seen), seen[-5:]
+    assert not any(token in command for command in seen)

@@ -154,3 +154,26 @@ async def test_the_summary_log_stands_in_when_the_running_summary_is_gone(agent:
     system = agent.runner.build_context("next").messages[0].content
     assert "Running: built and tested the parser." in system
     assert "Logged: built the parser." not in system  # the running summary folds it in
+
+
+async def test_pending_approvals_are_listed_with_their_secrets_masked(agent: Agent) -> None:
+    from ateam.agent.service import AgentService
+    from ateam.bus.rpc import Call
+
+    key = "sk-proj-" + "R4t5Y6u7I8o9P0a1S2d3F4g5H6j7K8l9"
+    asking = asyncio.create_task(
+        agent.approvals.ask(
+            kind="tool",
+            tool="os.exec",
+            args={"cmd": f"curl -H 'Authorization: Bearer {key}' https://api"},
+            task_id=None,
+            trace_id=None,
+            timeout_s=30,
+        )
+    )
+    await wait_for(lambda: len(agent.approvals) == 1)
+    listed = await AgentService(agent).approval_list(Call("r1", "approval.list", {}, None, 0.0))
+    asking.cancel()
+
+    (request,) = listed["pending"]
+    assert key not in str(request) and "****" in request["args"]["cmd"]

@@ -334,3 +334,18 @@ def test_summary_rewrite_keeps_unreadable_lines_aside_first(state_dir: Path) -> 
     assert b"not json" not in summaries.path.read_bytes()
     [kept] = [p for p in state_dir.iterdir() if p.name.startswith("summary.jsonl.corrupt-")]
     assert kept.read_bytes() == damaged
+
+
+def test_the_same_damage_found_again_is_not_copied_again(tmp_path: Path) -> None:
+    from ateam._fs import keep_aside
+
+    damaged = tmp_path / "history.jsonl"
+    damaged.write_bytes(b'{"role": "user"}\nnot json\n')
+    first = keep_aside(damaged)
+    again = keep_aside(damaged)  # the next start finds the same file
+    assert again == first and len(list(tmp_path.glob("history.jsonl.corrupt-*"))) == 1
+
+    damaged.write_bytes(b'{"role": "user"}\nother damage\n')
+    other = keep_aside(damaged)
+    assert other != first and other.read_bytes() == damaged.read_bytes()
+    assert keep_aside(damaged, damaged.read_bytes()) == other

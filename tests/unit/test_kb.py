@@ -854,7 +854,7 @@ def test_secrets_in_an_ingested_file_are_masked_before_they_are_stored(
 
     key = "ghp_" + "Kd8s7F6g5H4j3K2l1Z0x9C8v7B6n5M4q3W2e"
     env = project / "deploy.md"
-    env.write_text(f"# Deploy\n\nPush with GITHUB_TOKEN={key} to the mirror.\n")
+    env.write_text(f"# Deploy with {key}\n\nPush with GITHUB_TOKEN={key} to the mirror.\n")
     kb = make_kb(redact=Redactor().redact)
 
     report = kb.ingest([env], allowed_roots=[project])
@@ -862,6 +862,7 @@ def test_secrets_in_an_ingested_file_are_masked_before_they_are_stored(
     assert report.chunks >= 1
     (chunk,) = kb.export([report.ingested[0]["doc_id"]])
     assert "GITHUB_TOKEN=****" in chunk["text"] and key not in chunk["text"]
+    assert chunk["metadata"]["title"] == "Deploy with ****"
     for path in (tmp_path / "kb").rglob("*"):
         if path.is_file():
             assert key.encode() not in path.read_bytes(), path
