@@ -14,6 +14,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -542,7 +543,15 @@ class Coalescer:
     also ``newline_window`` after a newline. Bytes are never split inside a UTF-8
     sequence; output that is not valid UTF-8 is sent base64-encoded. Above
     ``hard_fps`` frames per second the window widens rather than anything being dropped.
+
+    Frames end at whitespace where they can: a trailing run of up to ``HOLD_BYTES``
+    non-space bytes waits for the next frame (at most ``HOLD_S``), so a key streamed a
+    few characters at a time reaches the redactor, which sees one frame at a time, in
+    one piece. A longer run, or one held that long (a prompt waiting for input), goes.
     """
+
+    HOLD_BYTES = 512
+    HOLD_S = 1.0
 
     def __init__(
         self,
@@ -562,6 +571,7 @@ class Coalescer:
         self._buf = bytearray()
         self._timer: asyncio.TimerHandle | None = None
         self._frames: deque[float] = deque()
+        self._holding_since: float | None = None
 
     @classmethod
     def for_output(cls, sink: Callable[[dict[str, Any]], None]) -> Coalescer:
@@ -590,6 +600,7 @@ class Coalescer:
         cut = _utf8_safe_cut(self._buf)
         if cut == 0 and len(self._buf) >= 4:
             cut = len(self._buf)
+        cut = self._word_cut(cut)
         if cut == 0:
             self._arm(self._window)
             return
@@ -599,6 +610,26 @@ class Coalescer:
         self._note_frame()
         if self._buf:
             self._arm(self._window)
+
+    def _word_cut(self, cut: int) -> int:
+        """``cut`` moved back to just after the last whitespace, while a hold is allowed."""
+        now = time.monotonic()
+        if self._holding_since is not None and now - self._holding_since >= self.HOLD_S:
+            self._holding_since = None
+            return cut  # held long enough: a prompt, not a word being streamed
+        low = max(0, cut - self.HOLD_BYTES - 1)
+        space = _LAST_SPACE.search(self._buf, low, cut)
+        if space is not None:
+            boundary = space.end()
+        elif cut - low <= self.HOLD_BYTES:
+            boundary = 0  # one short word so far: all of it waits
+        else:
+            return cut  # a long run without a space is no word to keep whole
+        if boundary < cut and self._holding_since is None:
+            self._holding_since = now
+        elif boundary == cut:
+            self._holding_since = None
+        return boundary
 
     def close(self) -> None:
         """Flush everything, including a trailing partial sequence (as base64)."""
@@ -633,6 +664,10 @@ class Coalescer:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+_LAST_SPACE = re.compile(rb"\s(?=\S*\Z)")
+"""The last whitespace byte of a (bounded) buffer slice."""
 
 
 def _utf8_safe_cut(buf: bytearray) -> int:

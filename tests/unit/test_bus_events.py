@@ -216,8 +216,33 @@ async def test_coalescer_joins_chunks_into_frames_without_splitting_utf8() -> No
 async def test_coalescer_flushes_at_size_limit() -> None:
     frames: list[dict[str, Any]] = []
     co = Coalescer(frames.append, window=10, max_bytes=100)
-    co.feed(b"x" * 250)
+    co.feed(b"word " * 50)
     assert frames and len(frames[0]["text"]) == 250
+    co.close()
+
+
+async def test_a_word_streamed_in_pieces_reaches_one_frame_whole() -> None:
+    frames: list[dict[str, Any]] = []
+    co = Coalescer(frames.append, window=0.01)
+    key = "sk-proj-" + "Q7wE9rT1yU3iO5pA2sD4fG6h" * 2
+    for i in range(0, len(key), 4):  # a model streaming a key 4 characters at a time
+        co.feed(key[i : i + 4] if i else "env is " + key[:4])
+        await asyncio.sleep(0.02)  # slower than the window: each piece could be a frame
+    co.feed(" done")
+    co.close()
+    texts = [f["text"] for f in frames]
+    assert any(key in text for text in texts), texts
+    assert "".join(texts) == f"env is {key} done"
+
+
+async def test_a_prompt_without_a_trailing_space_is_not_held_for_long() -> None:
+    frames: list[dict[str, Any]] = []
+    co = Coalescer(frames.append, window=0.01, newline_window=0.01)
+    co.feed(b"Continue? [y/N]")
+    await asyncio.sleep(0.2)
+    assert frames == [{"text": "Continue? "}]  # the last word waits for its end...
+    await asyncio.sleep(Coalescer.HOLD_S)
+    assert frames == [{"text": "Continue? "}, {"text": "[y/N]"}]  # ...but not for ever
     co.close()
 
 
@@ -254,12 +279,12 @@ async def test_coalescer_widens_its_window_above_the_frame_rate_limit() -> None:
     frames: list[dict[str, Any]] = []
     co = Coalescer(frames.append, window=0.005, hard_fps=20)
     for _ in range(60):  # a chunk every ~10 ms: ~100 frames/s if never hardened
-        co.feed(b"x")
+        co.feed(b"x ")
         await asyncio.sleep(0.01)
     co.close()
     assert co._window > 0.005
     assert len(frames) < 50
-    assert sum(len(f["text"]) for f in frames) == 60  # coalesced, nothing dropped
+    assert sum(len(f["text"]) for f in frames) == 120  # coalesced, nothing dropped
 
 
 async def test_scrub_masks_text_fields_and_leaves_base64_frames_intact(
