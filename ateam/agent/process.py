@@ -159,7 +159,6 @@ class Agent:
         self.router = ModelRouter(config, factory=build_provider, current=provider.model)
         self.router.providers[provider.model] = provider
         self.ledger = UsageLedger(config.state_dir, fence=fence)
-        self.router.usage = self.ledger.load()
         self.router.on_usage = self._usage_changed
         self._usage_dirty = False
         self._refused_for_room: StorageFull | None = None
@@ -186,7 +185,6 @@ class Agent:
             host=socket.gethostname(),
             pid=os.getpid(),
             started_at=time.time(),
-            usage=self.router.usage_view(),  # what was spent before a restart counts too
         )
         self.heartbeat = Heartbeat(self.client, self.keys, self.entry)
         self.summaries = SummaryLog(config.state_dir, fence=fence, scrub=self.redactor.redact)
@@ -321,6 +319,9 @@ class Agent:
         self.config.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         # The files too: a frozen predecessor on this host keeps them until it exits.
         await self.state_lock.acquire(wait_s=STATE_LOCK_WAIT_S, keep_alive=self.lock.refresh)
+        # Read under the state lock: a predecessor still saving its counts has exited.
+        self.router.usage = self.ledger.load()
+        self.entry.usage = self.router.usage_view()  # spent before a restart counts too
         report = self.queue.open(killed=self._killed_before)
         self.history.open()  # a torn tail it repairs is reported through its damage log
         self.prompts.load()
@@ -1373,8 +1374,12 @@ def _read_marker(path: Path) -> float:
 
 
 def _write_marker(path: Path, value: float) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    atomic_write(path, f"{value!r}\n".encode("ascii"))
+    """Write the compaction marker; a full disk is ``storage.full`` like every store's."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic_write(path, f"{value!r}\n".encode("ascii"))
+    except OSError as exc:
+        raise storage_error("context", "cannot write", path, exc) from exc
 
 
 async def _bounded(step: Awaitable[Any], seconds: float = 2.0) -> None:

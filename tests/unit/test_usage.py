@@ -59,3 +59,16 @@ def test_a_failed_save_returns_false_instead_of_raising(tmp_path: Path) -> None:
     assert ledger.save_quietly({"gpt": Usage(2, 2, 2)}) is False
     assert ledger.save_quietly({"gpt": Usage(2, 2, 2)}) is False  # and again, logged once
     assert (tmp_path / "usage.json").is_dir()
+
+
+def test_the_compaction_marker_reports_a_full_disk_as_storage_full(tmp_path: Path) -> None:
+    import pytest
+
+    from ateam.agent import process
+    from ateam.errors import StorageError
+
+    marker = tmp_path / "context" / "compacted_until"
+    marker.mkdir(parents=True)  # a directory where the file goes: the write must fail
+    with pytest.raises(StorageError) as failed:
+        process._write_marker(marker, 12.5)
+    assert failed.value.code == "storage.corrupt"  # not a bare OSError escaping the task
