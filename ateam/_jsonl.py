@@ -15,11 +15,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ateam._fs import append_durably, fsync_dir, open_append
+from ateam._fs import DamageLog, Problem, append_durably, fsync_dir, keep_aside, open_append
 from ateam.constants import QUEUE_TAIL_SCAN
 from ateam.errors import StorageError, StorageFull
 
-__all__ = ["AppendLog", "decode_line", "encode_line", "storage_error", "truncate_torn_tail"]
+__all__ = [
+    "AppendLog",
+    "decode_line",
+    "encode_line",
+    "repair_torn_tail",
+    "storage_error",
+    "truncate_torn_tail",
+]
 
 _SCAN_BLOCK = 64 * 1024
 
@@ -117,6 +124,30 @@ def truncate_torn_tail(
         handle.flush()
         os.fsync(handle.fileno())
         return size - cut
+
+
+def repair_torn_tail(path: Path, damage: DamageLog) -> int:
+    """Cut a torn last line (no scan limit), copying the file aside first and reporting it.
+
+    Returns:
+        The number of bytes dropped (0 when the file was intact).
+
+    Raises:
+        OSError: the file cannot be read, copied or truncated; it is left as it was.
+    """
+    kept: list[Path] = []
+    dropped = truncate_torn_tail(
+        path, max_scan=None, before_cut=lambda _: kept.append(keep_aside(path))
+    )
+    if dropped:
+        damage.report(
+            path,
+            Problem.TORN_TAIL,
+            f"repaired torn last line of {path.name} ({dropped} bytes dropped)",
+            dropped_bytes=dropped,
+            kept=kept[0],
+        )
+    return dropped
 
 
 def storage_error(label: str, what: str, path: Path, exc: OSError) -> StorageError:

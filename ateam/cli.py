@@ -44,6 +44,7 @@ from ateam.console.controller import (
     PS_COLUMNS,
     kb_hit_rows,
     kb_progress_line,
+    local_redactor,
     ps_rows,
     redactor_for,
 )
@@ -328,12 +329,6 @@ def _unconfirmed(
     return type(exc)(message, detail={**exc.detail, "request_id": rid, "queued": None})
 
 
-def _local_redactor() -> Redactor:
-    """Built-in patterns plus the redact.yaml of the project here, if there is one."""
-    project = _project_or_none()
-    return Redactor.from_config(project) if project is not None else Redactor()
-
-
 def cmd_send(args: argparse.Namespace) -> int:
     # One request id for every attempt, chosen before the first: the RPC client retries
     # with it, and so can the user (--request-id), without ever queueing the text twice.
@@ -343,7 +338,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         # Redacted here, before anything reaches Redis (its request stream, its AOF),
         # with the patterns of this project and of the agent's, if it runs on this host.
         view = await Registry(client, keys).get(args.id)
-        redactor = redactor_for(view.entry.cwd if view is not None else None, _local_redactor())
+        redactor = redactor_for(view.entry.cwd if view is not None else None, local_redactor())
         clean = redactor.scrub(" ".join(args.text))
         params = {"text": clean.text, "source": "cli"}
         async with _owning(client, keys, args, "send", timeout=timeout) as rpc:

@@ -22,10 +22,15 @@ from ateam._fs import (
     append_durably,
     atomic_write,
     fsync_dir,
-    keep_aside,
     open_append,
 )
-from ateam._jsonl import AppendLog, decode_line, encode_line, storage_error, truncate_torn_tail
+from ateam._jsonl import (
+    AppendLog,
+    decode_line,
+    encode_line,
+    repair_torn_tail,
+    storage_error,
+)
 from ateam.agent.fence import Fenced, unfenced
 from ateam.constants import HISTORY_KEEP, HISTORY_ROTATE_BYTES, SUMMARY_KEEP
 from ateam.paths import private_dir
@@ -91,24 +96,13 @@ class History:
             if not self.state_dir.exists():
                 private_dir(self.state_dir)
                 fsync_dir(self.state_dir.parent)
-            kept: list[Path] = []
             # No scan limit: a turn can be larger than the queue's window, and refusing
             # to start over one torn turn would cost more than reading back to its start.
-            dropped = truncate_torn_tail(
-                self.path, max_scan=None, before_cut=lambda _: kept.append(keep_aside(self.path))
-            )
+            dropped = repair_torn_tail(self.path, self.damage)
             self._count = _count_lines(self.path)
             self._log.open()
         except OSError as exc:
             raise storage_error("history", "cannot open", self.path, exc) from exc
-        if dropped:
-            self.damage.report(
-                self.path,
-                Problem.TORN_TAIL,
-                f"repaired torn last line of {HISTORY_FILE} ({dropped} bytes dropped)",
-                dropped_bytes=dropped,
-                kept=kept[0],
-            )
         return dropped
 
     def close(self) -> None:
@@ -306,20 +300,7 @@ class SummaryLog:
                 if not self.state_dir.exists():
                     private_dir(self.state_dir)
                     fsync_dir(self.state_dir.parent)
-                kept: list[Path] = []
-                dropped = truncate_torn_tail(
-                    self.path,
-                    max_scan=None,
-                    before_cut=lambda _: kept.append(keep_aside(self.path)),
-                )
-                if dropped:
-                    self.damage.report(
-                        self.path,
-                        Problem.TORN_TAIL,
-                        f"repaired torn last line of {SUMMARY_FILE} ({dropped} bytes dropped)",
-                        dropped_bytes=dropped,
-                        kept=kept[0],
-                    )
+                repair_torn_tail(self.path, self.damage)
                 self._count = _count_lines(self.path)
             if self._count >= self.keep:
                 # The rewrite drops unreadable lines: their copy must exist first.

@@ -135,7 +135,7 @@ class ConsoleController:
     ) -> None:
         self.target = target
         self.view = view
-        self.redactor = redactor or _local_redactor()
+        self.redactor = redactor or local_redactor()
         """Masks secrets in what this console sends, before it reaches Redis (SPEC §11)."""
         self.keys = Keys(target.namespace)
         self.session = (
@@ -1813,8 +1813,8 @@ def describe_error(error: AteamError) -> str:
     return error.one_line()
 
 
-def _local_redactor() -> Redactor:
-    """The redactor of the project this console runs in: built-ins plus its redact.yaml."""
+def local_redactor() -> Redactor:
+    """The redactor of the project here (the cwd): built-ins plus its redact.yaml."""
     try:
         return Redactor.from_config(load_project())
     except AteamError:
