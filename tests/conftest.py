@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -131,12 +132,22 @@ async def client(target: RedisTarget) -> AsyncIterator[aioredis.Redis]:
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own ATEAM_HOME so nothing touches the real ~/.ateam."""
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test gets its own ATEAM_HOME so nothing touches the real ~/.ateam.
+
+    An embedded server that a command of the test started there (a verb run without
+    ``--redis``) is stopped afterwards, so a test run leaves no ``redis-server`` behind.
+    """
     home = tmp_path / "ateam-home"
     home.mkdir()
     monkeypatch.setenv("ATEAM_HOME", str(home))
     monkeypatch.setenv("ATEAM_RUNTIME_DIR", str(tmp_path / "run"))
     monkeypatch.delenv("ATEAM_REDIS_URL", raising=False)
     os.environ.pop("ATEAM_REDIS_URL", None)
-    return home
+    yield home
+    if (home / "redis" / "redis.pid").exists():
+        from ateam.bus.embedded import EmbeddedServer
+        from ateam.errors import AteamError
+
+        with contextlib.suppress(AteamError, OSError):
+            EmbeddedServer().stop()
