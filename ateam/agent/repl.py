@@ -37,7 +37,7 @@ from prompt_toolkit.document import Document
 from ateam.agent.queue import QueueItem
 from ateam.agent.service import MAX_HISTORY_TAIL, AgentService
 from ateam.bus.rpc import Call
-from ateam.console.completion import CommandCompleter, Completion
+from ateam.completion import CommandCompleter, Completion
 from ateam.errors import AteamError
 from ateam.redact import Scrubbed
 

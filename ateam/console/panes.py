@@ -68,7 +68,7 @@ from textual.widgets.option_list import Option
 
 from ateam.bus.events import Event, EventType, Gap, decode_chunk
 from ateam.bus.registry import AgentView
-from ateam.console.completion import CommandCompleter, TabCycler
+from ateam.completion import CommandCompleter, TabCycler
 from ateam.console.controller import (
     ConsoleController,
     ConsoleView,

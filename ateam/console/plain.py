@@ -6,7 +6,7 @@ input it waits for the inputs it sent to finish before leaving.
 
 When stdin and stdout are both terminals (and ``TERM`` is not ``dumb``) lines are read
 with prompt-toolkit instead: history in ``~/.ateam/console/history``, TAB completion
-(:mod:`ateam.console.completion`), output printed above the prompt, and F1 for an
+(:mod:`ateam.completion`), output printed above the prompt, and F1 for an
 agent palette — it fills in ``/attach `` and opens a menu of agent ids that narrows as
 you type; Enter attaches. Ctrl+C and end of input (Ctrl+D) mean what they mean on a
 pipe: interrupt when attached, ask before quitting when not, and leave.
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.key_binding import KeyBindings
 
-    from ateam.console.completion import CommandCompleter
+    from ateam.completion import CommandCompleter
 
 
 def prefix(agent: str) -> str:
@@ -486,7 +486,7 @@ class PromptInput:
         self.palette = False
         """F1 opened the agent palette: the menu follows typing until the line is sent."""
         # Imported here: scripts on a pipe never pay for loading prompt-toolkit.
-        from ateam.console.completion import CommandCompleter
+        from ateam.completion import CommandCompleter
 
         self.completer: CommandCompleter = CommandCompleter.for_controller(controller)
         self.session = self._session()
@@ -498,7 +498,7 @@ class PromptInput:
         from prompt_toolkit.filters import Condition
         from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
-        from ateam.console.completion import PromptToolkitCompleter
+        from ateam.completion import PromptToolkitCompleter
 
         class RedactedHistory(FileHistory):
             """Typed lines kept for the arrow keys, secrets masked: a file ateam writes."""

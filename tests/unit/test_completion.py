@@ -10,7 +10,7 @@ import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from ateam.console.completion import (
+from ateam.completion import (
     CommandCompleter,
     Completion,
     PromptToolkitCompleter,
