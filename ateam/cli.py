@@ -1,63 +1,55 @@
-"""Every ``ateam …`` command: parse, call, print. The work lives in the packages."""
+"""Every ``ateam …`` command: parse, call, print. The work lives in the packages.
+
+Longer than most modules (~700 lines) on purpose: each verb is a short handler on
+:mod:`ateam.client` beside its own arguments, and one file read top to bottom is the
+whole command line. Nothing here talks to Redis; ``tests/unit/test_layers.py`` checks it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import math
 import os
 import re
-import secrets
 import signal
-import socket
 import sys
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from ateam import __version__
-from ateam.bus.backoff import CONNECTION_ERRORS
-from ateam.bus.connection import (
-    RedisTarget,
-    bus_error,
-    ensure_reachable,
-    make_client,
+from ateam.client import (
+    Gap,
+    KbProgress,
+    Target,
+    Team,
+    bus_errors,
+    local_redactor,
+    redeem_bootstrap,
     resolve_target,
+    server_command,
+    session_id,
 )
-from ateam.bus.events import Event, EventTail, EventType, Gap
-from ateam.bus.keys import Keys
-from ateam.bus.ownership import OwnerKind, Ownership
-from ateam.bus.registry import Registry
-from ateam.bus.rpc import RpcClient
 from ateam.config import ProjectConfig, load_project
 from ateam.config.loader import CONFIG_DIR, find_project_root
-from ateam.console.controller import (
+from ateam.console.tables import (
     KB_HIT_COLUMNS,
-    KB_INGEST_TIMEOUT_S,
     PS_COLUMNS,
     kb_hit_rows,
     kb_progress_line,
-    local_redactor,
     ps_rows,
-    redactor_for,
+    table_lines,
 )
-from ateam.constants import (
-    KILLED_FROM_OUTSIDE,
-    OWNER_TTL_S,
-    PREVIOUS_EXIT_ENV,
-    RPC_DEFAULT_DEADLINE_S,
-)
+from ateam.constants import KILLED_FROM_OUTSIDE, PREVIOUS_EXIT_ENV, RPC_DEFAULT_DEADLINE_S
 from ateam.errors import (
     AgentNotFound,
     AteamError,
     ConfigError,
+    Exit,
     RedisUnavailable,
     RpcTimeout,
     UsageError,
@@ -66,24 +58,12 @@ from ateam.errors import (
 )
 from ateam.fleet import agent_config_for
 from ateam.kb.scopes import DEFAULT_SCOPE, SCOPES
-from ateam.redact import Redactor, Scrubbed
+from ateam.redact import Redactor
 
 
-def _target(args: argparse.Namespace, project: ProjectConfig | None) -> RedisTarget:
+def _target(args: argparse.Namespace, project: ProjectConfig | None) -> Target:
     """``--redis``, ATEAM_REDIS_URL, tools.yaml, else the embedded server (started on demand)."""
-    transport = project.transport if project else None
-    namespace = project.namespace if project else None
-    found = resolve_target(args.redis, transport=transport, namespace=namespace)
-    if found is not None:
-        return found
-    from ateam.bus.embedded import EmbeddedServer
-
-    embedded = EmbeddedServer().ensure()
-    if namespace:
-        return RedisTarget(
-            embedded.url, embedded.source, password=embedded.password, namespace=namespace
-        )
-    return embedded
+    return resolve_target(args.redis, project)
 
 
 def _project(start: Path | None = None) -> ProjectConfig:
@@ -124,7 +104,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         )
         if args.bootstrap is not None:
             # Redeemed before anything joins: an agent must never run on an unchecked token.
-            spec = asyncio.run(_redeem(target, args.bootstrap, agent_id))["spec"]
+            spec = asyncio.run(redeem_bootstrap(target, args.bootstrap, agent_id))["spec"]
             if model is None and isinstance(spec.get("model"), str):
                 model = spec["model"]  # the model the console asked for, unless overridden
                 entry = config.model_entry(model)
@@ -152,21 +132,6 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return asyncio.run(agent.run())
 
 
-async def _redeem(target: RedisTarget, token: str, agent_id: str) -> dict[str, Any]:
-    """Use up a bootstrap token for ``agent_id``; raises BootstrapRefused or RedisUnavailable."""
-    from ateam.bus.bootstrap import redeem
-
-    client = make_client(target)
-    try:
-        await ensure_reachable(client, target)
-        try:
-            return await redeem(client, Keys(target.namespace), token, agent_id=agent_id)
-        except RedisError as exc:
-            raise bus_error(exc) from exc
-    finally:
-        await client.aclose()
-
-
 # console ------------------------------------------------------------------------------
 
 
@@ -186,7 +151,7 @@ def panes_capable() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty() and term not in ("", "dumb")
 
 
-def run_console(target: RedisTarget, *, plain: bool, force_panes: bool = False) -> int:
+def run_console(target: Target, *, plain: bool, force_panes: bool = False) -> int:
     """Panes mode on a capable terminal (SPEC §6), plain line mode otherwise or on request.
 
     ``/ui panes on|off`` ends one front end and starts the other on the same bus,
@@ -238,16 +203,19 @@ def _project_or_none() -> ProjectConfig | None:
 # scriptable verbs ---------------------------------------------------------------------
 
 
-async def _with_client(target: RedisTarget, work: Callable[[Any, Keys], Awaitable[int]]) -> int:
-    client = make_client(target)
+Work = Callable[[Team], Awaitable[int]]
+"""A verb's part that runs on the team: returns the exit code."""
+
+
+async def _with_team(target: Target, verb: str, redactor: Redactor, work: Work) -> int:
+    # Host, pid and a random part in the session id (see session_id): two verbs with
+    # one id would take each other's one-call claims for their own.
+    team = await Team.connect(target, session=session_id(verb), redactor=redactor)
     try:
-        await ensure_reachable(client, target)
-        try:
-            return await work(client, Keys(target.namespace))
-        except RedisError as exc:
-            raise bus_error(exc) from exc
+        with bus_errors():
+            return await work(team)
     finally:
-        await client.aclose()
+        await team.aclose()
 
 
 def _killed_before() -> bool:
@@ -260,43 +228,15 @@ def _killed_before() -> bool:
 
 
 def cmd_ps(args: argparse.Namespace) -> int:
-    async def work(client: Any, keys: Keys) -> int:
-        views = await Registry(client, keys).list()
-        rows = ps_rows(views)
+    async def work(team: Team) -> int:
+        rows = ps_rows(await team.agents())
         if args.json:
             print(json.dumps(rows, indent=2, sort_keys=True))
             return 0
-        from ateam.console.plain import PlainView
-
-        PlainView(asyncio.Queue()).table(rows, PS_COLUMNS)
+        _print_table(rows, PS_COLUMNS)
         return 0
 
-    return _run_verb(args, work)
-
-
-@contextlib.asynccontextmanager
-async def _owning(
-    client: Any, keys: Keys, args: argparse.Namespace, verb: str, *, timeout: float
-) -> AsyncIterator[RpcClient]:
-    """A verb's mutating call: a one-call claim around it (SPEC §4.3), then let go.
-
-    The claim is marked :attr:`OwnerKind.CALL`, so a script that sends at the same
-    moment waits the few milliseconds it lasts instead of failing, and a console that
-    finds it in the way is told what it is.
-    """
-    # Host, pid and a random part: a bare pid repeats across hosts and containers, and
-    # two verbs with one session id would take each other for the same claimant.
-    session = f"{verb}:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-    # Outlive a long --timeout: a claim that lapsed mid-call would refuse our own call.
-    ownership = Ownership(client, keys, session, ttl_s=max(OWNER_TTL_S, timeout + 5.0))
-    await ownership.acquire(args.id, takeover=args.takeover, kind=OwnerKind.CALL)
-    try:
-        yield RpcClient(client, keys, caller=session, auth=ownership.token)
-    finally:
-        # A release lost to a dead connection only leaves the claim to lapse (TTL); it
-        # must not hide how the call itself ended.
-        with contextlib.suppress(*CONNECTION_ERRORS):
-            await ownership.release(args.id)
+    return _run_verb(args, "ps", work)
 
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -334,86 +274,70 @@ def cmd_send(args: argparse.Namespace) -> int:
     # with it, and so can the user (--request-id), without ever queueing the text twice.
     rid, timeout = _send_options(args)  # a UsageError is main()'s (exit 4)
 
-    async def work(client: Any, keys: Keys) -> int:
-        # Redacted here, before anything reaches Redis (its request stream, its AOF),
-        # with the patterns of this project and of the agent's, if it runs on this host.
-        view = await Registry(client, keys).get(args.id)
-        redactor = redactor_for(view.entry.cwd if view is not None else None, local_redactor())
-        clean = redactor.scrub(" ".join(args.text))
-        params = {"text": clean.text, "source": "cli"}
-        async with _owning(client, keys, args, "send", timeout=timeout) as rpc:
-            try:
-                reply = await rpc.call(args.id, "input", params, timeout=timeout, request_id=rid)
-            except (RpcTimeout, RedisUnavailable) as exc:
-                # The request may have reached the agent before the reply was lost.
-                raise _unconfirmed(exc, args.id, rid, timeout) from exc
-        print(reply["id"])
-        notice = Scrubbed("", clean.replaced + int(reply.get("redacted") or 0)).notice()
+    async def work(team: Team) -> int:
+        # Redacted by the client, before anything reaches Redis (its request stream, its
+        # AOF), with the patterns of this project and of the agent's, if it runs here.
+        try:
+            sent = await team.agent(args.id).send(
+                " ".join(args.text),
+                source="cli",
+                request_id=rid,
+                timeout=timeout,
+                takeover=args.takeover,
+            )
+        except (RpcTimeout, RedisUnavailable) as exc:
+            # The request may have reached the agent before the reply was lost.
+            raise _unconfirmed(exc, args.id, rid, timeout) from exc
+        print(sent.id)
+        notice = sent.notice()
         if notice:
             print(notice, file=sys.stderr)
         return 0
 
-    return _run_verb(args, work)
+    return _run_verb(args, "send", work, redactor=local_redactor())
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    async def work(client: Any, keys: Keys) -> int:
-        async with _owning(client, keys, args, "stop", timeout=RPC_DEFAULT_DEADLINE_S) as rpc:
-            await rpc.call(args.id, "shutdown", {})
-        registry = Registry(client, keys)
-        deadline = time.monotonic() + args.wait
-        # The agent leaves the registry as the last step of its shutdown; poll for that.
-        while time.monotonic() < deadline and await registry.get(args.id) is not None:  # noqa: ASYNC110
-            await asyncio.sleep(0.1)
-        if await registry.get(args.id) is not None:
+    async def work(team: Team) -> int:
+        if not await team.agent(args.id).stop(wait=args.wait, takeover=args.takeover):
             print(f"{args.id} was asked to stop but is still registered", file=sys.stderr)
-            return 1
+            return Exit.FAILED
         print(f"stopped {args.id}")
         return 0
 
-    return _run_verb(args, work)
+    return _run_verb(args, "stop", work)
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
     from ateam.console.plain import PlainView
 
-    async def work(client: Any, keys: Keys) -> int:
+    async def work(team: Team) -> int:
         # A stopped agent's retained events are still worth reading; an id with
         # neither a stream nor a registry entry is a typo.
-        known = await client.exists(keys.events(args.id)) or await Registry(client, keys).get(
-            args.id
-        )
-        if not known:
+        if not (await team.has_events(args.id) or await team.status(args.id)):
             raise AgentNotFound(f"no agent {args.id!r} and no events for it on this bus")
         view = PlainView(asyncio.Queue())
-        tail = EventTail(client, keys)
-        after = None if args.from_offset is None else max(args.from_offset - 1, 0)
-        tail.add(args.id, after)
-        if args.follow:
-            async for item in tail:
-                view.gap(item) if isinstance(item, Gap) else view.event(item)
-            return 0
-        while True:
-            items = await tail.poll(wait=False)
-            if not items:
-                view.flush()  # the start of a line that is still being streamed
-                return 0
-            for item in items:
-                view.gap(item) if isinstance(item, Gap) else view.event(item)
+        async for item in team.agent(args.id).tail(args.from_offset, follow=args.follow):
+            view.gap(item) if isinstance(item, Gap) else view.event(item)
+        view.flush()  # the start of a line that is still being streamed
+        return 0
 
-    return _run_verb(args, work)
+    return _run_verb(args, "tail", work)
 
 
-def _run_verb(args: argparse.Namespace, work: Callable[[Any, Keys], Awaitable[int]]) -> int:
+def _run_verb(
+    args: argparse.Namespace, verb: str, work: Work, *, redactor: Redactor | None = None
+) -> int:
+    """Resolve the id and the bus, run ``work`` on a team session, print any error."""
     try:
         _resolve_id(args)
         target = _target(args, _project_or_none())
-        return asyncio.run(_with_client(target, work))
+        return asyncio.run(_with_team(target, verb, redactor or Redactor(), work))
     except AteamError as exc:
         print(exc.one_line(), file=sys.stderr)
         return cli_exit_code(exc)
     except KeyboardInterrupt:
-        return 130
+        return Exit.INTERRUPTED
 
 
 # project inference --------------------------------------------------------------------
@@ -466,32 +390,20 @@ def cmd_init(args: argparse.Namespace) -> int:
 # kb -------------------------------------------------------------------------------------
 
 
-_PROGRESS_DRAIN_S = 2.0
-"""How long ``kb add`` waits, after the agent's answer, for progress events still on
-their way: the agent publishes them asynchronously, so they may trail the reply."""
-
-
 class _PlainProgress:
     """Ingest progress for a pipe or a file: one ``kb agent: 3/10 path`` line per file."""
 
     def __init__(self, scope: str) -> None:
         self.scope = scope
-        self.finished = asyncio.Event()
-        """Set once an event says every file is done."""
 
-    def seen(self, done: int, total: int, path: str) -> None:
-        self.update(done, total, path)
-        if done >= total:
-            self.finished.set()
+    def seen(self, progress: KbProgress) -> None:
+        print(kb_progress_line(progress))
 
     def __enter__(self) -> _PlainProgress:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         return None
-
-    def update(self, done: int, total: int, path: str) -> None:
-        print(kb_progress_line({"scope": self.scope, "done": done, "total": total, "path": path}))
 
 
 class _BarProgress(_PlainProgress):
@@ -516,24 +428,17 @@ class _BarProgress(_PlainProgress):
     def __exit__(self, *exc_info: object) -> None:
         self._bar.stop()
 
-    def update(self, done: int, total: int, path: str) -> None:
-        self._bar.update(self._task, completed=done, total=total, description=Path(path).name)
+    def seen(self, progress: KbProgress) -> None:
+        self._bar.update(
+            self._task,
+            completed=progress.done,
+            total=progress.total,
+            description=Path(progress.path).name,
+        )
 
 
 _PROGRESS: dict[bool, type[_PlainProgress]] = {True: _BarProgress, False: _PlainProgress}
 """Whether stdout is a terminal → how ingest progress is shown."""
-
-
-async def _follow_progress(tail: EventTail, scope: str, show: _PlainProgress) -> None:
-    """Show the agent's ``kb.progress`` events of ``scope`` until cancelled."""
-    while True:
-        for item in await tail.poll():
-            if (
-                isinstance(item, Event)
-                and item.type == EventType.KB_PROGRESS
-                and item.data.get("scope") == scope
-            ):
-                show.seen(int(item.data["done"]), int(item.data["total"]), str(item.data["path"]))
 
 
 def cmd_kb_add(args: argparse.Namespace) -> int:
@@ -541,28 +446,11 @@ def cmd_kb_add(args: argparse.Namespace) -> int:
     # host); anything else is the agent's to resolve against its cwd.
     paths = [str(Path(p).expanduser().resolve()) if Path(p).exists() else p for p in args.paths]
 
-    async def work(client: Any, keys: Keys) -> int:
-        tail = EventTail(client, keys)
-        tail.add(args.id, None, backlog=0)
-        await tail.poll(wait=False)  # fixes the start: only this call's progress is shown
-        async with _owning(client, keys, args, "kb", timeout=KB_INGEST_TIMEOUT_S) as rpc:
-            with _PROGRESS[sys.stdout.isatty()](args.scope) as show:
-                follow = asyncio.create_task(_follow_progress(tail, args.scope, show))
-                try:
-                    report = await rpc.call(
-                        args.id,
-                        "kb.ingest",
-                        {"scope": args.scope, "paths": paths},
-                        timeout=KB_INGEST_TIMEOUT_S,
-                    )
-                    if report["ingested"] or report["skipped"]:  # files were read
-                        with contextlib.suppress(TimeoutError):
-                            async with asyncio.timeout(_PROGRESS_DRAIN_S):
-                                await show.finished.wait()
-                finally:
-                    follow.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await follow
+    async def work(team: Team) -> int:
+        with _PROGRESS[sys.stdout.isatty()](args.scope) as show:
+            report = await team.agent(args.id).kb.ingest(
+                args.scope, paths, on_progress=show.seen, takeover=args.takeover
+            )
         print(
             f"kb {args.scope} of {args.id}: {len(report['ingested'])} document(s) ingested, "
             f"{report['chunks']} chunk(s), {len(report['skipped'])} skipped"
@@ -574,30 +462,26 @@ def cmd_kb_add(args: argparse.Namespace) -> int:
             print(f"  - {item['path']}: {item['reason']}{dup}")
         return 0
 
-    return _run_verb(args, work)
+    return _run_verb(args, "kb", work)
 
 
 def cmd_kb_search(args: argparse.Namespace) -> int:
-    async def work(client: Any, keys: Keys) -> int:
-        params: dict[str, Any] = {"scope": args.scope, "query": " ".join(args.query)}
-        if args.k is not None:
-            params["k"] = args.k
-        hits = (await RpcClient(client, keys).call(args.id, "kb.search", params))["hits"]
+    async def work(team: Team) -> int:
+        hits = await team.agent(args.id).kb.search(args.scope, " ".join(args.query), args.k)
         if args.json:
             print(json.dumps(hits, indent=2, sort_keys=True))
         elif not hits:
             print(f"no passage in the {args.scope} kb of {args.id} scores above the minimum")
         else:
-            _print_table(kb_hit_rows(hits), list(KB_HIT_COLUMNS))
+            _print_table(kb_hit_rows(hits), KB_HIT_COLUMNS)
         return 0
 
-    return _run_verb(args, work)
+    return _run_verb(args, "kb", work)
 
 
 def cmd_kb_ls(args: argparse.Namespace) -> int:
-    async def work(client: Any, keys: Keys) -> int:
-        reply = await RpcClient(client, keys).call(args.id, "kb.list", {"scope": args.scope})
-        docs = reply["documents"]
+    async def work(team: Team) -> int:
+        docs = await team.agent(args.id).kb.list(args.scope)
         if args.json:
             print(json.dumps(docs, indent=2, sort_keys=True))
         elif not docs:
@@ -606,13 +490,15 @@ def cmd_kb_ls(args: argparse.Namespace) -> int:
             _print_table(docs, ["doc_id", "path", "chunks", "source_agent"])
         return 0
 
-    return _run_verb(args, work)
+    return _run_verb(args, "kb", work)
 
 
-def _print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
-    from ateam.console.plain import PlainView
-
-    PlainView(asyncio.Queue()).table(rows, columns)
+def _print_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+    if not rows:
+        print("no agents")
+        return
+    for line in table_lines(rows, columns):
+        print(line)
 
 
 def _kb_add_args(p: argparse.ArgumentParser) -> None:
@@ -686,8 +572,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.down:  # also agents a console started, configured or not
         return _down(project)
     if not project.agents:
-        print(f"error [config.invalid]: no agents configured under {root}", file=sys.stderr)
-        return 4
+        error = ConfigError(f"no agents configured under {root}")
+        print(error.one_line(), file=sys.stderr)
+        return cli_exit_code(error)
     from ateam.supervisor import start_agents
 
     try:
@@ -712,8 +599,6 @@ def _down(project: ProjectConfig) -> int:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    from ateam.bus.embedded import server_command
-
     return server_command(args.action)
 
 
@@ -802,12 +687,12 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         # argparse exits 2 on bad usage, which ateam reserves for "Redis unavailable".
-        return 4 if exc.code == 2 else int(exc.code or 0)
+        return Exit.USAGE if exc.code == 2 else int(exc.code or 0)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)
     except UsageError as exc:
         print(exc.one_line(), file=sys.stderr)
-        return 4
+        return cli_exit_code(exc)
     except KeyboardInterrupt:
-        return 130
+        return Exit.INTERRUPTED

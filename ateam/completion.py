@@ -29,7 +29,8 @@ from prompt_toolkit.completion import Completion as PtCompletion
 from prompt_toolkit.document import Document
 
 AGENT_COMMANDS: frozenset[str] = frozenset({"attach", "tail", "untail", "who", "stop"})
-"""Commands whose first argument is an agent id even when their usage does not say so."""
+"""The default for a front end whose command table does not say which commands take an
+agent id (the console passes its own, from ``takes_agent`` in its command table)."""
 
 PATH_PREFIXES = ("./", "../", "/", "~")
 """An argument starting like this is completed as a path whatever the command."""
@@ -172,14 +173,6 @@ class _HasUsage(Protocol):
     def usage(self) -> str: ...
 
 
-class _ControllerLike(Protocol):
-    @property
-    def commands(self) -> Mapping[str, _HasUsage]: ...
-
-    @property
-    def known(self) -> Mapping[str, object]: ...
-
-
 class CommandCompleter:
     """Completions for one console line; the sources are read afresh on every call.
 
@@ -205,13 +198,6 @@ class CommandCompleter:
         """Commands whose first argument is an agent id; add to it for new commands."""
         self.path_commands = set(path_commands)
         """Commands whose every argument is a path, beyond what usages say."""
-
-    @classmethod
-    def for_controller(
-        cls, controller: _ControllerLike, *, cwd: str | os.PathLike[str] | None = None
-    ) -> CommandCompleter:
-        """Complete against a live :class:`~ateam.console.controller.ConsoleController`."""
-        return cls(lambda: controller.commands, lambda: controller.known, cwd=cwd)
 
     # entry point -----------------------------------------------------------------------
 

@@ -13,8 +13,10 @@ The tree::
     ├── LockLost                    lock.lost
     ├── WorkerStalled               worker.stalled         (the stall watch cancelled a step)
     ├── StorageError                storage.corrupt
+    │   ├── StorageIoError          storage.io             (an OS error reading or writing)
     │   └── StorageFull             storage.full           (ENOSPC, EDQUOT: the agent pauses)
     ├── UsageError                  bad_request            (exit 4)
+    │   └── BadRequest              (also an RpcError: the same meaning, from an agent)
     ├── ToolDenied                  tool.denied
     ├── FsDenied                    fs.denied
     ├── FsConflict                  fs.conflict
@@ -35,14 +37,17 @@ The tree::
         ├── NoSuchMethod            no_such_method
         └── BadRequest              bad_request
 
-Codes are part of the wire protocol: they never change once published. Messages are
-for people and may be reworded.
+One meaning, one code, declared on one class: a malformed request is ``bad_request``
+whether the user typed it (:class:`UsageError`) or an agent refused it
+(:class:`BadRequest`, which is both). Codes are part of the wire protocol: they never
+change once published. Messages are for people and may be reworded. Exit codes are
+the :class:`Exit` values, written here once.
 """
 
 from __future__ import annotations
 
 import re
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from typing import Any, ClassVar
 
 
@@ -80,6 +85,7 @@ class Code(StrEnum):
     STORAGE_DAMAGED = "storage.damaged"
     """Not an error a call returns: the code of the warning that reports a damaged file."""
     PROJECT_EXISTS = "project.exists"
+    STORAGE_IO = "storage.io"
 
 
 class AteamError(Exception):
@@ -164,6 +170,16 @@ class StorageError(AteamError):
     """A durable file (queue, history) is unreadable beyond automatic repair."""
 
     code = Code.STORAGE_CORRUPT
+
+
+class StorageIoError(StorageError):
+    """A durable file could not be read or written (permissions, a vanished directory).
+
+    Not the caller's fault, so not a ``bad_request``: the request may work once the file
+    system is put right.
+    """
+
+    code = Code.STORAGE_IO
 
 
 class StorageFull(StorageError):
@@ -397,8 +413,11 @@ class NoSuchMethod(RpcError):
     code = Code.NO_SUCH_METHOD
 
 
-class BadRequest(RpcError):
-    code = Code.BAD_REQUEST
+class BadRequest(RpcError, UsageError):
+    """A request an agent refused as malformed: a usage error that came over the wire."""
+
+    code = UsageError.code
+    hint = ""  # the agent's message says what was wrong; /help is about the console
 
 
 _RPC_ERRORS: dict[str, type[RpcError]] = {
@@ -420,35 +439,54 @@ def rpc_error_from_wire(error: dict[str, Any]) -> RpcError:
     return cls(message, code=code, detail=detail if isinstance(detail, dict) else None)
 
 
-# Exit codes (SPEC §2). Console and verbs use the first table, the agent the second.
-CLI_EXIT: dict[str, int] = {
-    Code.REDIS_UNAVAILABLE: 2,
-    Code.OWNERSHIP_DENIED: 3,
-    Code.BAD_REQUEST: 4,
-    Code.NO_SUCH_METHOD: 4,
-    Code.AGENT_NOT_FOUND: 4,
-    Code.CONFIG_INVALID: 4,
+class Exit(IntEnum):
+    """Every process exit status ateam uses (SPEC §2), written once."""
+
+    OK = 0
+    FAILED = 1
+    REDIS_UNAVAILABLE = 2
+    OWNERSHIP_DENIED = 3
+    USAGE = 4
+    """A malformed command line or request, an unknown agent, an invalid configuration."""
+    DUPLICATE_INSTANCE = 11
+    CONFIG_INVALID = 12
+    AGENT_REDIS_UNAVAILABLE = 13
+    LOCK_LOST = 14
+    """Not in SPEC §2's list: the lock lapsed (e.g. a long Redis outage). Unlike 11
+    nobody else is known to hold it, so a supervisor may restart the agent."""
+    WORKER_CRASHED = 15
+    BOOTSTRAP_REFUSED = 16
+    """Not in SPEC §2's list: the ``--bootstrap`` token was refused before the agent
+    joined. Final like 12 (a used or expired token never becomes valid), but told apart
+    from a configuration error so a script knows to ask for a new token."""
+    INTERRUPTED = 130
+    """Ctrl-C at a verb, as a shell reports SIGINT."""
+
+
+# Console and verbs use the first table, the agent the second.
+CLI_EXIT: dict[str, Exit] = {
+    Code.REDIS_UNAVAILABLE: Exit.REDIS_UNAVAILABLE,
+    Code.OWNERSHIP_DENIED: Exit.OWNERSHIP_DENIED,
+    Code.BAD_REQUEST: Exit.USAGE,
+    Code.NO_SUCH_METHOD: Exit.USAGE,
+    Code.AGENT_NOT_FOUND: Exit.USAGE,
+    Code.CONFIG_INVALID: Exit.USAGE,
 }
-AGENT_EXIT: dict[str, int] = {
-    Code.DUPLICATE_INSTANCE: 11,
-    Code.CONFIG_INVALID: 12,
-    Code.REDIS_UNAVAILABLE: 13,
-    Code.LOCK_LOST: 14,
-    Code.BOOTSTRAP_REFUSED: 16,
+AGENT_EXIT: dict[str, Exit] = {
+    Code.DUPLICATE_INSTANCE: Exit.DUPLICATE_INSTANCE,
+    Code.CONFIG_INVALID: Exit.CONFIG_INVALID,
+    Code.REDIS_UNAVAILABLE: Exit.AGENT_REDIS_UNAVAILABLE,
+    Code.LOCK_LOST: Exit.LOCK_LOST,
+    Code.BOOTSTRAP_REFUSED: Exit.BOOTSTRAP_REFUSED,
 }
-EXIT_LOCK_LOST = 14
-"""Not in SPEC §2's list: the lock lapsed (e.g. a long Redis outage). Unlike 11 nobody
-else is known to hold it, so a supervisor may restart the agent."""
-EXIT_WORKER_CRASHED = 15
-EXIT_BOOTSTRAP_REFUSED = 16
-"""Not in SPEC §2's list: the ``--bootstrap`` token was refused before the agent joined.
-Final like 12 (a used or expired token never becomes valid), but told apart from a
-configuration error so a script knows to ask for a new token."""
+EXIT_LOCK_LOST = Exit.LOCK_LOST
+EXIT_WORKER_CRASHED = Exit.WORKER_CRASHED
+EXIT_BOOTSTRAP_REFUSED = Exit.BOOTSTRAP_REFUSED
 
 
 def cli_exit_code(error: AteamError) -> int:
-    return CLI_EXIT.get(str(error.code), 1)
+    return int(CLI_EXIT.get(str(error.code), Exit.FAILED))
 
 
 def agent_exit_code(error: AteamError) -> int:
-    return AGENT_EXIT.get(str(error.code), 1)
+    return int(AGENT_EXIT.get(str(error.code), Exit.FAILED))

@@ -32,7 +32,7 @@ from ateam.bus.keys import Keys
 from ateam.bus.registry import Registry
 from ateam.config import CONFIG_DIR, ProjectConfig, agent_dir_for, load_project
 from ateam.constants import PREVIOUS_EXIT_ENV
-from ateam.errors import AteamError
+from ateam.errors import AteamError, Exit
 from ateam.paths import ateam_home, private_dir
 
 START_TIMEOUT_S = 20.0
@@ -41,10 +41,10 @@ RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 HEALTHY_AFTER_S = 60.0
 """An agent that ran this long has its restart backoff reset."""
 
-FINAL_EXITS = {
-    0: "stopped",
-    11: "another instance holds its identity",
-    12: "its configuration is invalid",
+FINAL_EXITS: dict[int, str] = {
+    Exit.OK: "stopped",
+    Exit.DUPLICATE_INSTANCE: "another instance holds its identity",
+    Exit.CONFIG_INVALID: "its configuration is invalid",
 }
 """Exit codes after which restarting would be wrong or pointless."""
 
@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         project = load_project(Path(args.root))
     except AteamError as exc:
         print(exc.one_line(), file=sys.stderr)
-        return 12
+        return Exit.CONFIG_INVALID
     return Supervisor(project, args.redis).run()
 
 

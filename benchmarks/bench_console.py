@@ -72,8 +72,9 @@ from _common import (
 from bench_pty import AGENT_ID, LINE, exec_turns, write_project
 
 from ateam.bus.connection import RedisTarget, make_client
-from ateam.bus.events import Event, EventPublisher, EventType
+from ateam.bus.events import Event, EventType
 from ateam.bus.keys import Keys
+from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import AgentEntry, Heartbeat
 from ateam.console.controller import ConsoleController, ConsoleView
 from ateam.console.panes import DEFAULT_SCROLLBACK, ConsoleApp

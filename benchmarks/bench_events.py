@@ -50,8 +50,10 @@ import redis.asyncio as aioredis
 from _common import GcPauses, HostCpu, RedisServer, Row, environment, parser, percentile, report
 
 from ateam.bus.connection import RedisTarget, make_client
-from ateam.bus.events import EventPublisher, EventTail, Gap
+from ateam.bus.events import Gap
 from ateam.bus.keys import Keys
+from ateam.bus.publisher import EventPublisher
+from ateam.bus.tail import EventTail
 from ateam.constants import EVENT_LOG_MAXLEN, PROTOCOL_VERSION
 
 AGENTS = 100

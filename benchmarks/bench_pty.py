@@ -80,10 +80,11 @@ from ptyprocess import PtyProcess
 
 from ateam.agent.workctx import RESUMMARIZE_EVERY
 from ateam.bus.connection import RedisTarget, make_client
-from ateam.bus.events import EventTail, EventType, Gap, decode_chunk
+from ateam.bus.events import EventType, Gap, decode_chunk
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
 from ateam.bus.rpc import RpcClient
+from ateam.bus.tail import EventTail
 from ateam.tools.pty import DEFAULT_COLS, DEFAULT_ROWS, ExecLimits, minimal_env
 
 PROJECT = "bench"

@@ -6,7 +6,6 @@ import contextlib
 import os
 import socket
 import subprocess
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import redis.asyncio as aioredis
 
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.embedded import find_redis_server
+from tests._wait import wait_for
 
 
 def free_port() -> int:
@@ -63,16 +63,10 @@ class RedisProcess:
             stderr=subprocess.DEVNULL,
         )
         client = redis.Redis(host="127.0.0.1", port=self.port)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-        client.close()
+        try:
+            wait_for(client.ping, 10, f"{self.binary} to answer", ignore=(redis.ConnectionError,))
+        finally:
+            client.close()
 
     def stop(self) -> None:
         if self.proc is not None:

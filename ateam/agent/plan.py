@@ -12,7 +12,10 @@ from pathlib import Path
 
 from ateam._fs import atomic_write
 
-__all__ = ["MAX_PLAN_BYTES", "append_plan", "delete_plan", "read_plan", "write_plan"]
+__all__ = ["MAX_PLAN_BYTES", "PLAN_FILE", "append_plan", "delete_plan", "read_plan", "write_plan"]
+
+PLAN_FILE = "plan.md"
+"""The plan's name, in the agent's directory."""
 
 MAX_PLAN_BYTES = 256 * 1024
 """A plan is read into every context that asks for it; larger writes are refused."""

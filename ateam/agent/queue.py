@@ -1,5 +1,8 @@
 """The durable prompt queue (SPEC §5.2): an append-only op log with crash recovery.
 
+One module, over the usual size on purpose: the op log's format, its replay and the
+operations that write it must agree line for line, and are reviewed together.
+
 ``state/queue.jsonl`` holds one JSON object per line, each one operation:
 
 - ``{"op": "add", ...item}``: an item was enqueued;

@@ -8,7 +8,7 @@ queued as a task with source ``local``. The REPL has no console commands: it can
 attach or detach a console, and it never stops the agent.
 
 Keys: Ctrl+C clears the line and, while a task runs, interrupts it (on a TTY in raw
-mode Ctrl+C is a key, not SIGINT, so the REPL forwards it to :meth:`Agent.interrupt`);
+mode Ctrl+C is a key, not SIGINT, so the REPL forwards it to :meth:`AgentPort.interrupt`);
 Ctrl+D closes the REPL only, the agent keeps running (its signals work again then);
 F1 toggles the info panel (state, ctx %, queue length, last error); TAB completes
 command names and paths.
@@ -34,6 +34,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer
 from prompt_toolkit.completion import Completion as PtCompletion
 from prompt_toolkit.document import Document
 
+from ateam.agent.port import AgentPort
 from ateam.agent.queue import QueueItem
 from ateam.agent.service import MAX_HISTORY_TAIL, AgentService
 from ateam.bus.rpc import Call
@@ -46,8 +47,6 @@ if TYPE_CHECKING:
     from prompt_toolkit.input import Input
     from prompt_toolkit.key_binding import KeyPressEvent
     from prompt_toolkit.output import Output
-
-    from ateam.agent.process import Agent
 
 Out = Callable[[str], None]
 """Where the REPL writes one block of text (``print`` on the terminal)."""
@@ -123,7 +122,7 @@ def _read_text(path: Path) -> tuple[str | None, str]:
         return None, "not UTF-8 text"
 
 
-async def scan_inbox(agent: Agent, ask: Ask, out: Out) -> list[QueueItem]:
+async def scan_inbox(agent: AgentPort, ask: Ask, out: Out) -> list[QueueItem]:
     """Offer each file of the agent's ``inbox/`` as a task; returns the items queued.
 
     Files are taken in name order. Each one is shown (name and first lines) and queued
@@ -231,7 +230,7 @@ class AgentRepl:
         ask: how questions are asked; a one-off prompt on the terminal by default.
     """
 
-    def __init__(self, agent: Agent, *, out: Out | None = None, ask: Ask | None = None) -> None:
+    def __init__(self, agent: AgentPort, *, out: Out | None = None, ask: Ask | None = None) -> None:
         self.agent = agent
         self.service = AgentService(agent)
         self.out: Out = out or print
@@ -403,10 +402,10 @@ class AgentRepl:
 
     def panel_text(self) -> str:
         """The F1 info panel: state, ctx %, queue length and last error."""
-        entry = self.agent.entry
-        error = entry.last_error or "-"
+        status = self.agent.status()
+        error = status.get("last_error") or "-"
         return (
-            f" {self.agent.id}  state {self.agent.state.value}  ctx {entry.ctx_pct}%  "
+            f" {self.agent.id}  state {self.agent.state.value}  ctx {status.get('ctx_pct')}%  "
             f"queue {len(self.agent.queue)}  last error: {_short(error, 60)}  (F1 hides)"
         )
 

@@ -16,7 +16,10 @@ what happened and ends the task; the agent then takes the next item.
 
 A tool's failure — denied, bad arguments, a sandbox refusal, a timeout — is not the
 task's failure: the model gets the one-line error with its stable code as the tool
-result and decides what to do next, like a developer reading an error message.
+result and decides what to do next, like a developer reading an error message (each
+call is run by :mod:`.toolcall`). What the loop needs of the agent around it — the
+fence, redaction, tools' services, switches, compaction — is one :class:`TaskHooks`
+object; what each call's context holds is the :class:`~ateam.agent.window.ContextWindow`'s.
 """
 
 from __future__ import annotations
@@ -24,21 +27,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ateam.agent import context as ctxbuild
+from ateam.agent.control import TaskControl
 from ateam.agent.history import History
 from ateam.agent.queue import QueueItem
 from ateam.agent.router import Action, ModelRouter
 from ateam.agent.router import Decision as RouteDecision
-from ateam.bus.events import Coalescer, EventPublisher, EventType, decode_chunk, encode_chunk
-from ateam.config.schema import Approval
-from ateam.errors import AteamError, ContextTooLong, LockLost, StorageFull, ToolDenied
+from ateam.agent.toolcall import ToolCaller, ToolHooks, describe_error
+from ateam.agent.window import HISTORY_CANDIDATES, ContextWindow
+from ateam.bus.coalesce import Coalescer
+from ateam.bus.events import EventType
+from ateam.bus.publisher import EventPublisher
+from ateam.errors import AteamError, ContextTooLong, LockLost, StorageFull
 from ateam.providers.base import (
     Headroom,
     Message,
@@ -48,60 +53,12 @@ from ateam.providers.base import (
     Usage,
     estimate_tokens,
 )
-from ateam.tools.approvals import Answer, Approvals, Decision
-from ateam.tools.registry import ToolContext, ToolPolicy
+from ateam.tools.approvals import Approvals
+from ateam.tools.registry import ToolPolicy
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ITERATIONS = 25
-HISTORY_CANDIDATES = 400
-"""How many of the newest history turns are offered to the context builder."""
-
-
-class Stoppable(Protocol):
-    """A running tool process as the loop can stop it (see :class:`ateam.tools.pty`)."""
-
-    def interrupt(self) -> None: ...
-    def kill(self) -> None: ...
-
-
-@dataclass
-class TaskControl:
-    """How the outside world stops a running task."""
-
-    interrupted: asyncio.Event = field(default_factory=asyncio.Event)
-    hard: bool = False
-    stream_task: asyncio.Task[None] | None = None
-    tool_task: asyncio.Task[Any] | None = None
-    process: Stoppable | None = None
-    approvals: Approvals | None = None
-    reason: str | None = None
-    """Why the task was stopped, when neither a person's interrupt nor cancel did it."""
-
-    def interrupt(self, *, hard: bool = False, reason: str | None = None) -> None:
-        if reason is not None and self.reason is None:
-            self.reason = reason
-        self.interrupted.set()
-        if self.approvals is not None:
-            self.approvals.reject_all("interrupted" if not hard else "cancelled")
-        if hard:
-            self.hard = True
-            # A hard cancel does not wait for the next chunk: stop the stream now, and
-            # kill the running command's whole group.
-            if self.stream_task is not None:
-                self.stream_task.cancel()
-            if self.process is not None:
-                self.process.kill()
-            elif self.tool_task is not None:
-                self.tool_task.cancel()
-        elif self.process is not None:
-            self.process.interrupt()
-
-    def track(self, process: Any) -> None:
-        self.process = process
-        # An interrupt that raced the start of the command still reaches it.
-        if process is not None and self.interrupted.is_set():
-            process.kill() if self.hard else process.interrupt()
 
 
 @dataclass
@@ -134,69 +91,85 @@ class _Reply:
     error: AteamError | Exception | None = None
 
 
-SwitchHook = Callable[[str, str, Any, dict[str, Any]], Awaitable[None]]
-"""``on_switch(from_model, to_model, reason, ids)``: the agent's part of a switch."""
+class TaskHooks(ToolHooks, Protocol):
+    """What the task loop asks of the agent around it, as one object.
 
-ContextFactory = Callable[[QueueItem, Approval, Callable[[bytes], None], TaskControl], ToolContext]
+    :class:`ateam.agent.hooks.AgentHooks` is the agent's; the loop itself knows nothing
+    of fences, secrets, tools' services, handoffs or summaries beyond these calls (and
+    those of :class:`~ateam.agent.toolcall.ToolHooks`, for its tool calls).
+    """
+
+    def fence(self) -> int:
+        """The fencing token every recorded turn carries."""
+        ...
+
+    def scrub_turn(self, turn: dict[str, Any]) -> dict[str, Any]:
+        """A turn with its secrets masked, as it is recorded."""
+        ...
+
+    def on_turn(self, item: QueueItem, turn: dict[str, Any]) -> None:
+        """After every recorded turn."""
+        ...
+
+    async def switch_model(
+        self, from_model: str, to_model: str, reason: Any, ids: dict[str, Any]
+    ) -> None:
+        """Move to ``to_model`` (the router's switch included) and record why."""
+        ...
+
+    async def compact(self, ids: dict[str, Any]) -> bool:
+        """Summarise older turns out of the context; whether anything changed."""
+        ...
 
 
 class TaskRunner:
-    """Runs one item through the model and its tools, publishing every step as events."""
+    """Runs one item through the model and its tools, publishing every step as events.
+
+    Args:
+        publisher: Where the task's events go.
+        history: Where its turns are recorded.
+        provider: The model when there is no router.
+        window: Builds each call's context and keeps its marks.
+        hooks: The agent's part of the loop (see :class:`TaskHooks`).
+        policy: The tools the agent may call; none without.
+        approvals: Where calls needing the owner's approval wait.
+        router: Retries and switches after failures; the provider alone without.
+        max_iterations: Model calls one task may make.
+        approval_timeout_s: How long an approval waits for the owner.
+    """
 
     def __init__(
         self,
         publisher: EventPublisher,
         history: History,
         provider: Provider,
+        window: ContextWindow,
+        hooks: TaskHooks,
         *,
-        system_prompt: Callable[[], str],
-        summaries: Callable[[], list[dict[str, Any]]] | None = None,
         policy: ToolPolicy | None = None,
         approvals: Approvals | None = None,
-        tool_context: ContextFactory | None = None,
+        router: ModelRouter | None = None,
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         approval_timeout_s: float = 600.0,
-        fence: Callable[[], int] = lambda: 0,
-        scrub: Callable[[dict[str, Any]], dict[str, Any]] = lambda turn: turn,
-        scrub_text: Callable[[str], str] = lambda text: text,
-        scrub_bytes: Callable[[bytes], bytes] = lambda data: data,
-        router: ModelRouter | None = None,
-        on_switch: SwitchHook | None = None,
-        on_turn: Callable[[QueueItem, dict[str, Any]], None] | None = None,
-        extra_context: Callable[[], str] | None = None,
-        handoff_context: Callable[[], str] | None = None,
-        compact: Callable[[dict[str, Any]], Awaitable[bool]] | None = None,
-        compacted_until: float = 0.0,
     ) -> None:
         self._events = publisher
         self._history = history
         self._provider = provider
+        self.window = window
+        self._hooks = hooks
         self.router = router
-        self._on_switch = on_switch
-        self._on_turn = on_turn
-        self._extra_context = extra_context
-        self._handoff_context = handoff_context
-        self._inject_handoff = False
-        """Set by a switch: the next model call's context carries the handoff."""
-        self._compact = compact
-        self.compacted_until = compacted_until
-        """Unix time up to which older turns are summarised and left out of the context."""
-        self._current_task: str | None = None
         self.pending_switch: RouteDecision | None = None
         """A switch decided after a call succeeded (low headroom), made before the next."""
-        self._system_prompt = system_prompt
-        self._summaries = summaries
         self.policy = policy
         self._approvals = approvals
-        self._tool_context = tool_context
+        self._tools = ToolCaller(
+            publisher,
+            hooks,
+            policy=policy,
+            approvals=approvals,
+            approval_timeout_s=approval_timeout_s,
+        )
         self.max_iterations = max_iterations
-        self._approval_timeout_s = approval_timeout_s
-        self._fence = fence
-        self._scrub = scrub
-        self._scrub_text = scrub_text
-        self._scrub_bytes = scrub_bytes
-        self.context_tokens = 0
-        """Estimated or reported tokens of the last model call's context plus its reply."""
         self.headroom: Headroom | None = None
 
     @property
@@ -210,30 +183,13 @@ class TaskRunner:
         return self.policy.schemas() if self.policy is not None else []
 
     def build_context(self, new_input: str | None = None) -> ctxbuild.Context:
-        """System prompt + summaries + the newest turns that fit + ``new_input``."""
-        system = self._system_prompt()
-        extra = self._extra_context() if self._extra_context is not None else ""
-        if self._inject_handoff and self._handoff_context is not None:
-            extra = f"{self._handoff_context()}\n\n{extra}".strip()
-        if extra:
-            system = f"{system}\n\n{extra}"
-        turns = self._history.tail(HISTORY_CANDIDATES)
-        if self.compacted_until:
-            # Turns the working-context summary now stands for stay on disk but leave
-            # the context; the running task's own turns always stay.
-            turns = [
-                t
-                for t in turns
-                if float(t.get("ts") or 0) > self.compacted_until
-                or t.get("task_id") == self._current_task
-            ]
-        return ctxbuild.build(
-            system=system,
-            summaries=self._summaries() if self._summaries is not None else [],
-            turns=turns,
-            new_input=new_input,
-            window=self.provider.context_window,
-        )
+        """The next call's context (see :meth:`ContextWindow.build`)."""
+        return self.window.build(new_input)
+
+    @property
+    def compacted_until(self) -> float:
+        """Unix time up to which older turns are summarised and left out of the context."""
+        return self.window.compacted_until
 
     # the loop -------------------------------------------------------------------------
 
@@ -248,7 +204,7 @@ class TaskRunner:
         ids = {"task_id": item.id, "trace_id": item.trace_id}
         started = time.monotonic()
         control.approvals = self._approvals
-        self._current_task = item.id
+        self.window.current_task = item.id
         self._events.emit(
             EventType.TASK_START, text=item.text, source=item.source, attempt=item.attempts, **ids
         )
@@ -265,14 +221,14 @@ class TaskRunner:
             raise
         except Exception as exc:  # a bug or a storage failure: end this task, not the agent
             log.exception("task %s failed unexpectedly", item.id)
-            progress.error = f"internal error: {_describe(exc)}"
+            progress.error = f"internal error: {describe_error(exc)}"
             self._events.emit(EventType.ERROR, msg=progress.error, code="internal", **ids)
         error = progress.error
         if control.interrupted.is_set() and error is None:
             error = control.reason or ("cancelled" if control.hard else "interrupted")
         if error is not None:
             # It goes on to the queue file, the registry and the working context.
-            error = self._scrub_text(error)
+            error = self._hooks.scrub_text(error)
         self._events.emit(
             EventType.TASK_END,
             ok=error is None,
@@ -314,7 +270,7 @@ class TaskRunner:
             progress.iterations += 1
             calls = self._account(reply, model, messages, item, control, progress)
             if reply.error is not None:
-                progress.error = _describe(reply.error)
+                progress.error = describe_error(reply.error)
                 self._events.emit(
                     EventType.ERROR, msg=f"model call failed: {progress.error}", **ids
                 )
@@ -345,9 +301,9 @@ class TaskRunner:
         progress.tokens_in += usage.tokens_in
         progress.tokens_out += out
         progress.text = reply.text
-        self.context_tokens = usage.tokens_in + out
+        self.window.tokens = usage.tokens_in + out
         if reply.error is None:
-            self._inject_handoff = False  # the new model has seen it
+            self.window.handoff_due = False  # the new model has seen it
             if self.router is not None:
                 self.router.record_success(model, usage.tokens_in, out)
                 if reply.headroom is not None and self.pending_switch is None:
@@ -385,11 +341,11 @@ class TaskRunner:
             reply = await self._stream(messages, tools, control, ids)
             if reply.error is None or control.interrupted.is_set():
                 return reply, model, messages
-            if isinstance(reply.error, ContextTooLong) and not compacted and self._compact:
+            if isinstance(reply.error, ContextTooLong) and not compacted:
                 # Summarise first (SPEC §7); only if that is not enough does the router
                 # look for a model with a larger window.
                 compacted = True
-                if await self._compact(ids):
+                if await self._hooks.compact(ids):
                     messages = self.build_context(None).messages
                     continue
             decision = self._route_failure(model, reply.error, attempt, ids)
@@ -418,7 +374,7 @@ class TaskRunner:
         if self.router is None:
             return None
         decision = self.router.after_failure(model, exc, attempt)
-        what = _describe(exc)
+        what = describe_error(exc)
         if decision.action is Action.RETRY:
             self._events.emit(
                 EventType.WARN,
@@ -432,15 +388,12 @@ class TaskRunner:
         self, decision: RouteDecision, model: str, item: QueueItem, ids: dict[str, Any]
     ) -> None:
         assert self.router is not None and decision.to is not None
-        if self._on_switch is not None:
-            await self._on_switch(model, decision.to, decision.reason, ids)
-        else:
-            self.router.switch(decision.to)
+        await self._hooks.switch_model(model, decision.to, decision.reason, ids)
         self.expect_handoff()
 
     def expect_handoff(self) -> None:
         """The model changed: its next call carries the handoff."""
-        self._inject_handoff = True
+        self.window.expect_handoff()
 
     def _has_user_turn(self, task_id: str) -> bool:
         return any(
@@ -497,115 +450,20 @@ class TaskRunner:
     async def _run_tool(
         self, call: ToolCall, item: QueueItem, control: TaskControl, ids: dict[str, Any]
     ) -> str:
-        """Run one tool call with its events; returns what the model is told."""
-        started = time.monotonic()
-        base = {"call_id": call.id, "name": call.name, **ids}
-        self._events.emit(EventType.TOOL_START, input=call.args, **base)
-
-        def output_frame(frame: dict[str, Any]) -> None:
-            # Text frames are scrubbed with every event payload; a base64 frame would
-            # hide a key from that, so it is redacted as bytes here. Whole frames (cut
-            # at newlines when output is slow) rather than single reads, so a key is
-            # rarely split across two pieces.
-            if "b64" in frame:
-                frame = encode_chunk(self._scrub_bytes(decode_chunk(frame)))
-            self._events.emit(EventType.TOOL_OUTPUT, **frame, **base)
-
-        coalescer = Coalescer.for_output(output_frame)
-        end: dict[str, Any] = {}
-        try:
-            value = await self._invoke(call, item, control, coalescer, ids)
-            result = _result_text(value)
-            end.update(_end_fields(value))
-            end.setdefault("ok", True)
-        except asyncio.CancelledError:
-            if not control.hard:
-                raise
-            result = "error [cancelled]: the tool was cancelled by the owner"
-            end.update(ok=False, code="cancelled", error="cancelled")
-        except AteamError as exc:
-            result = exc.one_line()
-            end.update(ok=False, code=exc.code, error=exc.message)
-        except OSError as exc:
-            result = f"error [os.error]: {exc.strerror or exc}" + (
-                f": {exc.filename}" if exc.filename else ""
-            )
-            end.update(ok=False, code="os.error", error=result)
-        except Exception as exc:  # a broken tool (a plugin, say) fails its call only
-            log.exception("tool %s raised", call.name)
-            result = f"error [internal]: tool {call.name} failed: {_describe(exc)}"
-            end.update(ok=False, code="internal", error=result)
-        finally:
-            coalescer.close()
-            control.tool_task = None
-        result = self._scrub_text(result)
-        log.info("task %s: %s %s -> %s", item.id, call.name, _status(end), _clip(result))
-        self._events.emit(
-            EventType.TOOL_END, duration_s=round(time.monotonic() - started, 4), **end, **base
-        )
+        """Run one tool call and record its result; returns what the model is told."""
+        result, ok = await self._tools.run(call, item, control, ids)
         turn = self._turn("tool", result, item, source=call.name)
-        turn.update(tool_call_id=call.id, name=call.name, ok=end.get("ok", False))
+        turn.update(tool_call_id=call.id, name=call.name, ok=ok)
         self._record(turn, item)
         return result
-
-    async def _invoke(
-        self,
-        call: ToolCall,
-        item: QueueItem,
-        control: TaskControl,
-        coalescer: Coalescer,
-        ids: dict[str, Any],
-    ) -> Any:
-        if self.policy is None or self._tool_context is None:
-            raise _denied(call.name)
-        approval = self.policy.check(call.name)  # ToolDenied for anything not allowed
-        tool = self.policy.tools[call.name]
-        if approval is Approval.ASK and not tool.self_approving:
-            answer = await self._ask("tool", call, ids, {}, control)
-            if answer.decision is not Decision.APPROVE:
-                return {"ok": False, "rejected": True, "result": _rejection(answer)}
-        if control.interrupted.is_set():
-            # An approval and an interrupt that land together: the interrupt wins.
-            return {"ok": False, "rejected": True, "result": "not run: the task was interrupted"}
-
-        context = self._tool_context(item, approval, coalescer.feed, control)
-        if tool.self_approving:
-            context = dataclasses.replace(
-                context, ask=lambda kind, extra: self._ask(kind, call, ids, extra, control)
-            )
-        control.tool_task = asyncio.create_task(self.policy.call(call.name, call.args, context))
-        return await control.tool_task
-
-    async def _ask(
-        self,
-        kind: str,
-        call: ToolCall,
-        ids: dict[str, Any],
-        extra: dict[str, Any],
-        control: TaskControl,
-    ) -> Answer:
-        if self._approvals is None:
-            raise _denied(call.name, "needs approval and nobody can answer")
-        if control.interrupted.is_set():
-            # Asked after the interrupt already rejected everything open: don't wait.
-            return Answer(Decision.REJECT, reason="the task was interrupted")
-        return await self._approvals.ask(
-            kind=kind,
-            tool=call.name,
-            args=call.args,
-            task_id=ids.get("task_id"),
-            trace_id=ids.get("trace_id"),
-            timeout_s=self._approval_timeout_s,
-            extra=extra,
-        )
 
     # recording ------------------------------------------------------------------------
 
     def _record(self, turn: dict[str, Any], item: QueueItem | None = None) -> None:
-        clean = self._scrub(turn)
+        clean = self._hooks.scrub_turn(turn)
         self._history.append(clean)
-        if self._on_turn is not None and item is not None:
-            self._on_turn(item, clean)
+        if item is not None:
+            self._hooks.on_turn(item, clean)
 
     def _turn(self, role: str, content: str, item: QueueItem, *, source: str) -> dict[str, Any]:
         return {
@@ -618,12 +476,8 @@ class TaskRunner:
             "model": self.provider.model,
             "task_id": item.id,
             "trace_id": item.trace_id,
-            "fence": self._fence(),
+            "fence": self._hooks.fence(),
         }
-
-
-def _denied(name: str, why: str = "is not available") -> ToolDenied:
-    return ToolDenied(f"tool {name} {why}", detail={"tool": name})
 
 
 async def _sleep_unless(control: TaskControl, seconds: float) -> None:
@@ -631,61 +485,3 @@ async def _sleep_unless(control: TaskControl, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(seconds):
             await control.interrupted.wait()
-
-
-def _rejection(answer: Answer) -> str:
-    if answer.by is None:  # nobody decided: a timeout, an interrupt or a shutdown
-        return f"not run: {answer.reason or 'no answer'}"
-    return "rejected by the owner"
-
-
-def _status(end: dict[str, Any]) -> str:
-    if "exit_code" in end:
-        return f"exit {end['exit_code']} ({end.get('reason')})"
-    return "ok" if end.get("ok") else f"failed [{end.get('code')}]"
-
-
-def _clip(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, AteamError):
-        return exc.one_line()
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _result_text(value: Any) -> str:
-    """What the model reads: text as is, anything else as compact JSON."""
-    if isinstance(value, str):
-        return value
-    text_for_model = getattr(value, "text_for_model", None)
-    if callable(text_for_model):
-        return str(text_for_model())
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _end_fields(value: Any) -> dict[str, Any]:
-    """Extra ``tool.end`` fields: a command's exit code and how it ended."""
-    if isinstance(value, dict) and value.get("rejected"):
-        return {"ok": False, "code": "tool.rejected", "error": value.get("result")}
-    fields: dict[str, Any] = {}
-    for name in ("exit_code", "signal", "reason", "total_bytes", "truncated"):
-        if hasattr(value, name):
-            fields[name] = getattr(value, name)
-    if "exit_code" in fields:
-        fields["ok"] = fields["exit_code"] == 0
-    return fields
-
-
-async def cancel_quietly(task: asyncio.Task[Any] | None, *, grace: float = 2.0) -> None:
-    """Cancel ``task`` and wait for it, but never longer than ``grace`` seconds."""
-    if task is None or task.done():
-        return
-    task.cancel()
-    await asyncio.wait({task}, timeout=grace)
-    if task.done() and not task.cancelled():
-        task.exception()  # retrieved, so asyncio does not log it as never retrieved

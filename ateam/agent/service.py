@@ -11,23 +11,43 @@ import os
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ateam._fs import atomic_write
 from ateam.agent.kb import check_scope
-from ateam.agent.plan import append_plan, delete_plan, read_plan, write_plan
+from ateam.agent.plan import PLAN_FILE, append_plan, delete_plan, read_plan, write_plan
+from ateam.agent.port import AgentPort
 from ateam.bus.events import EventType
 from ateam.bus.rpc import Call, Method
 from ateam.config import AgentConfig
-from ateam.errors import AteamError, BadRequest
+from ateam.errors import AteamError, BadRequest, StorageIoError
 from ateam.kb import DEFAULT_K
 from ateam.tools.approvals import parse_decision
+from ateam.wire.rpc import (
+    MAX_HISTORY_TAIL,
+    AnyTextParams,
+    ApprovalAnswerParams,
+    ApprovalListParams,
+    CancelParams,
+    ConfirmParams,
+    HistoryClearParams,
+    HistoryTailParams,
+    InputParams,
+    KbExportParams,
+    KbImportParams,
+    KbIngestParams,
+    KbScopeParams,
+    KbSearchParams,
+    ModelUseParams,
+    NoParams,
+    OffloadProposeParams,
+    Params,
+    ShutdownParams,
+    TextParams,
+)
 
-if TYPE_CHECKING:
-    from ateam.agent.process import Agent
+__all__ = ["MAX_HISTORY_TAIL", "AgentService", "build_methods", "save_model"]
 
-MAX_HISTORY_TAIL = 1000
-PLAN_FILE = "plan.md"
 MAX_OFFLOAD_DOCS = 5
 """KB documents an offload proposal suggests copying (the owner may change them)."""
 
@@ -38,7 +58,7 @@ def save_model(config: AgentConfig, model: str) -> str:
     try:
         text = path.read_text(encoding="utf-8") if path.exists() else ""
     except OSError as exc:
-        raise BadRequest(f"cannot read {path}: {exc.strerror}") from None
+        raise StorageIoError(f"cannot read {path}: {exc.strerror}") from None
     line = f"model: {model}"
     new, count = _MODEL_LINE.subn(line, text, count=1)
     if count == 0:
@@ -46,56 +66,30 @@ def save_model(config: AgentConfig, model: str) -> str:
     try:
         atomic_write(path, new.encode("utf-8"))
     except OSError as exc:
-        raise BadRequest(f"cannot write {path}: {exc.strerror}") from None
+        raise StorageIoError(f"cannot write {path}: {exc.strerror}") from None
     return str(path)
 
 
 _MODEL_LINE = re.compile(r"^model:.*$", re.MULTILINE)
 
 
-def _text_param(call: Call, name: str) -> str:
-    value = call.params.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise BadRequest(f"'{name}' must be a non-empty string")
-    return value
-
-
-def _int_param(call: Call, name: str, default: int, *, low: int = 0, high: int = 10**9) -> int:
-    value = call.params.get(name, default)
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise BadRequest(f"'{name}' must be an integer between {low} and {high}")
-    return value
-
-
 class AgentService:
     """RPC handlers of one agent; :func:`build_methods` lays them out as the catalogue."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: AgentPort) -> None:
         self.agent = agent
 
     async def status(self, call: Call) -> dict[str, Any]:
-        data = self.agent.entry.to_wire()
-        data.update(
-            state=self.agent.state.value,
-            last_offset=self.agent.events.last_offset,
-            queue_len=len(self.agent.queue),
-            bus_connected=self.agent.bus_connected,
-            redis=self.agent.target.describe(),
-        )
-        return data
+        return self.agent.status()
 
     async def input_(self, call: Call) -> dict[str, Any]:
-        text = call.params.get("text")
-        if not isinstance(text, str) or not text.strip():
-            raise BadRequest("'text' must be a non-empty string")
-        source = call.params.get("source", "console")
-        trace = call.params.get("trace_id")
+        params = call.args(InputParams)
         queued = self.agent.enqueue(
-            text,
-            source=str(source),
+            params.text,
+            source=params.source,
             rid=call.id,
             caller=call.caller,
-            trace_id=trace if isinstance(trace, str) else None,
+            trace_id=params.trace_id,
         )
         return {
             "id": queued.item.id,
@@ -109,7 +103,7 @@ class AgentService:
         return {"task_id": self.agent.interrupt()}
 
     async def cancel(self, call: Call) -> dict[str, Any]:
-        hard = bool(call.params.get("hard", False))
+        hard = call.args(CancelParams).hard
         return {"task_id": self.agent.interrupt(hard=hard), "hard": hard}
 
     async def queue_list(self, call: Call) -> dict[str, Any]:
@@ -121,7 +115,7 @@ class AgentService:
         }
 
     async def queue_clear(self, call: Call) -> dict[str, Any]:
-        if call.params.get("confirm") is not True:
+        if not call.args(ConfirmParams).confirm:
             raise BadRequest("queue.clear needs confirm=true: it drops every pending item")
         cleared = self.agent.queue.clear()
         self.agent.touch_registry()
@@ -134,11 +128,10 @@ class AgentService:
         return {"requeued": [item.id for item in items]}
 
     async def history_tail(self, call: Call) -> dict[str, Any]:
-        n = _int_param(call, "n", 20, high=MAX_HISTORY_TAIL)
-        return {"turns": self.agent.history.tail(n)}
+        return {"turns": self.agent.history.tail(call.args(HistoryTailParams).n)}
 
     async def history_clear(self, call: Call) -> dict[str, Any]:
-        if call.params.get("confirm_id") != self.agent.id:
+        if call.args(HistoryClearParams).confirm_id != self.agent.id:
             raise BadRequest(
                 "history.clear is irreversible: pass confirm_id equal to the agent id "
                 f"{self.agent.id!r}"
@@ -147,25 +140,7 @@ class AgentService:
         return {"cleared": True}
 
     async def memory_stats(self, call: Call) -> dict[str, Any]:
-        window = self.agent.provider.context_window
-        used = self.agent.runner.context_tokens
-        preview = self.agent.runner.build_context()
-        headroom = self.agent.runner.headroom
-        return {
-            "model": self.agent.provider.model,
-            "context_window": window,
-            "tokens_in_context": used,
-            "ctx_pct": round(100 * used / window, 1) if window else 0.0,
-            "next_context_tokens": preview.tokens,
-            "turns_in_context": preview.turns_used,
-            "turns_dropped": preview.turns_dropped,
-            "history_turns": self.agent.history.count(),
-            "summaries": len(self.agent.summaries.all()),
-            "rate_limit_headroom": headroom.fraction if headroom is not None else None,
-            "switch_at": self.agent.config.spec.switching.switch_at,
-            "working_context": self.agent.workctx.stats(),
-            "usage": self.agent.router.usage_view(),
-        }
+        return self.agent.memory_stats()
 
     # models and the handoff ------------------------------------------------------------
 
@@ -180,10 +155,7 @@ class AgentService:
         }
 
     async def model_use(self, call: Call) -> dict[str, Any]:
-        model = call.params.get("model")
-        if model is not None and not isinstance(model, str):
-            raise BadRequest("'model' must be a model id, or null to unpin")
-        return await self.agent.use_model(model)
+        return await self.agent.use_model(call.args(ModelUseParams).model)
 
     async def model_save(self, call: Call) -> dict[str, Any]:
         pinned = self.agent.router.pinned
@@ -208,16 +180,13 @@ class AgentService:
         return {"text": text, "path": str(self._plan_path), "bytes": len(text.encode("utf-8"))}
 
     async def plan_write(self, call: Call) -> dict[str, Any]:
-        text = call.params.get("text")
-        if not isinstance(text, str):
-            raise BadRequest("'text' must be a string")
-        return {"bytes": await self._plan_op(write_plan, text)}
+        return {"bytes": await self._plan_op(write_plan, call.args(AnyTextParams).text)}
 
     async def plan_append(self, call: Call) -> dict[str, Any]:
-        return {"bytes": await self._plan_op(append_plan, _text_param(call, "text"))}
+        return {"bytes": await self._plan_op(append_plan, call.args(TextParams).text)}
 
     async def plan_delete(self, call: Call) -> dict[str, Any]:
-        if call.params.get("confirm") is not True:
+        if not call.args(ConfirmParams).confirm:
             raise BadRequest("plan.delete needs confirm=true: the plan is removed for good")
         return {"deleted": await asyncio.to_thread(delete_plan, self._plan_path)}
 
@@ -228,15 +197,13 @@ class AgentService:
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
         except OSError as exc:
-            raise BadRequest(f"cannot write {self._plan_path}: {exc.strerror}") from None
+            raise StorageIoError(f"cannot write {self._plan_path}: {exc.strerror}") from None
 
     # the knowledge base ------------------------------------------------------------------
 
     async def kb_ingest(self, call: Call) -> dict[str, Any]:
-        paths = call.params.get("paths")
-        if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
-            raise BadRequest("'paths' must be a non-empty list of paths")
-        scope = check_scope(call.params.get("scope"))
+        params = call.args(KbIngestParams)
+        scope = check_scope(params.scope)
         loop = asyncio.get_running_loop()
         events = self.agent.events
 
@@ -248,38 +215,31 @@ class AgentService:
                 )
             )
 
-        return await self.agent.kb.ingest(scope, paths, progress=progress)
+        return await self.agent.kb.ingest(scope, list(params.paths), progress=progress)
 
     async def kb_search(self, call: Call) -> dict[str, Any]:
-        scope = check_scope(call.params.get("scope"))
-        k = _int_param(call, "k", DEFAULT_K, low=1, high=50)
-        hits = await self.agent.kb.search(scope, _text_param(call, "query"), k=k)
+        params = call.args(KbSearchParams)
+        k = DEFAULT_K if params.k is None else params.k
+        hits = await self.agent.kb.search(check_scope(params.scope), params.query, k=k)
         return {"hits": hits}
 
     async def kb_list(self, call: Call) -> dict[str, Any]:
-        scope = check_scope(call.params.get("scope"))
+        scope = check_scope(call.args(KbScopeParams).scope)
         return {"documents": await self.agent.kb.documents(scope)}
 
     async def kb_export(self, call: Call) -> dict[str, Any]:
-        ids = call.params.get("ids")
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise BadRequest("'ids' must be a list of document ids (there is no copy-all)")
-        scope = check_scope(call.params.get("scope"))
-        return {"chunks": await self.agent.kb.export(scope, ids), "from": self.agent.id}
+        params = call.args(KbExportParams)
+        chunks = await self.agent.kb.export(check_scope(params.scope), list(params.ids))
+        return {"chunks": chunks, "from": self.agent.id}
 
     async def kb_import(self, call: Call) -> dict[str, Any]:
-        chunks = call.params.get("chunks")
-        if not isinstance(chunks, list) or not all(isinstance(c, dict) for c in chunks):
-            raise BadRequest("'chunks' must be a list of exported chunks")
-        scope = check_scope(call.params.get("scope"))
-        copied_from = _text_param(call, "copied_from")
-        return await self.agent.kb.import_documents(scope, chunks, copied_from=copied_from)
+        params = call.args(KbImportParams)
+        return await self.agent.kb.import_documents(
+            check_scope(params.scope), list(params.chunks), copied_from=params.copied_from
+        )
 
     async def offload_propose(self, call: Call) -> dict[str, Any]:
-        name = call.params.get("name")
-        if name is not None and not isinstance(name, str):
-            raise BadRequest("'name' must be a string")
-        proposal = self.agent.propose_offload(name)
+        proposal = self.agent.propose_offload(call.args(OffloadProposeParams).name)
         proposal["kb_ids"] = await self._relevant_documents(proposal["task"])
         return proposal
 
@@ -299,7 +259,7 @@ class AgentService:
     # approvals --------------------------------------------------------------------------
 
     async def approval_list(self, call: Call) -> dict[str, Any]:
-        full = bool(call.params.get("full", False))
+        full = call.args(ApprovalListParams).full
         pending = [req.to_wire(full=full) for req in self.agent.approvals.pending()]
         if full:
             # /edit: the whole proposed file, which the owner edits and sends back; a
@@ -308,14 +268,11 @@ class AgentService:
         return {"pending": self.agent.redactor.redact_obj(pending)}
 
     async def approval_answer(self, call: Call) -> dict[str, Any]:
-        request_id = call.params.get("request_id")
-        if request_id is not None and not isinstance(request_id, str):
-            raise BadRequest("'request_id' must be a string")
-        content = call.params.get("content")
-        if content is not None and not isinstance(content, str):
-            raise BadRequest("'content' must be a string")
-        decision = parse_decision(call.params.get("decision"))
-        request = self.agent.approvals.answer(request_id, decision, content=content, by=call.caller)
+        params = call.args(ApprovalAnswerParams)
+        decision = parse_decision(params.decision)
+        request = self.agent.approvals.answer(
+            params.request_id, decision, content=params.content, by=call.caller
+        )
         return {"request_id": request.id, "decision": decision.value}
 
     # prompts ----------------------------------------------------------------------------
@@ -329,15 +286,13 @@ class AgentService:
         return {"text": prompts.overlay_text(), "path": str(self.agent.config.overlay_prompt_path)}
 
     async def prompt_append(self, call: Call) -> dict[str, Any]:
-        text = self.agent.redactor.redact(_text_param(call, "text"))
+        text = self.agent.redactor.redact(call.args(TextParams).text)
         self.agent.prompts.append_overlay(text)
         self.agent.prompt_changed("overlay line added")
         return {"version": self.agent.prompts.version}
 
     async def prompt_set(self, call: Call) -> dict[str, Any]:
-        text = call.params.get("text")
-        if not isinstance(text, str):
-            raise BadRequest("'text' must be a string")
+        text = call.args(AnyTextParams).text
         self.agent.prompts.set_overlay(self.agent.redactor.redact(text))
         self.agent.prompt_changed("overlay edited")
         return {"version": self.agent.prompts.version}
@@ -362,55 +317,155 @@ class AgentService:
         }
 
     async def shutdown(self, call: Call) -> dict[str, Any]:
-        if call.params.get("restart"):
+        if call.args(ShutdownParams).restart:
             await self.agent.restart_marker()
         # Reply first, then stop: the caller deserves to hear that it worked.
         asyncio.get_running_loop().call_later(0.05, self.agent.request_shutdown)
         return {"stopping": True, "pid": os.getpid()}
 
 
-def build_methods(agent: Agent) -> dict[str, Method]:
+def build_methods(agent: AgentPort) -> dict[str, Method]:
     """Bind the catalogue to one agent. Adding a method means adding a row here."""
     svc = AgentService(agent)
-    table: list[tuple[str, Callable[[Call], Awaitable[Any]], bool, str]] = [
-        ("status", svc.status, False, "registry entry, state, queue length, last event offset"),
-        ("input", svc.input_, True, "queue text as a task {text, source?, trace_id?}"),
-        ("interrupt", svc.interrupt, True, "stop the current task after the current chunk"),
-        ("cancel", svc.cancel, True, "stop the current task {hard}: hard stops it at once"),
-        ("queue.list", svc.queue_list, False, "current, pending and dead-lettered items"),
-        ("queue.clear", svc.queue_clear, True, "drop pending items {confirm: true}"),
-        ("queue.retry", svc.queue_retry, True, "re-queue dead-lettered items"),
-        ("history.tail", svc.history_tail, False, "newest turns {n}"),
-        ("history.clear", svc.history_clear, True, "erase history {confirm_id: agent id}"),
-        ("memory.stats", svc.memory_stats, False, "tokens in context and ctx %"),
-        ("approval.list", svc.approval_list, False, "requests waiting for the owner"),
-        ("approval.answer", svc.approval_answer, True, "{request_id?, decision, content?}"),
-        ("prompt.show", svc.prompt_show, False, "effective system prompt, plain and marked"),
-        ("prompt.overlay", svc.prompt_overlay, False, "the overlay file's text and path"),
-        ("prompt.append", svc.prompt_append, True, "add a line to the overlay {text}"),
-        ("prompt.set", svc.prompt_set, True, "replace the overlay, validated {text}"),
-        ("prompt.reload", svc.prompt_reload, True, "reload prompt files (after the task if busy)"),
-        ("tools.list", svc.tools_list, False, "tools this agent may call, with approvals"),
-        ("model.list", svc.model_list, False, "models, their health, the route and the current"),
-        ("model.use", svc.model_use, True, "pin a model {model}; null unpins"),
-        ("model.save", svc.model_save, True, "write the current model to agent.yaml"),
-        ("handoff.show", svc.handoff_show, False, "the handoff record and whether it verifies"),
-        ("kb.ingest", svc.kb_ingest, True, "add files to a KB {scope?, paths}; kb.progress events"),
-        ("kb.search", svc.kb_search, False, "top hits in a KB {scope?, query, k?}"),
-        ("kb.list", svc.kb_list, False, "documents of a KB {scope?}"),
-        ("kb.export", svc.kb_export, False, "chosen documents' chunks {scope?, ids}"),
-        ("kb.import", svc.kb_import, True, "store exported chunks {scope?, chunks, copied_from}"),
-        ("plan.read", svc.plan_read, False, "the agent's plan.md {text, path, bytes}"),
-        ("plan.write", svc.plan_write, True, "replace the plan {text}"),
-        ("plan.append", svc.plan_append, True, "add a line to the plan {text}"),
-        ("plan.delete", svc.plan_delete, True, "remove the plan {confirm: true}"),
+    Row = tuple[str, Callable[[Call], Awaitable[Any]], type[Params], bool, str]
+    table: list[Row] = [
+        (
+            "status",
+            svc.status,
+            NoParams,
+            False,
+            "registry entry, state, queue length, last event offset",
+        ),
+        ("input", svc.input_, InputParams, True, "queue text as a task {text, source?, trace_id?}"),
+        (
+            "interrupt",
+            svc.interrupt,
+            NoParams,
+            True,
+            "stop the current task after the current chunk",
+        ),
+        (
+            "cancel",
+            svc.cancel,
+            CancelParams,
+            True,
+            "stop the current task {hard}: hard stops it at once",
+        ),
+        ("queue.list", svc.queue_list, NoParams, False, "current, pending and dead-lettered items"),
+        ("queue.clear", svc.queue_clear, ConfirmParams, True, "drop pending items {confirm: true}"),
+        ("queue.retry", svc.queue_retry, NoParams, True, "re-queue dead-lettered items"),
+        ("history.tail", svc.history_tail, HistoryTailParams, False, "newest turns {n}"),
+        (
+            "history.clear",
+            svc.history_clear,
+            HistoryClearParams,
+            True,
+            "erase history {confirm_id: agent id}",
+        ),
+        ("memory.stats", svc.memory_stats, NoParams, False, "tokens in context and ctx %"),
+        (
+            "approval.list",
+            svc.approval_list,
+            ApprovalListParams,
+            False,
+            "requests waiting for the owner",
+        ),
+        (
+            "approval.answer",
+            svc.approval_answer,
+            ApprovalAnswerParams,
+            True,
+            "{request_id?, decision, content?}",
+        ),
+        (
+            "prompt.show",
+            svc.prompt_show,
+            NoParams,
+            False,
+            "effective system prompt, plain and marked",
+        ),
+        ("prompt.overlay", svc.prompt_overlay, NoParams, False, "the overlay file's text and path"),
+        ("prompt.append", svc.prompt_append, TextParams, True, "add a line to the overlay {text}"),
+        (
+            "prompt.set",
+            svc.prompt_set,
+            AnyTextParams,
+            True,
+            "replace the overlay, validated {text}",
+        ),
+        (
+            "prompt.reload",
+            svc.prompt_reload,
+            NoParams,
+            True,
+            "reload prompt files (after the task if busy)",
+        ),
+        (
+            "tools.list",
+            svc.tools_list,
+            NoParams,
+            False,
+            "tools this agent may call, with approvals",
+        ),
+        (
+            "model.list",
+            svc.model_list,
+            NoParams,
+            False,
+            "models, their health, the route and the current",
+        ),
+        ("model.use", svc.model_use, ModelUseParams, True, "pin a model {model}; null unpins"),
+        ("model.save", svc.model_save, NoParams, True, "write the current model to agent.yaml"),
+        (
+            "handoff.show",
+            svc.handoff_show,
+            NoParams,
+            False,
+            "the handoff record and whether it verifies",
+        ),
+        (
+            "kb.ingest",
+            svc.kb_ingest,
+            KbIngestParams,
+            True,
+            "add files to a KB {scope?, paths}; kb.progress events",
+        ),
+        ("kb.search", svc.kb_search, KbSearchParams, False, "top hits in a KB {scope?, query, k?}"),
+        ("kb.list", svc.kb_list, KbScopeParams, False, "documents of a KB {scope?}"),
+        (
+            "kb.export",
+            svc.kb_export,
+            KbExportParams,
+            False,
+            "chosen documents' chunks {scope?, ids}",
+        ),
+        (
+            "kb.import",
+            svc.kb_import,
+            KbImportParams,
+            True,
+            "store exported chunks {scope?, chunks, copied_from}",
+        ),
+        ("plan.read", svc.plan_read, NoParams, False, "the agent's plan.md {text, path, bytes}"),
+        ("plan.write", svc.plan_write, AnyTextParams, True, "replace the plan {text}"),
+        ("plan.append", svc.plan_append, TextParams, True, "add a line to the plan {text}"),
+        ("plan.delete", svc.plan_delete, ConfirmParams, True, "remove the plan {confirm: true}"),
         (
             "offload.propose",
             svc.offload_propose,
+            OffloadProposeParams,
             True,
             "a spec for a new agent to take over {name?}",
         ),
-        ("context.summarize", svc.context_summarize, True, "re-summarise the working context"),
-        ("shutdown", svc.shutdown, True, "graceful stop {restart?}"),
+        (
+            "context.summarize",
+            svc.context_summarize,
+            NoParams,
+            True,
+            "re-summarise the working context",
+        ),
+        ("shutdown", svc.shutdown, ShutdownParams, True, "graceful stop {restart?}"),
     ]
-    return {name: Method(name, fn, mutating, doc) for name, fn, mutating, doc in table}
+    return {
+        name: Method(name, fn, mutating, doc, params) for name, fn, params, mutating, doc in table
+    }

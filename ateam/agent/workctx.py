@@ -27,24 +27,41 @@ must not stop the agent from working; a corrupt one is reported through
 :class:`~ateam.errors.StorageError`.
 One asyncio loop owns the files (the agent's); the class holds no state in memory, so
 two instances on the same directory see each other's writes.
+
+The budget fitting lives in :mod:`ateam.agent._fit`, the summary request and the reading
+of its reply in :mod:`ateam.agent.summary_prompt`.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ateam._fs import DamageLog, Problem, atomic_write, file_key, fsync_dir
 from ateam._jsonl import storage_error
+from ateam.agent._fit import (
+    MIN_LINE_TOKENS,
+    Section,
+    cost,
+    cut_to,
+    fit_constraints,
+    fit_items,
+    fit_summary,
+)
 from ateam.agent.fence import Fenced, unfenced
+from ateam.agent.summary_prompt import (
+    SUMMARY_MAX_TOKENS,
+    echoes_request,
+    read_summary,
+    summary_messages,
+)
 from ateam.errors import ProviderError
 from ateam.paths import private_dir
-from ateam.providers.base import Message, Provider, TextDelta, estimate_tokens
+from ateam.providers.base import Provider, estimate_tokens
 
 __all__ = [
     "DECISIONS_KEEP",
@@ -58,8 +75,6 @@ __all__ = [
     "WorkingContext",
 ]
 
-SUMMARY_MAX_TOKENS = 2000
-"""The running summary's hard limit, by :func:`~ateam.providers.base.estimate_tokens`."""
 DEFAULT_BUDGET = 2000
 """Tokens the working context may add to each turn's system prompt."""
 RESUMMARIZE_EVERY = 5
@@ -84,24 +99,11 @@ _SHAPES: dict[str, type] = {
 }
 """What each file holds at its top level; anything else is a damaged file."""
 
-WORDS_PER_TOKEN = 0.75
-"""Models count words better than tokens, so the prompt states its limit in words."""
-
 HEADER = "## Working context"
 _SUMMARY_HEADING = "### Summary"
 _DECISIONS_HEADING = "### Key decisions (newest first)"
 _FAILURES_HEADING = "### Past failures (newest first)"
 _CONSTRAINTS_HEADING = "### Active constraints (always apply)"
-_CUT_MARKER = " […]"
-_MIN_LINE_TOKENS = 8
-"""Below this a shortened line no longer says anything; constraints then stop being listed."""
-
-_TURN_MAX_CHARS = 6000
-"""Longest turn text quoted whole in a summary prompt; longer ones (tool output, mostly)
-keep their head and tail, where commands, errors and exit codes usually are."""
-_CALL_ARGS_MAX_CHARS = 300
-
-_SENTENCE_END = re.compile(r"[.!?;:](?=\s)")
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ class Budget:
     def item_tokens(self) -> int:
         """Most tokens one decision or failure line may take: the non-summary share split."""
         items = max(1, self.decisions + self.failures)
-        return max(_MIN_LINE_TOKENS, (self.total - self.summary) // items)
+        return max(MIN_LINE_TOKENS, (self.total - self.summary) // items)
 
 
 @dataclass(frozen=True)
@@ -145,18 +147,9 @@ class SummaryOutcome:
 
 
 @dataclass
-class _Section:
-    """One part of the rendered block, with the counts :meth:`WorkingContext.stats` reports."""
-
-    text: str = ""
-    shown: int = 0
-    cut: bool = False
-
-
-@dataclass
 class _Rendered:
     text: str
-    sections: dict[str, _Section] = field(default_factory=dict)
+    sections: dict[str, Section] = field(default_factory=dict)
 
 
 class WorkingContext:
@@ -194,7 +187,7 @@ class WorkingContext:
         replies were refused) reads as none, so it is never nested into the next one.
         """
         text = str(self._summary_record().get("summary") or "")
-        return "" if _REQUEST_ECHO.search(text) else text
+        return "" if echoes_request(text) else text
 
     def decisions(self) -> list[dict[str, Any]]:
         """Kept decisions, oldest first."""
@@ -315,7 +308,7 @@ class WorkingContext:
         """
         clean = text.strip()
         tokens = estimate_tokens(clean)
-        if _REQUEST_ECHO.search(clean):
+        if echoes_request(clean):
             raise ValueError("a summary must not contain the summary request's headings")
         if tokens > SUMMARY_MAX_TOKENS:
             raise ValueError(f"summary is {tokens} tokens, over the {SUMMARY_MAX_TOKENS} limit")
@@ -358,7 +351,7 @@ class WorkingContext:
         """Tokens per part of the rendered block, the budget split and the counts (``/ctx``)."""
         rendered = self._compose(now)
         parts = ("summary", "decisions", "failures", "constraints")
-        sections = {name: rendered.sections.get(name, _Section()) for name in parts}
+        sections = {name: rendered.sections.get(name, Section()) for name in parts}
         return {
             "tokens": {
                 "header": estimate_tokens(HEADER) if rendered.text else 0,
@@ -406,7 +399,7 @@ class WorkingContext:
         for attempt, limit in enumerate((SUMMARY_MAX_TOKENS, SUMMARY_MAX_TOKENS // 2), start=1):
             messages = summary_messages(current, turns, limit=limit, previous_tokens=too_long)
             try:
-                reply = await _read_summary(provider, messages)
+                reply = await read_summary(provider, messages)
             except ProviderError as exc:
                 outcome = SummaryOutcome(False, None, attempt, f"provider error: {exc.message}")
                 break
@@ -442,21 +435,21 @@ class WorkingContext:
         room = b.total - estimate_tokens(HEADER)
         if room <= 0:
             return _Rendered("")
-        sections = {"header": _Section(HEADER)}
+        sections = {"header": Section(HEADER)}
         # Claims in order of importance: rules first, then the newest lessons, and the
         # summary, the only part that shortens gracefully, takes what is left.
-        sections["constraints"] = _fit_constraints(_CONSTRAINTS_HEADING, constraints, room)
-        room -= _cost(sections["constraints"])
+        sections["constraints"] = fit_constraints(_CONSTRAINTS_HEADING, constraints, room)
+        room -= cost(sections["constraints"])
         for name, heading, lines in (
             ("decisions", _DECISIONS_HEADING, decisions),
             ("failures", _FAILURES_HEADING, failures),
         ):
-            sections[name] = _fit_items(heading, lines, room, b.item_tokens)
-            room -= _cost(sections[name])
+            sections[name] = fit_items(heading, lines, room, b.item_tokens)
+            room -= cost(sections[name])
         summary_room = min(b.summary, room - estimate_tokens(_SUMMARY_HEADING) - 2)
         order = ("header", "summary", "decisions", "failures", "constraints")
         while True:
-            sections["summary"] = _fit_summary(summary, summary_room)
+            sections["summary"] = fit_summary(_SUMMARY_HEADING, summary, summary_room)
             text = "\n\n".join(sections[n].text for n in order if sections[n].text)
             over = estimate_tokens(text) - b.total
             # The costs above bound the joined text for the ~4-characters estimate, so this
@@ -466,7 +459,7 @@ class WorkingContext:
             body = sections["summary"].text.split("\n", 1)[1]
             summary_room = min(summary_room, estimate_tokens(body)) - over
         if over > 0:
-            text = _cut(text, b.total)
+            text = cut_to(text, b.total)
         if text == HEADER:
             return _Rendered("")
         return _Rendered(text, sections)
@@ -532,129 +525,6 @@ class WorkingContext:
             raise storage_error("context", "cannot write", path, exc) from exc
 
 
-# --- the summary prompt ----------------------------------------------------------------
-
-
-_CURRENT_HEADING = "Current summary:"
-_TURNS_HEADING = "New turns, oldest first:"
-_REQUEST_ECHO = re.compile(f"{re.escape(_CURRENT_HEADING)}|{re.escape(_TURNS_HEADING)}")
-"""One of the request's own headings in a reply: the request coming back."""
-_CUT_OFF_CHARS = 2 * SUMMARY_MAX_TOKENS * 4
-"""Reading stops here (twice the limit at ~4 characters a token): far too long already."""
-
-
-def summary_messages(
-    current: str,
-    turns: Iterable[dict[str, Any]],
-    *,
-    limit: int = SUMMARY_MAX_TOKENS,
-    previous_tokens: int | None = None,
-) -> list[Message]:
-    """The request that folds ``turns`` into the ``current`` summary.
-
-    Args:
-        current: the summary so far (``""`` for none).
-        turns: history turns, oldest first.
-        limit: the length asked for, in tokens (stated to the model in words).
-        previous_tokens: the length of a reply that was too long; makes the request
-            stricter.
-    """
-    words = int(limit * WORDS_PER_TOKEN)
-    rules = [
-        "You keep the working summary of a software agent: what a colleague taking over",
-        "would need to continue the work. Merge the current summary with the new turns",
-        "into one updated summary.",
-        "",
-        "Rules:",
-        "- Keep every file name, path, identifier, command, version and number exactly",
-        "  as written.",
-        "- Add no facts: state only what the current summary or the turns say.",
-        "- Prefer what is still true and still matters (state of the work, decisions,",
-        "  open problems, next steps) over a narration of what happened.",
-        "- Reply with the summary only: no preamble, no closing remarks.",
-        f"- Stay under {words} words (about {limit} tokens).",
-    ]
-    if previous_tokens is not None:
-        rules += [
-            "",
-            f"Your previous summary was about {previous_tokens} tokens, far too long.",
-            f"Be terser: at most {words} words. Drop narration and repetition first,",
-            "never the names and numbers.",
-        ]
-    body = [
-        _CURRENT_HEADING,
-        current.strip() or "(none yet)",
-        "",
-        _TURNS_HEADING,
-        *(_turn_text(turn) for turn in turns),
-        "",
-        "Write the updated summary now.",
-    ]
-    return [Message("system", "\n".join(rules)), Message("user", "\n".join(body))]
-
-
-@dataclass
-class _Reply:
-    text: str
-    tokens: int
-    refused: str | None = None
-    """Why the reply cannot be a summary (it repeats the request, it is empty)."""
-
-
-async def _read_summary(provider: Provider, messages: list[Message]) -> _Reply:
-    """Stream a summary, stopping as soon as it can no longer be one.
-
-    A reply that quotes the request's own headings is the request fed back (the offline
-    ``echo`` model does exactly that): storing it would nest each summary inside the
-    next, and reading the rest of it would cost a model's whole slow echo. A reply past
-    twice the limit is cut off too: the stricter retry is what can still help.
-    """
-    parts: list[str] = []
-    size = 0
-    stream = provider.stream(messages, tools=None)
-    try:
-        async for chunk in stream:
-            # Tool calls, usage and headroom are no part of a summary.
-            if not isinstance(chunk, TextDelta):
-                continue
-            parts.append(chunk.text)
-            size += len(chunk.text)
-            # The heading may straddle two chunks: look at the tail, not just this chunk.
-            if _REQUEST_ECHO.search("".join(parts[-8:])):
-                return _Reply("", 0, "the reply repeats the request, not a summary")
-            if size > _CUT_OFF_CHARS:
-                break
-    finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    text = "".join(parts).strip()
-    if not text:
-        return _Reply("", 0, "empty reply")
-    if _REQUEST_ECHO.search(text):
-        return _Reply("", 0, "the reply repeats the request, not a summary")
-    return _Reply(text, estimate_tokens(text))
-
-
-def _turn_text(turn: dict[str, Any]) -> str:
-    role = str(turn.get("role") or "?")
-    label = f"tool {turn['name']}" if role == "tool" and turn.get("name") else role
-    lines = [f"[{label}] {_shorten_middle(str(turn.get('content') or ''), _TURN_MAX_CHARS)}"]
-    for call in turn.get("tool_calls") or ():
-        if isinstance(call, dict):
-            args = json.dumps(call.get("args") or {}, ensure_ascii=False, sort_keys=True)
-            args = _shorten_middle(args, _CALL_ARGS_MAX_CHARS)
-            lines.append(f"  (called {call.get('name')} {args})")
-    return "\n".join(lines)
-
-
-def _shorten_middle(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head, tail = limit * 2 // 3, limit // 3
-    return f"{text[:head]}\n[… {len(text) - head - tail} characters omitted …]\n{text[-tail:]}"
-
-
 # --- rendering -------------------------------------------------------------------------
 
 
@@ -694,117 +564,6 @@ def _constraint_line(entry: dict[str, Any]) -> str:
 def _one_line(text: str) -> str:
     # A stored newline would break the list; the block is for a model, not a layout.
     return " ".join(text.split())
-
-
-def _section(heading: str, lines: list[str]) -> str:
-    return "\n".join([heading, *lines]) if lines else ""
-
-
-def _lines_cost(heading: str, lines: list[str]) -> int:
-    """An upper bound of a section's tokens, the blank line before it included.
-
-    ``estimate_tokens`` rounds each part up, so the parts' sum plus a token per joint
-    is never less than the joined text's estimate.
-    """
-    if not lines:
-        return 0
-    return estimate_tokens(heading) + sum(estimate_tokens(line) + 1 for line in lines) + 1
-
-
-def _cost(section: _Section) -> int:
-    """What a chosen section takes from the room: its estimate and the blank line before."""
-    return estimate_tokens(section.text) + 1 if section.text else 0
-
-
-def _fit_constraints(heading: str, lines: list[str], room: int) -> _Section:
-    """Every constraint, shortened only if together they exceed ``room``."""
-    if not lines:
-        return _Section()
-    if _lines_cost(heading, lines) <= room:
-        return _Section(_section(heading, lines), len(lines))
-    share = (room - estimate_tokens(heading) - 1) // len(lines) - 1
-    if share >= _MIN_LINE_TOKENS:
-        cut = [_cut(line, share) for line in lines]
-        return _Section(_section(heading, cut), len(cut), cut=True)
-    # So many that even a few words each won't fit: list what fits and say how many are
-    # missing, rather than break the budget the whole prompt depends on.
-    shown: list[str] = []
-    for line in lines:
-        candidate = [*shown, _cut(line, _MIN_LINE_TOKENS)]
-        rest = len(lines) - len(candidate)
-        if _lines_cost(heading, [*candidate, *_missing_note(rest)]) > room:
-            break
-        shown = candidate
-    final = [*shown, *_missing_note(len(lines) - len(shown))]
-    if _lines_cost(heading, final) > room:  # not even the note fits
-        final = []
-    return _Section(_section(heading, final), len(shown), cut=True)
-
-
-def _missing_note(count: int) -> list[str]:
-    if not count:
-        return []
-    return [f"- ({count} more active constraints not shown: over the context budget)"]
-
-
-def _fit_items(heading: str, lines: list[str], room: int, cap: int) -> _Section:
-    """The newest lines, each cut to ``cap`` tokens, as many as fit ``room``."""
-    cut = [_cut(line, cap) for line in lines]
-    kept = [line for line in cut if line]
-    while kept and _lines_cost(heading, kept) > room:
-        kept.pop()  # the oldest shown goes first
-    return _Section(_section(heading, kept), len(kept), cut=kept != lines)
-
-
-def _fit_summary(summary: str, room: int) -> _Section:
-    text = _cut(summary, room) if room > 0 else ""
-    if not text:
-        return _Section(cut=bool(summary))
-    return _Section(f"{_SUMMARY_HEADING}\n{text}", 1, cut=text != summary.strip())
-
-
-def _cut(text: str, max_tokens: int) -> str:
-    """``text`` within ``max_tokens``: whole, or cut at a line, sentence or word boundary.
-
-    A cut text ends with a marker. Returns ``""`` when not even one word fits.
-    """
-    text = text.strip()
-    if estimate_tokens(text) <= max_tokens:
-        return text
-    if max_tokens <= estimate_tokens(_CUT_MARKER):
-        return ""
-    # The longest prefix that fits with the marker (the estimate grows with the length).
-    low, high = 0, len(text)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if estimate_tokens(text[:mid].rstrip() + _CUT_MARKER) <= max_tokens:
-            low = mid
-        else:
-            high = mid - 1
-    end = _boundary(text, low)
-    head = text[:end].rstrip()
-    return head + _CUT_MARKER if head else ""
-
-
-def _boundary(text: str, limit: int) -> int:
-    """Where to cut ``text`` at or before ``limit``: prefer a line end, then a sentence
-    end, when either keeps at least half; otherwise the last word end; 0 if none."""
-    floor = limit // 2
-    line_end = text.rfind("\n", 0, limit + 1)
-    if line_end >= floor and line_end > 0:
-        return line_end
-    # Look one character past the limit: a sentence ends where whitespace follows.
-    sentence_end = max(
-        (m.end() for m in _SENTENCE_END.finditer(text, 0, min(len(text), limit + 1))), default=0
-    )
-    if sentence_end >= floor and 0 < sentence_end <= limit:
-        return sentence_end
-    if limit < len(text) and text[limit].isspace():
-        return limit
-    for index in range(limit - 1, 0, -1):
-        if text[index].isspace():
-            return index
-    return 0
 
 
 def _entries(data: Any, key: str) -> list[dict[str, Any]]:

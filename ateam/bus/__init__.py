@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from ateam.bus.coalesce import Coalescer
 from ateam.bus.connection import RedisTarget, make_client, resolve_target
-from ateam.bus.events import Coalescer, Event, EventPublisher, EventTail, EventType, Gap
+from ateam.bus.events import Event, EventType, Gap
 from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock
 from ateam.bus.ownership import OwnerInfo, Ownership
+from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import AgentEntry, AgentView, Heartbeat, Registry
 from ateam.bus.rpc import Call, Method, RpcClient, RpcServer
+from ateam.bus.tail import EventTail
 
 __all__ = [
     "AgentEntry",

@@ -49,7 +49,7 @@ from redis.retry import Retry
 from ateam._fs import atomic_write, open_append
 from ateam._proc import pid_is_running
 from ateam.bus.connection import RedisTarget
-from ateam.errors import AteamError, EmbeddedServerError, UsageError, cli_exit_code
+from ateam.errors import AteamError, EmbeddedServerError, Exit, UsageError, cli_exit_code
 from ateam.paths import ateam_home, runtime_dir
 
 __all__ = ["EmbeddedPaths", "EmbeddedServer", "find_redis_server", "server_command"]
@@ -573,7 +573,7 @@ def _cmd_status(server: EmbeddedServer) -> int:
         print("embedded redis not running")
         print(f"socket: {info['socket']}")
         print(f"data_dir: {info['data_dir']}")
-        return 1
+        return Exit.FAILED
     print("running: yes")
     for key, value in info.items():
         if key != "running":

@@ -95,6 +95,13 @@ class Keys:
     def reply(self, agent: str, request_id: str) -> str:
         return f"{self.ns}reply:{{{agent}}}:{request_id}"
 
+    def rpc_wake(self, agent: str, server: str) -> str:
+        """A serving loop's private list, pushed to wake its BLPOP when it is closed.
+
+        Same hash slot as :meth:`rpc`, so one BLPOP may wait on both in a cluster.
+        """
+        return f"{self.ns}rpc:{{{agent}}}:wake:{server}"
+
     @property
     def heartbeats(self) -> str:
         """Hash: agent id → Redis server time (ms) of its last heartbeat."""

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -52,6 +52,7 @@ from ateam.errors import (
     RpcTimeout,
     rpc_error_from_wire,
 )
+from ateam.wire.rpc import P, Params, parse_params
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,21 @@ class Call:
     id: str
     method: str
     params: dict[str, Any]
+    """The parameters as they came; handlers read them typed through :meth:`args`."""
     caller: str | None
     deadline: float
+    checked: Params | None = None
+    """``params`` checked against the method's model by the server, before the handler."""
+
+    def args(self, model: type[P]) -> P:
+        """The parameters as ``model``: the server's checked copy, else checked now.
+
+        In-process callers (the agent's REPL, tests) build a :class:`Call` by hand; they
+        get the same check, and the same ``bad_request``, as a request off the bus.
+        """
+        if isinstance(self.checked, model):
+            return self.checked
+        return parse_params(model, self.method, self.params)
 
 
 Handler = Callable[[Call], Awaitable[Any]]
@@ -78,6 +92,9 @@ class Method:
     handler: Handler
     mutating: bool
     doc: str
+    params: type[Params] | None = None
+    """The model the parameters are checked against at the edge, before the handler
+    runs (:mod:`ateam.wire.rpc`); a malformed request never reaches the handler."""
 
 
 OwnerClaim = tuple[str, str]
@@ -117,6 +134,7 @@ class RpcServer:
         self._recent: OrderedDict[tuple[str, str, str], tuple[float, bytes]] = OrderedDict()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._wake = keys.rpc_wake(agent, uuid.uuid4().hex)
         self.served = 0
 
     def start(self) -> None:
@@ -127,28 +145,36 @@ class RpcServer:
         """Stop accepting requests; those still in the list wait for the next instance.
 
         The loop is asked to stop rather than cancelled: cancelling a BLPOP could drop
-        a request Redis had already handed over. Its 0.5 s poll bounds the wait.
+        a request Redis had already handed over. A push to the loop's private wake list
+        ends its BLPOP at once; a Redis that is gone or frozen cannot hold the close up
+        longer than ``wait`` in all (the loop's own 0.5 s poll, else a cancel).
         """
         self._closing = True
-        if self._task is not None:
-            await asyncio.wait({self._task}, timeout=wait)
-            if not self._task.done():
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._task
-            self._task = None
+        if self._task is None:
+            return
+        deadline = time.monotonic() + wait
+        await _bounded(self._client.rpush(self._wake, b""), wait)
+        await asyncio.wait({self._task}, timeout=max(deadline - time.monotonic(), 0.0))
+        if not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._task = None
+        # Left behind when a request came first; a frozen Redis keeps it (it holds no data).
+        await _bounded(self._client.delete(self._wake), max(deadline - time.monotonic(), 0.1))
 
     async def _run(self) -> None:
         key = self._keys.rpc(self._agent)
         backoff = Backoff()
         while not self._closing:
             try:
-                popped = await self._client.blpop([key], timeout=0.5)
+                # Requests first: BLPOP takes from the first non-empty list it is given.
+                popped = await self._client.blpop([key, self._wake], timeout=0.5)
             except CONNECTION_ERRORS:
                 await asyncio.sleep(backoff.next_delay())
                 continue
             backoff.reset()
-            if popped is None:
+            if popped is None or popped[0] == self._wake.encode():
                 continue
             raw: Any = popped[1]
             try:
@@ -196,6 +222,8 @@ class RpcServer:
                 )
             if method.mutating:
                 await self._check_owner(call, auth)
+            if method.params is not None:
+                call = replace(call, checked=parse_params(method.params, call.method, call.params))
             value = await method.handler(call)
             reply = pack({"id": rid, "ok": True, "value": value})
             if len(reply) > RPC_MAX_PAYLOAD:
@@ -297,6 +325,13 @@ class RpcServer:
 
 def _timed_out(agent: str, rid: str) -> RpcTimeout:
     return RpcTimeout(f"{agent} did not answer in time", detail={"agent": agent, "request_id": rid})
+
+
+async def _bounded(command: Awaitable[Any], seconds: float) -> None:
+    """Run a best-effort Redis command, giving up after ``seconds`` or on a dead link."""
+    with contextlib.suppress(TimeoutError, *CONNECTION_ERRORS):
+        async with asyncio.timeout(seconds):
+            await command
 
 
 def _error_reply(rid: str, error: AteamError) -> bytes:

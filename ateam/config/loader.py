@@ -22,17 +22,22 @@ the bad value came from a farther directory.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
+from ateam.config.layers import Layer as _Layer
+from ateam.config.layers import kind_of as _kind
+from ateam.config.layers import locate as _locate
+from ateam.config.layers import one_line as _one_line
+from ateam.config.layers import path_text
+from ateam.config.layers import validate as _validate
 from ateam.config.schema import (
     ECHO_MODEL,
     AgentSpec,
@@ -56,18 +61,7 @@ from ateam.paths import ateam_home
 CONFIG_DIR = ".ateam"
 """Name of a configuration directory."""
 
-Loc = tuple[str | int, ...]
-"""A path inside a YAML document: mapping keys and list indices."""
-
-_Origins = dict[Loc, tuple[Path, Loc]]
-"""Merged location → (file, location inside that file)."""
-
-_Layer = tuple[Path, dict[str, Any]]
-"""One file's parsed content."""
-
 _BUILTIN = Path("<built-in>")
-_ModelT = TypeVar("_ModelT", bound=BaseModel)
-_IDENT = re.compile(r"[A-Za-z_][\w-]*")
 
 
 # --- public values --------------------------------------------------------------------
@@ -282,7 +276,9 @@ def load_project(start: Path | None = None, *, root: Path | None = None) -> Proj
     default_model = models_file.default or ECHO_MODEL.id
     if default_model not in models:
         file, _ = _locate(model_origins, ("default",))
-        raise ConfigError(_unknown_model(default_model, models), file=_str(file), field="default")
+        raise ConfigError(
+            _unknown_model(default_model, models), file=path_text(file), field="default"
+        )
 
     transport = _effective_transport(tools_file.transport)
     name = project_file.name or _default_name(base, project_dirs)
@@ -446,7 +442,7 @@ def _default_name(base: Path, project_dirs: Sequence[Path]) -> str:
         return check_name(base.name, "project")
     except ValueError as exc:
         file = project_dirs[0] / "project.yaml" if project_dirs else None
-        raise ConfigError(f"{exc}; set `name:` in project.yaml", file=_str(file)) from None
+        raise ConfigError(f"{exc}; set `name:` in project.yaml", file=path_text(file)) from None
 
 
 def _effective_transport(spec: TransportSpec) -> TransportSpec:
@@ -602,139 +598,3 @@ _PREPARE: dict[str, Callable[[Path, dict[str, Any]], None]] = {
 def _builtin_models() -> _Layer:
     # The farthest layer of all: a models.yaml entry with id `echo` overrides it.
     return (_BUILTIN, {"models": [{"id": ECHO_MODEL.id, "provider": ECHO_MODEL.provider.value}]})
-
-
-# --- merging and validation -----------------------------------------------------------
-
-
-def _merge(layers: Sequence[tuple[Path, Loc, Any]], at: Loc, origins: _Origins) -> Any:
-    """Merge the values found at ``at`` in several files, nearest first.
-
-    Each layer is (file, location of the value in that file, value). Layers whose value
-    is of another kind than the nearest one's are shadowed by it.
-    """
-    file, where, nearest = layers[0]
-    origins[at] = (file, where)
-    if isinstance(nearest, dict):
-        maps = [(f, w, v) for f, w, v in layers if isinstance(v, dict)]
-        keys = dict.fromkeys(key for _, _, value in maps for key in value)
-        return {
-            key: _merge(
-                [(f, (*w, key), v[key]) for f, w, v in maps if key in v], (*at, key), origins
-            )
-            for key in keys
-        }
-    if isinstance(nearest, list):
-        merged: list[Any] = []
-        seen: set[tuple[str, Any]] = set()
-        for f, w, items in (layer for layer in layers if isinstance(layer[2], list)):
-            for index, item in enumerate(items):
-                ident = _identity(item)
-                if ident is not None and ident in seen:
-                    continue
-                if ident is not None:
-                    seen.add(ident)
-                origins[(*at, len(merged))] = (f, (*w, index))
-                merged.append(item)
-        return merged
-    return nearest
-
-
-def _identity(item: Any) -> tuple[str, Any] | None:
-    """What makes two list items the same: their ``id``/``name``, or a plain value."""
-    if isinstance(item, dict):
-        for key in ("id", "name"):
-            value = item.get(key)
-            if isinstance(value, str | int):
-                return (key, value)
-        return None
-    if isinstance(item, str | int | float | bool):
-        return (type(item).__name__, item)
-    return None
-
-
-def _validate(schema: type[_ModelT], layers: Sequence[_Layer]) -> tuple[_ModelT, _Origins]:
-    origins: _Origins = {}
-    merged = _merge([(file, (), raw) for file, raw in layers], (), origins) if layers else {}
-    try:
-        return schema.model_validate(merged), origins
-    except ValidationError as exc:
-        raise _schema_error(exc, origins) from None
-
-
-def _schema_error(exc: ValidationError, origins: _Origins) -> ConfigError:
-    errors = exc.errors(include_url=False)
-    first = errors[0]
-    file, loc = _locate(origins, tuple(first["loc"]))
-    message = _message(first["type"], first["msg"], first.get("input"))
-    if len(errors) > 1:
-        more = len(errors) - 1
-        message += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return ConfigError(message, file=_str(file), field=_dotted(loc) or None)
-
-
-def _locate(origins: _Origins, loc: Loc) -> tuple[Path | None, Loc]:
-    """Map a location in a merged document to (file, location in that file)."""
-    for cut in range(len(loc), -1, -1):
-        hit = origins.get(loc[:cut])
-        if hit is not None:
-            return hit[0], (*hit[1], *loc[cut:])
-    return None, loc
-
-
-_TYPE_MESSAGES = {
-    "model_type": "must be a mapping",
-    "dict_type": "must be a mapping",
-    "tuple_type": "must be a list",
-    "list_type": "must be a list",
-}
-
-
-def _message(kind: str, msg: str, value: Any) -> str:
-    """Pydantic's message, reworded where it would name internal classes."""
-    if kind == "extra_forbidden":
-        return "unknown field"
-    if kind == "missing":
-        return "required field is missing"
-    if kind in _TYPE_MESSAGES:
-        return f"{_TYPE_MESSAGES[kind]}, not {_kind(value)}"
-    return _one_line(msg.removeprefix("Value error, "))
-
-
-def _dotted(loc: Loc) -> str:
-    """``("fallbacks", 1)`` → ``fallbacks[1]``; keys such as ``os.*`` are quoted."""
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif _IDENT.fullmatch(part):
-            text += f".{part}" if text else part
-        elif part == "[key]":  # pydantic's marker for "the key itself is invalid"
-            text += part
-        else:
-            text += f"[{json.dumps(part)}]"
-    return text
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "empty"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _str(path: Path | None) -> str | None:
-    return None if path is None else str(path)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -25,14 +24,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ateam.bus.connection import RedisTarget
-from ateam.bus.events import Event, EventType, Gap, decode_chunk
-from ateam.console.controller import (
-    ConsoleController,
-    handoff_line,
-    kb_progress_line,
-    table_lines,
-)
+from ateam.client import Event, Gap, Target
+from ateam.console.commands import command_line, completer
+from ateam.console.controller import ConsoleController
+from ateam.console.render import Chunk, Line, Tone, render, render_gap
+from ateam.console.tables import table_lines
 from ateam.errors import AteamError, cli_exit_code
 from ateam.paths import ateam_home, private_dir
 
@@ -102,16 +98,27 @@ class PlainView:
             self._partial_from[agent] = offset
 
     def event(self, event: Event) -> None:
-        handler = _RENDERERS.get(event.type)
-        if handler is None:
-            self._flush_partial(event.agent)
-            self._print(f"{prefix(event.agent)} {event.type} {json.dumps(event.data)}")
-            return
-        handler(self, event)
+        shown = render(event)
+        if isinstance(shown, Chunk):
+            self._stream_text(event.agent, shown.text, event.offset)
+        else:
+            self._show(event.agent, shown)
 
     def gap(self, gap: Gap) -> None:
-        self._flush_partial(gap.agent)
-        self._print(f"{prefix(gap.agent)} {gap.message()}")
+        self._show(gap.agent, (render_gap(gap),))
+
+    def _show(self, agent: str, lines: Sequence[Line]) -> None:
+        """Whole lines of ``agent``, after the line it was still writing, if any."""
+        if lines:
+            self._flush_partial(agent)
+        tag = prefix(agent)
+        for line in lines:
+            lead, mark = _LEADS.get(line.tone, ""), _MARKS.get(line.tone, "")
+            self._print(f"{lead}{tag} {mark}{self._paint(line)}")
+
+    def _paint(self, line: Line) -> str:
+        colour = _ANSI.get(line.tone) if self._color else None
+        return f"\x1b[{colour}m{line.text}\x1b[0m" if colour else line.text
 
     def info(self, text: str, agent: str | None = None) -> None:
         self._print(f"{prefix(agent)} {text}" if agent else text)
@@ -155,165 +162,17 @@ class PlainView:
             self._lines.put_nowait(None)
         return answer or ""
 
-    # renderers, one per event type -----------------------------------------------------
 
-    def _token(self, event: Event) -> None:
-        text = decode_chunk(event.data).decode("utf-8", "replace")
-        self._stream_text(event.agent, text, event.offset)
-
-    def _task_start(self, event: Event) -> None:
-        self._flush_partial(event.agent)
-        self._print(f"{prefix(event.agent)} --- task {event.task_id}: {event.data.get('text')}")
-
-    def _task_end(self, event: Event) -> None:
-        self._flush_partial(event.agent)
-        ok = event.data.get("ok")
-        outcome = "done" if ok else f"failed: {event.data.get('error')}"
-        took = event.data.get("duration_s")
-        timing = f" ({took}s)" if took is not None else ""
-        self._print(f"{prefix(event.agent)} --- task {event.task_id} {outcome}{timing}")
-
-    def _warn(self, event: Event) -> None:
-        self._flush_partial(event.agent)
-        self._print(f"{prefix(event.agent)} {event.type}: {event.data.get('msg')}")
-
-    def _state(self, event: Event) -> None:
-        state = event.data.get("state")
-        if state in ("waiting", "blocked", "shutdown"):
-            self._flush_partial(event.agent)
-            self._print(f"{prefix(event.agent)} state: {state}")
-
-    def _tool_start(self, event: Event) -> None:
-        self._flush_partial(event.agent)
-        args = event.data.get("input") or {}
-        name = event.data.get("name")
-        shown = (
-            f"$ {args.get('cmd')}"
-            if name == "os.exec" and isinstance(args, dict)
-            else (f"{name} {json.dumps(args, ensure_ascii=False)}")
-        )
-        self._print(f"{prefix(event.agent)} ▶ {shown}")
-
-    def _tool_output(self, event: Event) -> None:
-        # Bytes as the command wrote them: colour escapes pass through untouched, and
-        # output that is not UTF-8 shows replacement marks instead of breaking the line.
-        text = decode_chunk(event.data).decode("utf-8", "replace")
-        self._stream_text(event.agent, text, event.offset)
-
-    def _tool_end(self, event: Event) -> None:
-        self._flush_partial(event.agent)
-        data = event.data
-        took = data.get("duration_s")
-        if data.get("exit_code") is not None or data.get("reason") not in (None, "exited"):
-            status = f"exit {data.get('exit_code')}"
-            if data.get("reason") not in (None, "exited"):
-                status += f" ({data.get('reason')})"
-        elif data.get("ok"):
-            status = "ok"
-        else:
-            status = f"failed [{data.get('code')}]: {data.get('error')}"
-        self._print(f"{prefix(event.agent)} ◀ {data.get('name')} {status} ({took}s)")
-
-    def _diff_proposed(self, event: Event) -> None:
-        self._flush_partial(event.agent)
-        data = event.data
-        tag = prefix(event.agent)
-        self._print(f"{tag} *** {data.get('tool')} wants to change {data.get('path')}:")
-        for line in str(data.get("diff", "")).splitlines():
-            self._print(f"{tag} {self._paint_diff(line)}")
-        self._print(f"{tag} *** waiting for you: /apply, /reject or /edit {data.get('request_id')}")
-
-    def _approval_request(self, event: Event) -> None:
-        self._flush_partial(event.agent)
-        data = event.data
-        args = json.dumps(data.get("args"), ensure_ascii=False)
-        self._print(
-            f"{prefix(event.agent)} *** approval needed: {data.get('tool')} {args} — "
-            f"/approve or /reject {data.get('request_id')}"
-        )
-
-    def _approval_resolved(self, event: Event) -> None:
-        data = event.data
-        reason = f" ({data.get('reason')})" if data.get("reason") else ""
-        self._print(
-            f"{prefix(event.agent)} {data.get('request_id')}: {data.get('decision')}{reason}"
-        )
-
-    def _prompt(self, event: Event) -> None:
-        data = event.data
-        self._print(
-            f"{prefix(event.agent)} prompt {data.get('action')} (v{data.get('version')}): "
-            f"{data.get('reason')}"
-        )
-
-    def _model_switch(self, event: Event) -> None:
-        self._flush_partial(event.agent)
-        data = event.data
-        self._print(
-            f"*** {prefix(event.agent)} model switch: {data.get('from')} → {data.get('to')} "
-            f"({data.get('reason')})"
-        )
-
-    def _kb_progress(self, event: Event) -> None:
-        self._print(f"{prefix(event.agent)} {kb_progress_line(event.data)}")
-
-    def _context(self, event: Event) -> None:
-        data = event.data
-        if data.get("action") in ("summarized", "summary_failed"):
-            why = f": {data.get('error')}" if data.get("error") else ""
-            self._print(f"{prefix(event.agent)} working context {data.get('action')}{why}")
-            return
-        self._print(f"{prefix(event.agent)} context {json.dumps(data)}")
-
-    def _handoff(self, event: Event) -> None:
-        line = handoff_line(event.data)
-        if line:
-            self._flush_partial(event.agent)
-            self._print(f"{prefix(event.agent)} {line}")
-
-    def _paint_diff(self, line: str) -> str:
-        if not self._color:
-            return line
-        for start, colour in _DIFF_COLOURS:
-            if line.startswith(start):
-                return f"\x1b[{colour}m{line}\x1b[0m"
-        return line
-
-    def _ownership(self, event: Event) -> None:
-        self._flush_partial(event.agent)
-        owner = event.data.get("owner") or "nobody"
-        self._print(f"{prefix(event.agent)} owner is now {owner}")
-
-
-_RENDERERS: dict[str, Callable[[PlainView, Event], None]] = {
-    EventType.TOKEN: PlainView._token,
-    EventType.TASK_START: PlainView._task_start,
-    EventType.TASK_END: PlainView._task_end,
-    EventType.WARN: PlainView._warn,
-    EventType.ERROR: PlainView._warn,
-    EventType.STATE: PlainView._state,
-    EventType.OWNERSHIP: PlainView._ownership,
-    EventType.TOOL_START: PlainView._tool_start,
-    EventType.TOOL_OUTPUT: PlainView._tool_output,
-    EventType.TOOL_END: PlainView._tool_end,
-    EventType.DIFF_PROPOSED: PlainView._diff_proposed,
-    EventType.APPROVAL_REQUEST: PlainView._approval_request,
-    EventType.APPROVAL_RESOLVED: PlainView._approval_resolved,
-    EventType.PROMPT: PlainView._prompt,
-    EventType.MODEL_SWITCH: PlainView._model_switch,
-    EventType.CONTEXT: PlainView._context,
-    EventType.HANDOFF: PlainView._handoff,
-    EventType.KB_PROGRESS: PlainView._kb_progress,
+# How plain mode dresses the renderer's tones: ASCII rules for task boundaries, the
+# model switch marked like a banner, and colour only where it carries meaning (diffs).
+_MARKS: dict[Tone, str] = {Tone.RULE: "--- ", Tone.RULE_FAILED: "--- "}
+_LEADS: dict[Tone, str] = {Tone.SWITCH: "*** "}
+_ANSI: dict[Tone, str] = {
+    Tone.DIFF_FILE: "1",
+    Tone.DIFF_HUNK: "36",
+    Tone.DIFF_ADD: "32",
+    Tone.DIFF_DEL: "31",
 }
-
-# Order matters: "+++"/"---" headers are bold before "+"/"-" lines are coloured.
-_DIFF_COLOURS: tuple[tuple[str, str], ...] = (
-    ("+++", "1"),
-    ("---", "1"),
-    ("@@", "36"),
-    ("+", "32"),
-    ("-", "31"),
-)
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -343,7 +202,7 @@ def prompt_toolkit_wanted(
 
 
 async def run_plain(
-    target: RedisTarget,
+    target: Target,
     *,
     interactive: bool,
     tty: bool | None = None,
@@ -373,7 +232,7 @@ async def run_plain(
 
 
 async def _run_plain(
-    target: RedisTarget,
+    target: Target,
     *,
     interactive: bool,
     tty: bool,
@@ -460,7 +319,8 @@ class PlainOutcome:
         if controller.switch_to != "panes":
             return cls(code)
         agent = controller.attached if not controller.read_only else None
-        return cls(code, to_panes=True, first_lines=[f"/attach {agent}"] if agent else [])
+        first = [command_line("attach", agent)] if agent else []
+        return cls(code, to_panes=True, first_lines=first)
 
 
 class PromptInput:
@@ -486,9 +346,7 @@ class PromptInput:
         self.palette = False
         """F1 opened the agent palette: the menu follows typing until the line is sent."""
         # Imported here: scripts on a pipe never pay for loading prompt-toolkit.
-        from ateam.completion import CommandCompleter
-
-        self.completer: CommandCompleter = CommandCompleter.for_controller(controller)
+        self.completer: CommandCompleter = completer(controller)
         self.session = self._session()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -548,7 +406,7 @@ class PromptInput:
             # "/attach ": it lists every agent and narrows as the user types.
             buffer = event.app.current_buffer
             self.palette = True
-            buffer.text = "/attach "
+            buffer.text = f"{command_line('attach')} "
             buffer.cursor_position = len(buffer.text)
             buffer.start_completion(select_first=False)
 
@@ -563,7 +421,7 @@ class PromptInput:
                 text, cursor = buffer.text, buffer.cursor_position
                 found = self.completer.complete(text, cursor)
                 # An empty word after a full id must not pull in a second agent.
-                if found and (found[0].start < cursor or text.strip() == "/attach"):
+                if found and (found[0].start < cursor or text.strip() == command_line("attach")):
                     buffer.document = Document(*found[0].apply(text, cursor))
             buffer.validate_and_handle()
 
@@ -595,7 +453,7 @@ class PromptInput:
             async with in_terminal():
                 return await edit(text, suffix=suffix)
 
-        self.controller.edit_text = edit_in_terminal  # type: ignore[method-assign]
+        self.controller.edit_text = edit_in_terminal
 
     async def _read(self) -> None:
         while not self._stopping:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ateam.agent.tools import BUILTIN_TOOLS
 from ateam.config import ProjectConfig
 from ateam.config.schema import check_name
 from ateam.errors import UsageError
-from ateam.tools.builtin import BUILTIN_TOOLS
 
 __all__ = ["MAX_TRIES", "AgentWizard", "NewAgent"]
 

@@ -1,8 +1,10 @@
-"""The built-in tools (SPEC §5.5): ``os.exec``, ``fs.*``, ``plan.*`` and ``agents.list``.
+"""The built-in workspace tools (SPEC §5.5): ``os.exec`` and ``fs.*``.
 
 Each is a thin typed function over a component that does the real work — the PTY runner
-(:mod:`ateam.tools.pty`), the file sandbox (:mod:`ateam.tools.fs`), the registry — so the
-schema the model sees is generated from these signatures and their ``Args:`` sections.
+(:mod:`ateam.tools.pty`), the file sandbox (:mod:`ateam.tools.fs`) — so the schema the
+model sees is generated from these signatures and their ``Args:`` sections. The tools
+over the agent's own state (plan, memory, context items, knowledge bases, the team) live
+with the agent, in :mod:`ateam.agent.tools`, which also assembles the full built-in list.
 What a tool returns is what the model reads, so results are small JSON-able values and
 failures are typed :class:`~ateam.errors.AteamError` subclasses the task loop reports
 with their stable code.
@@ -12,21 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from ateam.agent.kb import check_scope
-from ateam.agent.plan import append_plan, read_plan, write_plan
-from ateam.agent.workctx import WorkingContext
-from ateam.bus.context import ContextStore
 from ateam.config.schema import Approval
 from ateam.errors import BadRequest, FsDenied
 from ateam.tools.approvals import Decision
 from ateam.tools.fs import DEFAULT_LIST_ENTRIES, DEFAULT_READ_BYTES, Sandbox
 from ateam.tools.pty import ExecLimits, ExecProcess, ExecResult
-from ateam.tools.registry import Tool, ToolContext, ToolRegistry, default_timeout_for, tool
+from ateam.tools.registry import Tool, ToolContext, default_timeout_for, tool
+
+__all__ = ["WORKSPACE_TOOLS", "fs_list", "fs_patch", "fs_read", "fs_write", "os_exec"]
 
 # The PTY runner enforces the command's own wall-clock limit and kills the process
 # group itself; the registry's timeout is only a backstop far beyond any exec limit.
@@ -36,12 +33,6 @@ _FS_LIMIT_S = default_timeout_for("fs.patch")
 
 def _sandbox(ctx: ToolContext) -> Sandbox:
     return ctx.sandbox if ctx.sandbox is not None else Sandbox(ctx.cwd)
-
-
-def _plan_path(ctx: ToolContext) -> Path:
-    if ctx.plan_path is None:
-        raise BadRequest("this agent has no plan file")
-    return ctx.plan_path
 
 
 @tool("os.exec", timeout_s=_EXEC_BACKSTOP_S)
@@ -176,242 +167,5 @@ async def fs_patch(ctx: ToolContext, path: str, content: str, base_sha256: str) 
     return {"path": proposal.path, "applied": True, "decision": "applied", "sha256": sha}
 
 
-@tool("plan.read")
-def plan_read(ctx: ToolContext) -> str:
-    """Read the agent's plan (plan.md); empty when there is none yet."""
-    return read_plan(_plan_path(ctx))
-
-
-@tool("plan.write")
-def plan_write(ctx: ToolContext, content: str) -> dict[str, Any]:
-    """Replace the agent's plan (plan.md) with new content.
-
-    Args:
-        content: The whole plan, Markdown.
-    """
-    return {"bytes": _plan_op(write_plan, ctx, content)}
-
-
-@tool("plan.append")
-def plan_append(ctx: ToolContext, text: str) -> dict[str, Any]:
-    """Append text (a step, a note) to the agent's plan (plan.md).
-
-    Args:
-        text: What to add; a newline is added when missing.
-    """
-    return {"bytes": _plan_op(append_plan, ctx, text)}
-
-
-def _plan_op(op: Callable[[Path, str], int], ctx: ToolContext, text: str) -> int:
-    try:
-        return op(_plan_path(ctx), ctx.redact(text))
-    except ValueError as exc:
-        raise BadRequest(str(exc)) from None
-
-
-@tool("agents.list", timeout_s=5.0)
-async def agents_list(ctx: ToolContext) -> list[dict[str, Any]]:
-    """List the running agents of the team: id, state, model, working directory, queue."""
-    if ctx.list_agents is None:
-        raise BadRequest("the agent registry is not available")
-    return await ctx.list_agents()
-
-
-def _memory(ctx: ToolContext) -> WorkingContext:
-    if ctx.memory is None:
-        raise BadRequest("this agent keeps no working context")
-    return ctx.memory
-
-
-def _context_items(ctx: ToolContext) -> tuple[ContextStore, str]:
-    if ctx.context_items is None:
-        raise BadRequest("the team's context items are not available")
-    return ctx.context_items, ctx.agent_id.split("/", 1)[0]
-
-
-@tool("context.post", timeout_s=5.0)
-async def context_post(
-    ctx: ToolContext,
-    type: str,
-    title: str,
-    content: str = "",
-    urgency: str = "background",
-    scope: str = "project",
-    tags: list[str] | None = None,
-) -> dict[str, Any]:
-    """Share something with the team: a discovery, decision, status, request or alert.
-
-    Args:
-        type: discovery, decision, status, request or alert.
-        title: One line.
-        content: The details.
-        urgency: background, attention (consoles show a banner) or blocking (a banner and
-            a bell: someone must act).
-        scope: task, project or global (every project).
-        tags: Short labels others can filter on.
-    """
-    store, project = _context_items(ctx)
-    item = await store.post(
-        project,
-        type=type,
-        title=title,
-        content=content,
-        urgency=urgency,
-        scope=scope,
-        tags=tuple(tags or ()),
-        source_agent=ctx.agent_id,
-    )
-    return {"id": item.id, "expires_at": item.expires_at}
-
-
-@tool("context.read", timeout_s=5.0)
-async def context_read(ctx: ToolContext, query: str = "", limit: int = 10) -> list[dict[str, Any]]:
-    """Read the team's recent context items, newest first; with a query, only matching ones.
-
-    Args:
-        query: Words that must all appear (title, summary, content or tags).
-        limit: At most this many items.
-    """
-    store, project = _context_items(ctx)
-    limit = max(1, min(limit, 50))
-    items = (
-        await store.search(project, query, limit=limit)
-        if query.strip()
-        else await store.list(project, limit=limit)
-    )
-    return [item.to_wire() for item in items]
-
-
-@tool("kb.search")
-async def kb_search(
-    ctx: ToolContext, query: str, scope: str = "agent", k: int = 8
-) -> list[dict[str, Any]]:
-    """Search a knowledge base for passages about the query, best first.
-
-    Args:
-        query: What to look for, in words.
-        scope: agent (this agent's notes), project (shared by the project) or user.
-        k: At most this many passages.
-    """
-    if ctx.kb is None:
-        raise BadRequest("this agent has no knowledge base")
-    return await ctx.kb.search(check_scope(scope), query, k=max(1, min(k, 20)))
-
-
-@tool("kb.ingest")
-async def kb_ingest(ctx: ToolContext, paths: list[str], scope: str = "agent") -> dict[str, Any]:
-    """Add files and directories to a knowledge base, so kb.search can find them later.
-
-    Directories expand to their text and source files; a file whose content is already
-    stored is skipped, and one ingested before with other content replaces its old
-    version. Only paths inside the working directory and fs.whitelist are accepted.
-
-    Args:
-        paths: Files or directories (at most 512 files in all), relative to the working
-            directory.
-        scope: agent (this agent's notes), project (shared by the project) or user.
-    """
-    if ctx.kb is None:
-        raise BadRequest("this agent has no knowledge base")
-    if not paths:
-        raise BadRequest("name at least one file or directory to ingest")
-    # AgentKb.ingest confines every path to the sandbox (kb.ingest.denied otherwise).
-    return await ctx.kb.ingest(check_scope(scope), paths)
-
-
-@tool("memory.decide")
-def memory_decide(
-    ctx: ToolContext, decision: str, rationale: str = "", impact: str = ""
-) -> dict[str, Any]:
-    """Record a key decision so it survives summaries, restarts and model switches.
-
-    Args:
-        decision: What was decided, in one sentence.
-        rationale: Why.
-        impact: What it changes or constrains.
-    """
-    memory = _memory(ctx)
-    try:
-        memory.add_decision(decision, rationale=rationale, impact=impact, task=ctx.task_id)
-    except ValueError as exc:
-        raise BadRequest(str(exc)) from None
-    return {"decisions": len(memory.decisions())}
-
-
-@tool("memory.failure")
-def memory_failure(
-    ctx: ToolContext,
-    description: str,
-    root_cause: str = "",
-    resolution: str = "",
-    prevention: str = "",
-    severity: str = "medium",
-) -> dict[str, Any]:
-    """Record a failure and what it taught, so the next model (after a switch) knows.
-
-    Args:
-        description: What went wrong.
-        root_cause: Why, when known.
-        resolution: How it was fixed, when it was.
-        prevention: How to avoid it next time.
-        severity: low, medium, high or critical.
-    """
-    memory = _memory(ctx)
-    try:
-        memory.add_failure(
-            description,
-            root_cause=root_cause,
-            resolution=resolution,
-            prevention=prevention,
-            severity=severity,
-            task=ctx.task_id,
-        )
-    except ValueError as exc:
-        raise BadRequest(str(exc)) from None
-    return {"failures": len(memory.failures())}
-
-
-@tool("memory.constrain")
-def memory_constrain(
-    ctx: ToolContext, text: str, expires_in_s: float | None = None
-) -> dict[str, Any]:
-    """Record a constraint every later turn must respect (e.g. "do not touch api/v1").
-
-    Args:
-        text: The constraint.
-        expires_in_s: Forget it after this many seconds; it stays until removed if unset.
-    """
-    memory = _memory(ctx)
-    expires = time.time() + expires_in_s if expires_in_s is not None else None
-    try:
-        memory.add_constraint(text, expires=expires)
-    except ValueError as exc:
-        raise BadRequest(str(exc)) from None
-    return {"constraints": len(memory.constraints())}
-
-
-BUILTIN_TOOLS: tuple[Tool, ...] = (
-    os_exec,
-    fs_read,
-    fs_list,
-    fs_write,
-    fs_patch,
-    plan_read,
-    plan_write,
-    plan_append,
-    agents_list,
-    memory_decide,
-    memory_failure,
-    memory_constrain,
-    context_post,
-    context_read,
-    kb_search,
-    kb_ingest,
-)
-
-
-def default_registry(*, plugins: bool = True) -> tuple[ToolRegistry, list[str]]:
-    """The built-ins plus, unless ``plugins`` is false, the ``ateam.tools`` entry points."""
-    registry = ToolRegistry(BUILTIN_TOOLS)
-    warnings = registry.load_entry_points() if plugins else []
-    return registry, warnings
+WORKSPACE_TOOLS: tuple[Tool, ...] = (os_exec, fs_read, fs_list, fs_write, fs_patch)
+"""The tools over the agent's workspace: its commands and its files."""

@@ -1,5 +1,8 @@
 """The file sandbox behind ``fs.read``, ``fs.list``, ``fs.write`` and ``fs.patch`` (SPEC §5.5).
 
+One module, slightly over the usual size on purpose: every path check and the descriptor
+walk that makes it hold are one security argument, read together.
+
 Every path an agent names is confined to its cwd plus an explicit whitelist. A relative
 path is joined to the cwd and the result put through :func:`os.path.realpath`, so ``..``
 and symlinks anywhere in the path (the final component or a parent directory) are judged

@@ -1,5 +1,8 @@
 """The engine behind ``os.exec`` (SPEC §5.5): one shell command in its own pseudo-terminal.
 
+One module, over the usual size on purpose: the fork, the reader, the leader watch and
+the group kill are one protocol whose ordering is the whole point (see below).
+
 :class:`ExecProcess` runs ``/bin/sh -c CMD`` through :mod:`ptyprocess`, which forks with
 ``forkpty``: the child starts a new session, so its pid is also its process-group and
 session id, and the PTY is its controlling terminal (``test -t 1`` holds, programs colour

@@ -52,10 +52,8 @@ from ateam.errors import BadRequest, RpcTimeout, ToolDenied
 from ateam.tools.approvals import Answer
 
 if TYPE_CHECKING:
-    from ateam.agent.kb import AgentKb
-    from ateam.agent.workctx import WorkingContext
-    from ateam.bus.context import ContextStore
     from ateam.tools.fs import Sandbox
+    from ateam.tools.ports import AgentLister, ContextItems, KnowledgeBases, Memory
     from ateam.tools.pty import ExecLimits
 
 __all__ = [
@@ -132,15 +130,13 @@ class ToolContext:
     """The agent's ``plan.md``."""
     redact: Callable[[str], str] = field(default=str, repr=False)
     """Masks secrets in text the tools store (the plan) as the agent's events are."""
-    list_agents: Callable[[], Awaitable[list[dict[str, Any]]]] | None = field(
-        default=None, repr=False
-    )
+    list_agents: AgentLister | None = field(default=None, repr=False)
     """The live registry, for ``agents.list``."""
-    memory: WorkingContext | None = field(default=None, repr=False)
+    memory: Memory | None = field(default=None, repr=False)
     """The agent's working context (SPEC §8), for ``memory.*``."""
-    context_items: ContextStore | None = field(default=None, repr=False)
+    context_items: ContextItems | None = field(default=None, repr=False)
     """The team's context items (SPEC §9), for ``context.*``."""
-    kb: AgentKb | None = field(default=None, repr=False)
+    kb: KnowledgeBases | None = field(default=None, repr=False)
     """The agent's knowledge bases (SPEC §10), for ``kb.*``."""
 
 

@@ -5,13 +5,12 @@ Every process is started as ``python -m ateam …`` with the test's isolated ``A
 ``--redis`` pointing at the test's own Redis (``own_redis``), so each test has a bus of
 its own and may restart it. Everything a factory started is killed at teardown.
 
-Waits are polls against a deadline on an observable condition (a registry entry, an
-output line, an event on the stream), never fixed sleeps.
+Waits are on an observable condition (a registry entry, an output line, an event on the
+stream), through :mod:`tests._wait` where nothing notifies, never fixed sleeps.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
@@ -23,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import redis
@@ -31,8 +30,7 @@ import redis
 from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget
 from ateam.bus.keys import Keys
-
-T = TypeVar("T")
+from tests._wait import wait_for
 
 START_TIMEOUT_S = 20.0
 """Deadline for a process to come up; generous because 2 cores may be busy."""
@@ -54,30 +52,6 @@ def subprocess_env(**overrides: str) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(overrides)
     return env
-
-
-def wait_until(predicate: Callable[[], T], timeout: float, what: str) -> T:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.02)
-
-
-async def async_wait_until(predicate: Callable[[], T], timeout: float, what: str) -> T:
-    """:func:`wait_until` for async tests: yields to the loop between polls."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def run_ateam(
@@ -164,7 +138,7 @@ class Bus:
 
     def wait_streaming(self, agent: str, timeout: float = 10.0) -> None:
         """Until the agent has published at least one model token."""
-        wait_until(
+        wait_for(
             lambda: any(b.get("type") == "token" for _, b in self.events(agent)),
             timeout,
             f"{agent} to stream",
@@ -296,7 +270,7 @@ def wait_serving(bus: Bus, agent: AgentProcess, timeout: float = START_TIMEOUT_S
             )
         return bus.serving(agent.agent_id, agent.pid)
 
-    return wait_until(ready, timeout, f"{agent.agent_id} (pid {agent.pid}) to serve")
+    return wait_for(ready, timeout, f"{agent.agent_id} (pid {agent.pid}) to serve")
 
 
 # --- consoles -------------------------------------------------------------------------------
@@ -522,7 +496,7 @@ def embedded_env(isolated_home: Path) -> Iterator[dict[str, str]]:
             for pid in json.loads(pid_file.read_text()).values():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(pid), signal.SIGTERM)
-                    wait_until(lambda p=int(pid): not pid_is_running(p), 20, "supervisor to exit")
+                    wait_for(lambda p=int(pid): not pid_is_running(p), 20, "supervisor to exit")
     run_ateam("server", "stop", env=env)
     shutil.rmtree(runtime, ignore_errors=True)
 

@@ -10,12 +10,13 @@ from typing import Any
 import pexpect
 import pytest
 
+from tests._wait import wait_for
+
 from .conftest import (
     START_TIMEOUT_S,
     Bus,
     ateam_cmd,
     subprocess_env,
-    wait_until,
     write_project,
 )
 
@@ -54,7 +55,7 @@ def test_repl_status_task_and_inbox_scan(repl_agent: tuple[pexpect.spawn, Path],
     send(child, "hello from the repl")
     child.expect(r"queued (q-[0-9a-f-]+)", timeout=10)
     task_id = child.match.group(1)
-    end = wait_until(lambda: bus.task_ends(AGENT).get(task_id), 20, "task.end of the REPL task")
+    end = wait_for(lambda: bus.task_ends(AGENT).get(task_id), 20, "task.end of the REPL task")
     assert end.get("ok", True)
     starts = [b for _, b in bus.events(AGENT) if b.get("type") == "task.start"]
     assert any(b.get("task_id") == task_id and b.get("source") == "local" for b in starts)
@@ -70,7 +71,7 @@ def test_repl_status_task_and_inbox_scan(repl_agent: tuple[pexpect.spawn, Path],
     inbox_task = child.match.group(1)
     assert not (inbox / "job.md").exists()
     assert (inbox / "processed" / "job.md").read_text() == "please check the build\n"
-    wait_until(lambda: bus.task_ends(AGENT).get(inbox_task), 20, "task.end of the inbox task")
+    wait_for(lambda: bus.task_ends(AGENT).get(inbox_task), 20, "task.end of the inbox task")
     starts = [b for _, b in bus.events(AGENT) if b.get("type") == "task.start"]
     assert any(b.get("task_id") == inbox_task and b.get("source") == "inbox" for b in starts)
 

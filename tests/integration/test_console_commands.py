@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests._wait import wait_for
+
 from .conftest import (
     AgentFactory,
     Bus,
     ConsoleFactory,
     attach_and_send,
-    wait_until,
     write_project,
     write_scripted_project,
     write_waiting_project,
@@ -153,7 +154,7 @@ def test_agent_new_asks_checks_each_answer_and_creates_only_after_confirmation(
     assert entry["model"] == "slowecho"
     assert len(keepers(tmp_path)) == 1
     console.send("/agents")
-    wait_until(
+    wait_for(
         lambda: any(
             line.startswith("p/apollo ") and "builds the docs" in line
             for line in console.output().split("\n")

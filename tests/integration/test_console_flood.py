@@ -21,8 +21,9 @@ from ateam.bus.connection import RedisTarget
 from ateam.bus.events import Event, EventType
 from ateam.console.controller import ConsoleController, ConsoleView
 from ateam.console.panes import LINE_MAX, ConsoleApp
+from tests._wait import async_wait_for
 
-from .conftest import AgentFactory, async_wait_until, write_scripted_project
+from .conftest import AgentFactory, write_scripted_project
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +75,7 @@ async def test_50_mb_of_tool_output_stays_within_the_scrollback(
 
     app.view.event = event  # type: ignore[method-assign]
     async with app.run_test(size=(160, 48)):
-        await async_wait_until(lambda: app.ready.is_set(), 20, "the console to connect")
+        await async_wait_for(lambda: app.ready.is_set(), 20, "the console to connect")
         await app.run_line("/attach proj/zeus")
         log = app.query_one("#stream", RichLog)
         view = app.view
@@ -91,11 +92,11 @@ async def test_50_mb_of_tool_output_stays_within_the_scrollback(
                     raise AssertionError(f"agent exited:\n{agent.stderr()[-2000:]}")
                 return seen["tool_end"] >= 1 and not view.pending
 
-            await async_wait_until(drawn, 120, "the flood's tool.end to be received and drawn")
+            await async_wait_for(drawn, 120, "the flood's tool.end to be received and drawn")
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-        await async_wait_until(lambda: seen["task_end"] >= 1, 30, "the task to end")
+        await async_wait_for(lambda: seen["task_end"] >= 1, 30, "the task to end")
 
         lines = [strip.text.rstrip() for strip in log.lines]
         assert seen["bytes"] > FLOOD // 2, f"only {seen['bytes']} bytes reached the console"

@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
+from tests._wait import wait_for
+
 from .conftest import (
     START_TIMEOUT_S,
     AgentFactory,
     Bus,
     run_ateam,
-    wait_until,
     write_project,
 )
 
@@ -55,9 +56,7 @@ def test_damaged_files_of_a_real_agent_are_reported_and_kept_aside(
     state = root / ".ateam" / "agents" / "zeus" / "state"
     first = start_agent(agent_id, cwd=root)
     done = [send(agent_id, f"task {n}", redis_url) for n in range(2)]
-    wait_until(
-        lambda: all(i in bus.task_ends(agent_id) for i in done), START_TIMEOUT_S, "two tasks"
-    )
+    wait_for(lambda: all(i in bus.task_ends(agent_id) for i in done), START_TIMEOUT_S, "two tasks")
     assert first.terminate() == 0
 
     # Damage every file the agent wrote, the way disks and killed writers do.
@@ -77,7 +76,7 @@ def test_damaged_files_of_a_real_agent_are_reported_and_kept_aside(
 
     second = start_agent(agent_id, cwd=root)
     task = send(agent_id, "after the damage", redis_url)  # reads and rewrites progress.json
-    wait_until(lambda: task in bus.task_ends(agent_id), START_TIMEOUT_S, "the next task")
+    wait_for(lambda: task in bus.task_ends(agent_id), START_TIMEOUT_S, "the next task")
     assert bus.task_ends(agent_id)[task]["ok"] is True
 
     events = damage_events(bus, agent_id)

@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 
 from ateam.bus.ownership import Ownership
 from ateam.bus.rpc import RpcClient
+from tests._wait import wait_for
 
 from .conftest import (
     KEYS,
@@ -18,7 +19,6 @@ from .conftest import (
     Bus,
     run_ateam,
     wait_serving,
-    wait_until,
     write_project,
 )
 
@@ -52,7 +52,7 @@ async def test_acknowledged_inputs_survive_kill9_mid_task(
             b.get("type") == "token" and b.get("task_id") == ids[0] for _, b in bus.events(agent_id)
         )
 
-    wait_until(first_task_streaming, START_TIMEOUT_S, "the first task to stream tokens")
+    wait_for(first_task_streaming, START_TIMEOUT_S, "the first task to stream tokens")
     assert not bus.task_ends(agent_id), "the agent finished a task before being killed"
     first.kill9()
 
@@ -63,7 +63,7 @@ async def test_acknowledged_inputs_survive_kill9_mid_task(
         ends = bus.task_ends(agent_id)
         return ends if all(i in ends for i in ids) else None
 
-    ends = wait_until(
+    ends = wait_for(
         all_ended, 4 * START_TIMEOUT_S, "every acknowledged input to finish after the restart"
     )
 
@@ -89,7 +89,7 @@ def test_torn_last_queue_line_is_repaired_and_reported(
     sent = run_ateam("send", agent_id, "before the tear", "--redis", redis_url)
     assert sent.returncode == 0, sent.stderr
     first_id = sent.stdout.strip()
-    wait_until(lambda: first_id in bus.task_ends(agent_id), START_TIMEOUT_S, "the first task")
+    wait_for(lambda: first_id in bus.task_ends(agent_id), START_TIMEOUT_S, "the first task")
     assert agent.terminate() == 0
 
     queue = isolated_home / "projects" / "torn" / "agents" / "zeus" / "state" / "queue.jsonl"
@@ -108,7 +108,7 @@ def test_torn_last_queue_line_is_repaired_and_reported(
     # The agent works normally afterwards, and the report is visible to a person.
     sent = run_ateam("send", agent_id, "after the repair", "--redis", redis_url)
     assert sent.returncode == 0, sent.stderr
-    wait_until(
+    wait_for(
         lambda: sent.stdout.strip() in bus.task_ends(agent_id), START_TIMEOUT_S, "the new task"
     )
     tail = run_ateam("tail", agent_id, "--from", "1", "--redis", redis_url)

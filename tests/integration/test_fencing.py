@@ -24,13 +24,13 @@ from ateam.bus.codec import unpack
 from ateam.bus.ownership import Ownership
 from ateam.bus.rpc import RpcClient
 from ateam.constants import LOCK_TTL_S
+from tests._wait import async_wait_for
 
 from .conftest import (
     KEYS,
     START_TIMEOUT_S,
     AgentFactory,
     Bus,
-    async_wait_until,
     wait_serving,
     write_project,
 )
@@ -62,7 +62,7 @@ async def test_a_thawed_instance_writes_nothing_after_its_successor_took_over(
     rpc = RpcClient(client, KEYS, caller="test:fencing", auth=owner.token)
     text = " ".join(f"w{i}" for i in range(60))  # ~3.6 s of streaming at 60 ms a word
     item = (await rpc.call(AGENT, "input", {"text": text}, timeout=5))["id"]
-    await async_wait_until(
+    await async_wait_for(
         lambda: sum(b.get("type") == "token" for _, b in bus.events(AGENT)) >= 3,
         START_TIMEOUT_S,
         "the first instance to stream",
@@ -73,13 +73,13 @@ async def test_a_thawed_instance_writes_nothing_after_its_successor_took_over(
     frozen_at = time.time()
     try:
         # Past the lock TTL the identity is free on the bus...
-        await async_wait_until(
+        await async_wait_for(
             lambda: not bus.client.exists(KEYS.lock(AGENT)), LOCK_TTL_S + 10, "the lock to lapse"
         )
         second = start_agent(AGENT, cwd=root, wait=False)
         # ...and the second instance wins it (fence + 1), but not the files: they are
         # still held by the frozen process, so it cannot start work on them.
-        await async_wait_until(
+        await async_wait_for(
             lambda: lock_holder_pid(bus) == second.pid, START_TIMEOUT_S, "the takeover"
         )
         assert int(bus.client.get(KEYS.fence(AGENT)) or 0) == first_fence + 1
@@ -91,7 +91,7 @@ async def test_a_thawed_instance_writes_nothing_after_its_successor_took_over(
     # Thawed, the first one finds its lock gone and exits 14 without another write.
     assert first.wait_exit() == 14, first.stderr()
     wait_serving(bus, second, timeout=START_TIMEOUT_S)
-    await async_wait_until(
+    await async_wait_for(
         lambda: item in bus.task_ends(AGENT), 2 * START_TIMEOUT_S, "the successor to re-run it"
     )
     assert bus.task_ends(AGENT)[item]["ok"] is True

@@ -26,6 +26,7 @@ from ateam.bus.bootstrap import issue
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.keys import Keys
 from ateam.kb import KnowledgeBase
+from tests._wait import wait_for
 
 from .conftest import (
     START_TIMEOUT_S,
@@ -37,7 +38,6 @@ from .conftest import (
     history_turns,
     run_ateam,
     subprocess_env,
-    wait_until,
     write_project,
     write_waiting_project,
 )
@@ -100,7 +100,7 @@ def wait_after(
         return next((line for line in lines_from(console, start) if test(line)), None)
 
     try:
-        return wait_until(found, timeout, f"{match!r}")
+        return wait_for(found, timeout, f"{match!r}")
     except AssertionError:
         raise AssertionError(
             f"console never printed {match!r}; output:\n{console.output()}\n"
@@ -182,7 +182,7 @@ def test_clearhistory_needs_the_full_agent_id(
     console = start_console()
     attach_and_send(console, "p/zeus", "remember this")
     console.wait_line("[A:p/zeus] echo: remember this")
-    wait_until(lambda: len(history_turns(root)) >= 2, 10, "the turns to reach the history")
+    wait_for(lambda: len(history_turns(root)) >= 2, 10, "the turns to reach the history")
 
     for answer in ("no", "zeus", ""):
         start = mark(console)
@@ -269,7 +269,7 @@ def test_spawn_asks_first_then_starts_a_kept_agent_that_answers(
 
     # Supervised: a crashed agent comes back under its keeper.
     os.kill(int(entry["pid"]), signal.SIGKILL)
-    wait_until(
+    wait_for(
         lambda: serving_entry(bus, "p/ares", not_pid=int(entry["pid"])),
         START_TIMEOUT_S,
         "the keeper to restart p/ares",
@@ -280,7 +280,7 @@ def test_spawn_asks_first_then_starts_a_kept_agent_that_answers(
     console.send("/stop p/ares")
     console.send("yes")
     console.wait_line("stopped p/ares", timeout=SPAWN_TIMEOUT_S)
-    wait_until(lambda: keepers(tmp_path) == [], START_TIMEOUT_S, "the keeper to leave")
+    wait_for(lambda: keepers(tmp_path) == [], START_TIMEOUT_S, "the keeper to leave")
 
 
 def test_up_down_also_stops_agents_a_console_started(
@@ -302,7 +302,7 @@ def test_up_down_also_stops_agents_a_console_started(
     assert down.returncode == 0, down.stdout + down.stderr
     assert f"p/ares: stopped (started by a console, keeper pid {keeper})" in down.stdout
     assert keepers(tmp_path) == []
-    wait_until(lambda: bus.entry("p/ares") is None, 10, "p/ares to leave the registry")
+    wait_for(lambda: bus.entry("p/ares") is None, 10, "p/ares to leave the registry")
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
 
@@ -376,7 +376,7 @@ def test_offload_proposes_an_editable_spec_and_starts_the_agent_on_the_handoff(
     console.wait_line("kb agent: 1 document(s) ingested", timeout=60)
     long_task = "refactor the parser: " + "the recursive descent parser of the configs " * 8
     console.send(long_task)  # ~6 s of streaming at 100 ms a word: busy while we offload
-    wait_until(lambda: (bus.entry("p/zeus") or {}).get("state") == "busy", 10, "zeus busy")
+    wait_for(lambda: (bus.entry("p/zeus") or {}).get("state") == "busy", 10, "zeus busy")
 
     console.send("/offload")
     start = mark(console)
@@ -408,7 +408,7 @@ def test_offload_proposes_an_editable_spec_and_starts_the_agent_on_the_handoff(
         turns = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         return next((t for t in turns if t.get("role") == "user"), None)
 
-    turn = wait_until(first_input, 20, "p/hermes to take its first task")
+    turn = wait_for(first_input, 20, "p/hermes to take its first task")
     assert "offloaded by agent p/zeus" in turn["content"]
     assert "refactor the parser" in turn["content"]  # the handoff's task
     record = json.loads((zeus_dir / "state" / "handoff.json").read_text())
@@ -469,7 +469,7 @@ def test_offload_worktree_puts_the_new_agent_in_its_own_worktree_and_branch(
     block = listing.split(f"worktree {worktree}\n", 1)[1].split("\n\n", 1)[0]
     assert "branch refs/heads/ateam/apollo" in block
     history = worktree / ".ateam" / "agents" / "apollo" / "state" / "history.jsonl"
-    wait_until(
+    wait_for(
         lambda: history.exists() and "offloaded by agent w/zeus" in history.read_text(),
         20,
         "w/apollo to start on the handoff",
@@ -503,7 +503,7 @@ def test_offload_remote_prints_a_token_whose_agent_starts_on_the_handoff(
     state = isolated_home / "projects" / "p" / "agents" / "remote1"
     assert (state / "system_overlay.md").read_text() == "You review releases."
     history = state / "state" / "history.jsonl"
-    wait_until(
+    wait_for(
         lambda: history.exists() and "offloaded by agent p/zeus" in history.read_text(),
         20,
         "p/remote1 to start on the handoff",
@@ -566,7 +566,7 @@ def test_an_expired_or_foreign_bootstrap_token_is_refused(
             await client.aclose()
 
     expired = asyncio.run(mint("p/remote1", 0.3))
-    wait_until(lambda: bootstrap_keys(bus) == [], 10, "the token to expire")
+    wait_for(lambda: bootstrap_keys(bus) == [], 10, "the token to expire")
     late = start_agent("p/remote1", cwd=tmp_path, wait=False, extra=("--bootstrap", expired))
     assert late.wait_exit() == EXIT_BOOTSTRAP_REFUSED
     assert "error [bootstrap.refused]" in late.stderr()
@@ -591,7 +591,7 @@ def test_ps_state_waiting_lists_only_waiting_agents(
     start_agent("q/hera")
     console = start_console()
     attach_and_send(console, "s/zeus", "change it")
-    wait_until(lambda: (bus.entry("s/zeus") or {}).get("state") == "waiting", 15, "s/zeus to wait")
+    wait_for(lambda: (bus.entry("s/zeus") or {}).get("state") == "waiting", 15, "s/zeus to wait")
 
     start = mark(console)
     console.send("/ps --state waiting --json")

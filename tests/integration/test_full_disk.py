@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 
+from tests._wait import wait_for
+
 from .conftest import (
     START_TIMEOUT_S,
     AgentFactory,
     Bus,
     ConsoleFactory,
     run_ateam,
-    wait_until,
     write_project,
 )
 
@@ -119,7 +120,7 @@ def test_a_full_disk_blocks_the_agent_keeps_the_work_and_resumes(
 
     first = send(agent_id, text("a"), redis_url)
     second = send(agent_id, text("b"), redis_url)
-    wait_until(
+    wait_for(
         lambda: any(
             b.get("type") == "token" and b.get("task_id") == first for _, b in bus.events(agent_id)
         ),
@@ -129,7 +130,7 @@ def test_a_full_disk_blocks_the_agent_keeps_the_work_and_resumes(
     filler = fill(state)
 
     # The first answer cannot be recorded: the agent stops taking work, and says why.
-    entry = wait_until(lambda: blocked_entry(bus, agent_id), START_TIMEOUT_S, "state blocked")
+    entry = wait_for(lambda: blocked_entry(bus, agent_id), START_TIMEOUT_S, "state blocked")
     assert "No space left on device" in entry["alert"], entry
     assert entry["current_task"] is None
     ps = run_ateam("ps", "--json", "--redis", redis_url)
@@ -154,14 +155,14 @@ def test_a_full_disk_blocks_the_agent_keeps_the_work_and_resumes(
 
     # Room again: the agent notices by itself and does the work, in order.
     filler.unlink()
-    wait_until(
+    wait_for(
         lambda: {first, second} <= set(bus.task_ends(agent_id)),
         3 * START_TIMEOUT_S,
         "both tasks to finish once there is room",
     )
     ends = bus.task_end_list(agent_id)
     assert [(e["task_id"], e["ok"]) for e in ends] == [(first, True), (second, True)], ends
-    entry = wait_until(
+    entry = wait_for(
         lambda: (e := bus.entry(agent_id)) is not None and e["state"] == "idle" and e,
         START_TIMEOUT_S,
         "the agent to be idle",
@@ -192,7 +193,7 @@ def test_an_agent_restarted_on_a_full_disk_serves_refuses_inputs_and_says_so_unt
     state = small_disk(root / ".ateam" / "agents" / "zeus" / "state")
     agent = start_agent(agent_id, cwd=root)
     done = send(agent_id, "one task, so the queue has something to compact", redis_url)
-    wait_until(lambda: done in bus.task_ends(agent_id), START_TIMEOUT_S, "the first task")
+    wait_for(lambda: done in bus.task_ends(agent_id), START_TIMEOUT_S, "the first task")
     assert agent.terminate() == 0
     filler = fill(state)
     # Restarted on the full disk: the compaction at start waits for room, the agent serves.
@@ -200,15 +201,15 @@ def test_an_agent_restarted_on_a_full_disk_serves_refuses_inputs_and_says_so_unt
 
     refused = run_ateam("send", agent_id, "x" * 20_000, "--redis", redis_url)  # past any slack
     assert refused.returncode != 0 and "storage.full" in refused.stderr, refused.stderr
-    entry = wait_until(lambda: blocked_entry(bus, agent_id), START_TIMEOUT_S, "state blocked")
+    entry = wait_for(lambda: blocked_entry(bus, agent_id), START_TIMEOUT_S, "state blocked")
     assert "No space left on device" in entry["alert"]
 
     filler.unlink()
-    wait_until(
+    wait_for(
         lambda: (e := bus.entry(agent_id)) is not None and e["state"] == "idle" and not e["alert"],
         START_TIMEOUT_S,
         "the agent to be idle again",
     )
     accepted = send(agent_id, "hello again", redis_url)
-    wait_until(lambda: accepted in bus.task_ends(agent_id), START_TIMEOUT_S, "the task to end")
+    wait_for(lambda: accepted in bus.task_ends(agent_id), START_TIMEOUT_S, "the task to end")
     assert agent.terminate() == 0

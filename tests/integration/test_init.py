@@ -14,6 +14,7 @@ import pytest
 
 from ateam.config import load_project
 from ateam.config.schema import EmbeddingsProvider, Provider
+from tests._wait import wait_for
 
 from .conftest import (
     START_TIMEOUT_S,
@@ -24,7 +25,6 @@ from .conftest import (
     run_ateam,
     subprocess_env,
     wait_serving,
-    wait_until,
 )
 
 pytestmark = pytest.mark.integration
@@ -192,7 +192,7 @@ def test_init_then_up_runs_the_agent_and_a_bare_name_reaches_it(
     deep.mkdir(parents=True)
     send = run_ateam("send", "zeus", "hi", "from", "deep", "--redis", redis_url, cwd=deep)
     assert send.returncode == 0, send.stderr
-    end = wait_until(
+    end = wait_for(
         lambda: bus.task_ends("app/zeus").get(send.stdout.strip()), START_TIMEOUT_S, "the task"
     )
     assert end["ok"] is True
@@ -247,8 +247,8 @@ def test_the_project_is_inferred_from_the_nearest_project_yaml_and_project_overr
 
     for result in (here, there, full):
         assert result.returncode == 0, result.stderr
-    wait_until(lambda: len(bus.task_ends("beta/zeus")) == 2, START_TIMEOUT_S, "beta's tasks")
-    wait_until(lambda: bus.task_ends("alpha/zeus"), START_TIMEOUT_S, "alpha's task")
+    wait_for(lambda: len(bus.task_ends("beta/zeus")) == 2, START_TIMEOUT_S, "beta's tasks")
+    wait_for(lambda: bus.task_ends("alpha/zeus"), START_TIMEOUT_S, "alpha's task")
     assert set(bus.task_ends("alpha/zeus")) == {here.stdout.strip()}
     assert set(bus.task_ends("beta/zeus")) == {there.stdout.strip(), full.stdout.strip()}
 

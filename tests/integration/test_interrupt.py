@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import AgentFactory, Bus, ConsoleFactory, attach_and_send, wait_until, write_project
+from tests._wait import wait_for
+
+from .conftest import AgentFactory, Bus, ConsoleFactory, attach_and_send, write_project
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +27,7 @@ def test_sigint_interrupts_the_task_and_the_agent_stays_up(
 
     agent.proc.send_signal(signal.SIGINT)
 
-    wait_until(lambda: len(bus.task_end_list("sig/zeus")) == 2, 15, "both tasks to end")
+    wait_for(lambda: len(bus.task_end_list("sig/zeus")) == 2, 15, "both tasks to end")
     first, second = bus.task_end_list("sig/zeus")
     assert (first["ok"], first["error"]) == (False, "interrupted")
     assert second["ok"] is True

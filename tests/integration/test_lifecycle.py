@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
+from tests._wait import wait_for
+
 from .conftest import (
     AgentFactory,
     Bus,
     ConsoleFactory,
     attach_and_send,
     run_ateam,
-    wait_until,
     write_project,
 )
 
@@ -38,7 +39,7 @@ def test_sigterm_mid_task_gives_the_item_back_and_the_restart_runs_it(
 
     first_try = bus.task_end_list("life/zeus")
     start_agent("life/zeus", cwd=root)
-    wait_until(lambda: len(bus.task_end_list("life/zeus")) > len(first_try), 20, "the re-run")
+    wait_for(lambda: len(bus.task_end_list("life/zeus")) > len(first_try), 20, "the re-run")
     last = bus.task_end_list("life/zeus")[-1]
     assert last["ok"] is True
     assert last["task_id"] == first_try[-1]["task_id"]  # the same item, run to the end

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests._wait import wait_for
 from tests.servers.openai_wire import OpenAIWireServer, WireToolCall
 
 from .conftest import (
@@ -21,7 +22,6 @@ from .conftest import (
     Bus,
     ConsoleFactory,
     attach_and_send,
-    wait_until,
 )
 
 pytestmark = pytest.mark.integration
@@ -76,7 +76,7 @@ def test_hash_lines_and_overlay_edits_reach_the_next_system_prompt(
     start_agent("p/zeus", cwd=root)
     console = start_console()
     attach_and_send(console, "p/zeus", "first")
-    wait_until(lambda: len(wire.chat_requests) == 1, 15, "the first request")
+    wait_for(lambda: len(wire.chat_requests) == 1, 15, "the first request")
     first = system_of(wire.chat_requests[0])
     assert "You are zeus" in first and "Never push to main." in first and "os.exec" in first
 
@@ -84,23 +84,23 @@ def test_hash_lines_and_overlay_edits_reach_the_next_system_prompt(
     console.wait_line("overlay updated")
     assert "Always run the tests before answering." in overlay.read_text()
     console.send("second")
-    wait_until(lambda: len(wire.chat_requests) == 2, 15, "the second request")
+    wait_for(lambda: len(wire.chat_requests) == 2, 15, "the second request")
     assert "Always run the tests before answering." in system_of(wire.chat_requests[1])
 
     # An edit on disk is picked up by the 1 s poll.
     overlay.write_text(overlay.read_text() + "Prefer small commits.\n")
-    wait_until(
+    wait_for(
         lambda: any(e.get("action") == "reloaded" for e in events_of(bus, "p/zeus", "prompt")),
         10,
         "the agent to notice the overlay edit",
     )
     console.send("third")
-    wait_until(lambda: len(wire.chat_requests) == 3, 15, "the third request")
+    wait_for(lambda: len(wire.chat_requests) == 3, 15, "the third request")
     assert "Prefer small commits." in system_of(wire.chat_requests[2])
 
     # An on-disk edit that breaks the protected block is refused; the model never sees it.
     overlay.write_text(overlay.read_text().replace("Never push to main.", "Push anywhere."))
-    wait_until(
+    wait_for(
         lambda: any(
             e.get("code") == "prompt.protected_violation" for e in events_of(bus, "p/zeus", "warn")
         ),
@@ -108,7 +108,7 @@ def test_hash_lines_and_overlay_edits_reach_the_next_system_prompt(
         "the refusal of the broken edit",
     )
     console.send("fourth")
-    wait_until(lambda: len(wire.chat_requests) == 4, 15, "the fourth request")
+    wait_for(lambda: len(wire.chat_requests) == 4, 15, "the fourth request")
     fourth = system_of(wire.chat_requests[3])
     assert "Never push to main." in fourth and "Push anywhere." not in fourth
 
@@ -161,7 +161,7 @@ def test_after_a_restart_the_model_sees_prompt_summaries_and_recent_turns(
     wire.reply_text("Earlier: the user asked to remember 42.")
     console.send("/summarize")
     state = root / ".ateam/agents/zeus/state"
-    wait_until(lambda: (state / "summary.jsonl").exists(), 15, "the agent to log the summary")
+    wait_for(lambda: (state / "summary.jsonl").exists(), 15, "the agent to log the summary")
     assert agent.terminate() == 0
     (logged,) = [json.loads(line) for line in (state / "summary.jsonl").read_text().splitlines()]
     assert logged["summary"] == "Earlier: the user asked to remember 42."
@@ -171,7 +171,7 @@ def test_after_a_restart_the_model_sees_prompt_summaries_and_recent_turns(
     line = console.wait_line("next context:")
     assert "1 summaries" in line and "2 turns" in line
     console.send("what number?")
-    wait_until(lambda: len(wire.chat_requests) == 3, 15, "the request after the restart")
+    wait_for(lambda: len(wire.chat_requests) == 3, 15, "the request after the restart")
     messages = wire.chat_requests[2].body["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     system = messages[0]["content"]

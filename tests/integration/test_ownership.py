@@ -9,6 +9,7 @@ import redis.asyncio as aioredis
 
 from ateam.bus.rpc import RpcClient
 from ateam.errors import OwnershipDenied
+from tests._wait import async_wait_for
 
 from .conftest import (
     KEYS,
@@ -16,7 +17,6 @@ from .conftest import (
     AgentFactory,
     Bus,
     ConsoleFactory,
-    async_wait_until,
     run_ateam,
     write_project,
 )
@@ -100,7 +100,7 @@ async def test_a_session_id_copied_from_redis_cannot_write(
     owner.wait_line(f"*** attached to {AGENT} as its writer")
     long_text = " ".join(f"word{i}" for i in range(100))  # ~10 s of streaming
     owner.send(long_text)
-    await async_wait_until(
+    await async_wait_for(
         lambda: any(b.get("type") == "token" for _, b in bus.events(AGENT)),
         START_TIMEOUT_S,
         "the owner's task to stream",

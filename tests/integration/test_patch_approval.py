@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
+from tests._wait import wait_for
+
 from .conftest import (
     AgentFactory,
     Bus,
     ConsoleFactory,
     attach_and_send,
     subprocess_env,
-    wait_until,
     write_scripted_project,
 )
 
@@ -57,12 +58,12 @@ def test_fs_patch_waits_for_the_owner_who_rejects_applies_or_edits(
         return entry is not None and entry["state"] == "waiting"
 
     def proposals(n: int) -> None:
-        wait_until(lambda: console.output().count("waiting for you:") >= n, 10, f"proposal {n}")
+        wait_for(lambda: console.output().count("waiting for you:") >= n, 10, f"proposal {n}")
 
     # 1. reject: the file stays as it was.
     attach_and_send(console, "p/zeus", "change it")
     console.wait_line("wants to change app.py")
-    wait_until(waiting, 10, "the agent to show waiting")
+    wait_for(waiting, 10, "the agent to show waiting")
     console.wait_line("+a = 2")
     console.wait_line("-a = 1")
     console.send("/reject")
@@ -172,14 +173,14 @@ def test_sighup_while_busy_reloads_the_prompt_after_the_task(
     def prompt_events() -> list[tuple[int, dict[str, Any]]]:
         return [(o, b) for o, b in bus.events("h/zeus") if b["type"] == "prompt"]
 
-    wait_until(prompt_events, 10, "the deferred reload notice")
+    wait_for(prompt_events, 10, "the deferred reload notice")
     # The overlay changes on disk too: the 1 s poll sees it but must not repeat the notice.
     overlay = root / ".ateam/agents/zeus/system_overlay.md"
     overlay.write_text("Edited while busy.\n")
     time.sleep(2.5)  # two polls: a negative can only be checked by waiting
     (root / "go").touch()
-    wait_until(lambda: bus.task_end_list("h/zeus"), 15, "the task to end")
-    wait_until(lambda: len(prompt_events()) >= 2, 10, "the reload after the task")
+    wait_for(lambda: bus.task_end_list("h/zeus"), 15, "the task to end")
+    wait_for(lambda: len(prompt_events()) >= 2, 10, "the reload after the task")
     (deferred_at, deferred), (reloaded_at, reloaded) = prompt_events()
     task_end_at = next(o for o, b in bus.events("h/zeus") if b["type"] == "task.end")
     assert deferred["action"] == "reload_deferred" and deferred["reason"] == "SIGHUP"

@@ -11,12 +11,12 @@ import pytest
 from ateam.bus.connection import RedisTarget
 from ateam.bus.events import Event, Gap, decode_chunk
 from ateam.console.controller import ConsoleController
+from tests._wait import async_wait_for
 
 from .conftest import (
     START_TIMEOUT_S,
     AgentFactory,
     ConsoleFactory,
-    async_wait_until,
     write_project,
 )
 
@@ -81,7 +81,7 @@ async def test_agent_and_consoles_ride_out_a_redis_restart(
         await console.execute(text)
         (task_id,) = console.pending_tasks
 
-        await async_wait_until(
+        await async_wait_for(
             lambda: len(view.task_events(task_id, "token")) >= 3,
             START_TIMEOUT_S,
             "the answer to start streaming",
@@ -89,7 +89,7 @@ async def test_agent_and_consoles_ride_out_a_redis_restart(
         await asyncio.to_thread(own_redis.restart)
         assert not view.task_events(task_id, "task.end"), "the restart came too late"
 
-        await async_wait_until(
+        await async_wait_for(
             lambda: view.task_events(task_id, "task.end"),
             3 * START_TIMEOUT_S,
             "the task to end after the Redis restart",

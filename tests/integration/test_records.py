@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests._wait import wait_for
 from tests.servers.openai_wire import OpenAIWireServer
 
 from .conftest import (
@@ -23,7 +24,6 @@ from .conftest import (
     attach_and_send,
     run_ateam,
     subprocess_env,
-    wait_until,
     write_scripted_project,
 )
 
@@ -62,10 +62,10 @@ def test_usage_and_cost_come_from_the_provider_and_survive_restarts(
     env = subprocess_env(ATEAM_REDIS_URL=bus.url)
     for text in ("one", "two"):
         assert run_ateam("send", "u/zeus", text, env=env).returncode == 0
-    wait_until(lambda: len(bus.task_ends("u/zeus")) == 2, 20, "two tasks to end")
+    wait_for(lambda: len(bus.task_ends("u/zeus")) == 2, 20, "two tasks to end")
 
     expected = {"tokens_in": 4000, "tokens_out": 200, "calls": 2, "cost": 0.0096}
-    before = wait_until(
+    before = wait_for(
         lambda: (row := ps_row(bus, "u/zeus")) and row["usage"]["calls"] == 2 and row, 10, "usage"
     )
     assert {k: before["usage"][k] for k in expected} == expected
@@ -105,7 +105,7 @@ def test_the_running_agent_writes_summary_jsonl_every_5_tasks_and_on_summarize(
     start_agent("s/zeus", cwd=root)
     console = start_console()
     attach_and_send(console, "s/zeus", *(f"task {n}" for n in range(1, 6)))
-    wait_until(lambda: summary_entries(root), 20, "the summary after 5 tasks")
+    wait_for(lambda: summary_entries(root), 20, "the summary after 5 tasks")
 
     (first,) = summary_entries(root)
     assert first["summary"] == "Summary: five tasks done, numbered 1 to 5."
@@ -114,7 +114,7 @@ def test_the_running_agent_writes_summary_jsonl_every_5_tasks_and_on_summarize(
     assert 0 < start <= end  # the timestamps of the first and last turn it covers
 
     console.send("/summarize")
-    wait_until(lambda: len(summary_entries(root)) == 2, 20, "the /summarize summary")
+    wait_for(lambda: len(summary_entries(root)) == 2, 20, "the /summarize summary")
     assert summary_entries(root)[1]["summary"] == "Summary: five tasks done and a sixth asked for."
 
 
@@ -143,7 +143,7 @@ def test_handoff_events_carry_next_steps_from_the_plan_and_failures_with_causes(
     assert (
         run_ateam("send", "h/zeus", "fix it", env=subprocess_env(ATEAM_REDIS_URL=bus.url))
     ).returncode == 0
-    wait_until(lambda: bus.task_ends("h/zeus"), 20, "the task to end")
+    wait_for(lambda: bus.task_ends("h/zeus"), 20, "the task to end")
 
     handoffs = [b for _, b in bus.events("h/zeus") if b.get("type") == "handoff"]
     assert handoffs and all(b["action"] == "refreshed" for b in handoffs)

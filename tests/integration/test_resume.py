@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ateam.bus.connection import RedisTarget
+from tests._wait import wait_for
 
 from .conftest import (
     KEYS,
@@ -17,7 +18,6 @@ from .conftest import (
     Bus,
     ConsoleFactory,
     run_ateam,
-    wait_until,
     write_project,
 )
 
@@ -94,7 +94,7 @@ def test_offset_older_than_the_log_reports_a_gap(
         sent = run_ateam("send", agent_id, f"message {i}", "--redis", redis_url)
         assert sent.returncode == 0, sent.stderr
     last_task = sent.stdout.strip()
-    wait_until(lambda: last_task in bus.task_ends(agent_id), START_TIMEOUT_S, "the last task")
+    wait_for(lambda: last_task in bus.task_ends(agent_id), START_TIMEOUT_S, "the last task")
     # Trim the replay log down to the last task, as if 10 000 newer events had pushed the
     # rest out.
     first_kept = max(
@@ -133,7 +133,7 @@ def test_tail_prints_the_line_still_being_streamed(
     sent = run_ateam("send", agent_id, text, "--redis", redis_url)
     assert sent.returncode == 0, sent.stderr
     task_id = sent.stdout.strip()
-    wait_until(
+    wait_for(
         lambda: any(b.get("type") == "token" for _, b in bus.events(agent_id)),
         START_TIMEOUT_S,
         "the answer to start streaming",

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests._wait import wait_for
+
 from .conftest import (
     AgentFactory,
     Bus,
@@ -21,7 +23,6 @@ from .conftest import (
     history_turns,
     run_ateam,
     subprocess_env,
-    wait_until,
     write_scripted_project,
 )
 
@@ -114,9 +115,7 @@ def test_no_secret_typed_into_a_task_is_kept_anywhere(
     assert down.returncode == 0, down.stdout + down.stderr
     again = run_ateam("up", str(project), "--detach", env=embedded, timeout=60)
     assert again.returncode == 0, again.stdout + again.stderr
-    wait_until(
-        lambda: embedded_ps(embedded).get("hello/zeus", {}).get("state") == "idle", 30, "idle"
-    )
+    wait_for(lambda: embedded_ps(embedded).get("hello/zeus", {}).get("state") == "idle", 30, "idle")
 
     files = [p for root in (project / ".ateam", isolated_home) for p in root.rglob("*")]
     scanned = [p for p in files if p.is_file() and not p.is_socket()]
@@ -155,7 +154,7 @@ def test_a_secret_passed_through_the_environment_reaches_tools_and_nothing_else(
 
     sent = run_ateam("send", "p/zeus", "deploy it", env=subprocess_env(ATEAM_REDIS_URL=bus.url))
     assert sent.returncode == 0, sent.stderr
-    wait_until(lambda: bus.task_ends("p/zeus"), 20, "the task to end")
+    wait_for(lambda: bus.task_ends("p/zeus"), 20, "the task to end")
 
     assert (root / "used.txt").read_text() == token  # the command saw the real value
     output = [b for _, b in bus.events("p/zeus") if b.get("type") == "tool.output"]
@@ -200,7 +199,7 @@ def test_a_send_from_outside_the_project_uses_the_agents_own_redact_patterns(
     result = run_ateam("send", "p/zeus", f"use {token} for it", env=sent, cwd=elsewhere)
     assert result.returncode == 0, result.stderr
     assert "1 secret replaced by ****" in result.stderr
-    wait_until(lambda: bus.task_ends("p/zeus"), 20, "the task to end")
+    wait_for(lambda: bus.task_ends("p/zeus"), 20, "the task to end")
     watcher.join(10)
 
     assert any("use **** for it" in command for command in seen), seen[-5:]

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._wait import wait_for
+
 from .conftest import (
     START_TIMEOUT_S,
     AgentFactory,
@@ -16,7 +18,6 @@ from .conftest import (
     run_ateam,
     subprocess_env,
     wait_serving,
-    wait_until,
 )
 
 pytestmark = pytest.mark.integration
@@ -49,7 +50,7 @@ def test_twenty_started_at_once_leave_exactly_one(redis_url: str, bus: Bus, tmp_
                 )  # fmt: skip
             errs.append(err)
 
-        wait_until(
+        wait_for(
             lambda: sum(p.poll() is not None for p in procs) >= 19,
             3 * START_TIMEOUT_S,
             "19 of the 20 agents to exit",
@@ -61,7 +62,7 @@ def test_twenty_started_at_once_leave_exactly_one(redis_url: str, bus: Bus, tmp_
         for _, err in exited:
             assert "Another instance of herd/zeus is already registered" in err.read_text()
         survivor = survivors[0]
-        wait_until(
+        wait_for(
             lambda: bus.serving("herd/zeus", survivor.pid), START_TIMEOUT_S, "survivor to serve"
         )
     finally:

@@ -26,8 +26,9 @@ import redis.asyncio as aioredis
 from ateam.bus.ownership import Ownership
 from ateam.bus.rpc import RpcClient
 from ateam.errors import AgentNotFound, RedisUnavailable, RpcTimeout
+from tests._wait import async_wait_for, wait_for
 
-from .conftest import KEYS, Bus, async_wait_until, run_ateam, wait_until, write_project
+from .conftest import KEYS, Bus, run_ateam, write_project
 
 pytestmark = pytest.mark.integration
 
@@ -72,10 +73,10 @@ async def kill_now_and_then(bus: Bus, agent: str, rng: random.Random, killed: li
 
     for _ in range(KILLS):
         await asyncio.sleep(rng.uniform(0.5, 3.0))
-        pid = await async_wait_until(serving_pid, 90, "the agent to serve again")
+        pid = await async_wait_for(serving_pid, 90, "the agent to serve again")
         while pid in killed:  # the registry may still show the killed process
             await asyncio.sleep(0.05)
-            pid = await async_wait_until(serving_pid, 90, "the agent to serve again")
+            pid = await async_wait_for(serving_pid, 90, "the agent to serve again")
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)
 
@@ -119,7 +120,7 @@ async def test_a_thousand_inputs_survive_five_kill9s_exactly_once(
             return item_ids <= ends and entry.get("queue_len") == 0
 
         try:
-            await async_wait_until(drained, 300, "every acknowledged input to be done")
+            await async_wait_for(drained, 300, "every acknowledged input to be done")
         except AssertionError:
             ends = {str(b["task_id"]) for b in bus.task_end_list(agent)}
             state = supervised / ".ateam" / "agents" / "zeus" / "state"
@@ -201,11 +202,11 @@ def test_an_item_in_flight_at_two_kills_in_a_row_is_done_not_moved_aside(
                 )
                 return pid if ran and pid not in killed and entry.get("state") == "busy" else None
 
-            pid = wait_until(streaming, 30, f"run {attempt} of the item to stream")
+            pid = wait_for(streaming, 30, f"run {attempt} of the item to stream")
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
-        wait_until(lambda: item in bus.task_ends(agent), 60, "the item to be done")
+        wait_for(lambda: item in bus.task_ends(agent), 60, "the item to be done")
         assert bus.task_ends(agent)[item]["ok"] is True
         dead = root / ".ateam" / "agents" / "zeus" / "state" / "dead.jsonl"
         assert not dead.exists() or dead.read_text() == ""

@@ -17,14 +17,13 @@ import redis.asyncio as aioredis
 
 from ateam.bus.ownership import Ownership
 from ateam.bus.rpc import RpcClient
+from tests._wait import async_wait_for, wait_for
 
 from .conftest import (
     KEYS,
     AgentFactory,
     Bus,
-    async_wait_until,
     run_ateam,
-    wait_until,
     write_project,
     write_scripted_project,
 )
@@ -52,7 +51,7 @@ async def test_a_hundred_paced_inputs_all_finish(
         return sum(1 for i in ids if i in bus.task_ends(agent))
 
     # ~10 s of work; the old agent was still far from done after minutes.
-    await async_wait_until(lambda: ended() == 100, 90, "all 100 inputs to finish")
+    await async_wait_for(lambda: ended() == 100, 90, "all 100 inputs to finish")
 
     ends = bus.task_ends(agent)
     assert all(ends[i]["ok"] is True for i in ids)
@@ -89,7 +88,7 @@ def test_the_stall_watch_alerts_in_ps_then_cancels_and_moves_on(
         rows = {row["id"]: row for row in json.loads(ps.stdout)}
         return rows.get(agent, {}).get("alert")
 
-    alert = wait_until(alert_in_ps, 20, "the stall alert in ps --json")
+    alert = wait_for(alert_in_ps, 20, "the stall alert in ps --json")
     assert "no progress" in alert and "task q-" in alert
     table = run_ateam("ps", "--redis", redis_url).stdout
     assert "ALERT" in table and "worker stalled" in table
@@ -98,14 +97,14 @@ def test_the_stall_watch_alerts_in_ps_then_cancels_and_moves_on(
         ends = bus.task_end_list(agent)
         return ends if len(ends) >= 2 else None
 
-    first, second = wait_until(ended_twice, 30, "the stalled task to be cut and the next to run")
+    first, second = wait_for(ended_twice, 30, "the stalled task to be cut and the next to run")
     assert first["ok"] is False and str(first["error"]).startswith("stalled")
     assert second["ok"] is True
     warns = [b for _, b in bus.events(agent) if b.get("code") == "worker.stalled"]
     assert [w["cancelling"] for w in warns] == [False, True]
     assert warns[0]["step"].startswith("task q-") and warns[0]["task_id"]
     # The alert clears once the worker moves again.
-    wait_until(lambda: alert_in_ps() is None, 15, "the alert to clear")
+    wait_for(lambda: alert_in_ps() is None, 15, "the alert to clear")
 
 
 def test_a_summary_that_hangs_is_abandoned_and_the_next_task_runs(
@@ -132,7 +131,7 @@ def test_a_summary_that_hangs_is_abandoned_and_the_next_task_runs(
         ends = bus.task_end_list(agent)
         return ends if len(ends) >= 6 else None
 
-    ends = wait_until(six_ended, 30, "the sixth task, long before the summary could end")
+    ends = wait_for(six_ended, 30, "the sixth task, long before the summary could end")
     assert all(e["ok"] is True for e in ends)
     codes = [b.get("code") for _, b in bus.events(agent)]
     assert "worker.step_timeout" in codes

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from ateam.agent.workctx import WorkingContext
+from tests._wait import wait_for
 from tests.servers.openai_wire import ErrorReply, OpenAIWireServer, Reply, WireToolCall
 
 from .conftest import (
@@ -25,7 +26,6 @@ from .conftest import (
     ConsoleFactory,
     attach_and_send,
     run_ateam,
-    wait_until,
 )
 
 pytestmark = pytest.mark.integration
@@ -130,7 +130,7 @@ def test_a_429_mid_task_finishes_on_the_fallback_and_the_agent_switches_back_whe
 
     # Idle, the cool-down over, the primary answering again: back to the primary.
     console.wait_line("model switch: backup → primary (switch_back)", timeout=20)
-    entry = wait_until(
+    entry = wait_for(
         lambda: (e := bus.entry("s/zeus")) is not None and e["model"] == "primary" and e,
         10,
         "the registry to show the primary again",
@@ -171,7 +171,7 @@ def test_a_pinned_model_is_never_switched_away_from(
     assert "provider.rate_limited" in line
     assert events(bus, "p/zeus", "model.switch") == []
     assert backup.chat_requests == []
-    wait_until(
+    wait_for(
         lambda: (e := bus.entry("p/zeus")) is not None and e["pinned"] == "primary",
         10,
         "the registry to show the pin",
@@ -299,7 +299,7 @@ def test_thirty_scripted_tasks_across_two_switches_all_done_once(
     console = start_console()
     attach_and_send(console, "t/zeus", *[f"task {i}" for i in range(1, 31)])
 
-    wait_until(lambda: len(events(bus, "t/zeus", "task.end")) >= 30, 60, "thirty tasks")
+    wait_for(lambda: len(events(bus, "t/zeus", "task.end")) >= 30, 60, "thirty tasks")
     ends = events(bus, "t/zeus", "task.end")
     starts = events(bus, "t/zeus", "task.start")
     assert len(ends) == 30 and all(e["ok"] for e in ends)

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests._wait import wait_for
+
 from .conftest import (
     AgentFactory,
     Bus,
@@ -21,7 +23,6 @@ from .conftest import (
     attach_and_send,
     group_alive,
     history_turns,
-    wait_until,
     write_scripted_project,
 )
 
@@ -141,7 +142,7 @@ def test_stopping_a_long_command_kills_its_whole_group_and_the_next_item_runs(
 
     line = console.wait_line(lambda text: bool(re.search(r"pgid=\d+", text)), timeout=15)
     pgid = int(line.split("pgid=")[1])
-    wait_until(lambda: len(group_alive(pgid)) >= 3, 10, "the command's processes to run")
+    wait_for(lambda: len(group_alive(pgid)) >= 3, 10, "the command's processes to run")
 
     console.send(command)
 

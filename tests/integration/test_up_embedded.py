@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from ateam._proc import pid_is_running
+from tests._wait import wait_for
 
-from .conftest import START_TIMEOUT_S, embedded_ps, run_ateam, wait_until
+from .conftest import START_TIMEOUT_S, embedded_ps, run_ateam
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +50,7 @@ def test_up_detach_attach_echo_and_down(
     assert down.returncode == 0, down.stdout + down.stderr
     assert "hello/zeus: stopped" in down.stdout
     assert "hello/hera: stopped" in down.stdout
-    wait_until(
+    wait_for(
         lambda: not any(pid_is_running(pid) for pid in pids), START_TIMEOUT_S, "agents to exit"
     )
     # A graceful stop leaves the registry.
@@ -71,14 +72,14 @@ def test_up_restarts_a_crashed_agent_but_not_a_stopped_one(
         row = embedded_ps(embedded_env).get("hello/zeus")
         return bool(row and row["state"] == "idle" and int(str(row["pid"])) != old_pid)
 
-    wait_until(zeus_is_back, 30, "the supervisor to restart zeus")
+    wait_for(zeus_is_back, 30, "the supervisor to restart zeus")
     log = (project / ".ateam" / "agents" / "zeus" / "state" / "agent.log").read_text()
     assert "supervisor: zeus exited with -9; restarting" in log
 
     stop = run_ateam("stop", "hello/hera", env=embedded_env)
     assert stop.returncode == 0, stop.stdout + stop.stderr
     hera_log = project / ".ateam" / "agents" / "hera" / "state" / "agent.log"
-    wait_until(lambda: "not restarting" in hera_log.read_text(), 15, "hera to stay stopped")
+    wait_for(lambda: "not restarting" in hera_log.read_text(), 15, "hera to stay stopped")
     assert "hello/hera" not in embedded_ps(embedded_env)
 
     down = run_ateam("up", str(project), "--down", env=embedded_env, timeout=60)

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests._wait import wait_for
+
 from .conftest import (
     KEYS,
     START_TIMEOUT_S,
@@ -21,7 +23,6 @@ from .conftest import (
     ateam_cmd,
     run_ateam,
     subprocess_env,
-    wait_until,
 )
 
 pytestmark = pytest.mark.integration
@@ -52,7 +53,7 @@ def test_ps_json_lists_agents_and_send_queues_work(
     assert send.returncode == 0, send.stderr
     task_id = send.stdout.strip()
     assert task_id.startswith("q-")
-    ends = wait_until(
+    ends = wait_for(
         lambda: bus.task_ends("verbs/hera").get(task_id), START_TIMEOUT_S, "the sent task"
     )
     assert ends["ok"] is True
@@ -122,7 +123,7 @@ def test_concurrent_sends_to_an_unowned_agent_all_get_through(
         first = start_send(redis_url, agent, texts[0])
         # (The frozen agent's blocked BLPOP takes the request off the list at once, so
         # the claim is what shows the send is in flight.)
-        wait_until(
+        wait_for(
             lambda: bus.client.hget(KEYS.owner(agent), "kind") == b"call",
             START_TIMEOUT_S,
             "the first send to claim the agent",
@@ -134,7 +135,7 @@ def test_concurrent_sends_to_an_unowned_agent_all_get_through(
             claiming = [c for c in bus.client.client_list() if c.get("cmd") == "evalsha"]
             return len(claiming) >= len(others) or any(p.poll() is not None for p in others)
 
-        wait_until(all_tried, START_TIMEOUT_S, "every other send to try to claim the agent")
+        wait_for(all_tried, START_TIMEOUT_S, "every other send to try to claim the agent")
     procs = [first, *others]
     results = [proc.communicate(timeout=30) for proc in procs]
 
@@ -142,7 +143,7 @@ def test_concurrent_sends_to_an_unowned_agent_all_get_through(
         assert proc.returncode == 0, err
     ids = [out.strip() for out, _ in results]
     assert len(set(ids)) == len(texts) and all(i.startswith("q-") for i in ids), ids
-    wait_until(
+    wait_for(
         lambda: all(i in bus.task_ends(agent) for i in ids), START_TIMEOUT_S, "every sent task"
     )
     starts = [b["text"] for _, b in bus.events(agent) if b.get("type") == "task.start"]
@@ -179,6 +180,6 @@ def test_a_send_that_times_out_says_how_to_check_and_resend_safely(
     assert [r.returncode for r in again] == [0, 0], [r.stderr for r in again]
     task_id = again[0].stdout.strip()
     assert again[1].stdout.strip() == task_id
-    wait_until(lambda: task_id in bus.task_ends(agent), START_TIMEOUT_S, "the resent task")
+    wait_for(lambda: task_id in bus.task_ends(agent), START_TIMEOUT_S, "the resent task")
     starts = [b["text"] for _, b in bus.events(agent) if b.get("type") == "task.start"]
     assert starts == ["hello"]

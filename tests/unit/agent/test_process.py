@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
+from ateam.agent.control import TaskControl
 from ateam.agent.process import Agent
 from ateam.agent.queue import QueueItem
-from ateam.agent.runner import TaskControl
 from ateam.bus.connection import RedisTarget
 from ateam.config import standalone_agent
 from ateam.errors import EXIT_WORKER_CRASHED
 from ateam.providers import EchoProvider
+from tests._wait import async_wait_for
 
 
 @pytest.fixture
@@ -25,15 +26,6 @@ async def agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Agent]:
     yield a
     a.request_shutdown()
     await a._shutdown()
-
-
-async def wait_for(predicate: Any, timeout: float = 5.0) -> None:
-    async def loop() -> None:
-        # Polls files and flags the agent exposes no notification for.
-        while not predicate():  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(loop(), timeout)
 
 
 async def test_worker_crash_is_restarted_once_and_a_second_within_5s_exits_15(
@@ -52,11 +44,13 @@ async def test_worker_crash_is_restarted_once_and_a_second_within_5s_exits_15(
     agent.enqueue("boom 1", source="test")
     agent.enqueue("fine", source="test")
     # After the first crash the worker comes back (after 1 s) and runs the next item.
-    await wait_for(lambda: any(t.get("content") == "echo: fine" for t in agent.history.tail(5)))
+    await async_wait_for(
+        lambda: any(t.get("content") == "echo: fine" for t in agent.history.tail(5)), 5
+    )
     assert agent.exit_code == 0 and not agent._stop.is_set()
     agent.enqueue("boom 2", source="test")
     agent.enqueue("boom 3", source="test")
-    await wait_for(agent._stop.is_set)
+    await async_wait_for(agent._stop.is_set, 5)
     assert agent.exit_code == EXIT_WORKER_CRASHED
     # The second crash came within 5 s of the first: no third chance for "boom 3".
     assert len(crashes) == 2
@@ -100,7 +94,9 @@ async def test_secrets_never_reach_events_or_history(agent: Agent) -> None:
 
     key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 2
     agent.enqueue(f"please use {key} for the build", source="test")
-    await wait_for(lambda: any(t.get("role") == "assistant" for t in agent.history.tail(5)))
+    await async_wait_for(
+        lambda: any(t.get("role") == "assistant" for t in agent.history.tail(5)), 5
+    )
     await agent.events.flush(5)
     history = (agent.config.state_dir / "history.jsonl").read_text()
     events = await agent.client.xrange(agent.keys.events(agent.id))
@@ -171,7 +167,7 @@ async def test_pending_approvals_are_listed_with_their_secrets_masked(agent: Age
             timeout_s=30,
         )
     )
-    await wait_for(lambda: len(agent.approvals) == 1)
+    await async_wait_for(lambda: len(agent.approvals) == 1, 5)
     listed = await AgentService(agent).approval_list(Call("r1", "approval.list", {}, None, 0.0))
     asking.cancel()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,7 @@ from ateam.agent.repl import INBOX_MAX_BYTES, AgentRepl, ReplCompleter, scan_inb
 from ateam.bus.connection import RedisTarget
 from ateam.config import standalone_agent
 from ateam.providers import EchoProvider
+from tests._wait import async_wait_for
 
 
 @pytest.fixture
@@ -22,15 +23,6 @@ async def agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Agent]:
     yield a
     a.request_shutdown()
     await a._shutdown()
-
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    async def loop() -> None:
-        # The history file has no change notification to wait on.
-        while not predicate():  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(loop(), timeout)
 
 
 class Script:
@@ -125,8 +117,8 @@ async def test_commands_dispatch_to_the_agent(agent: Agent) -> None:
     await repl.handle("hello there")
     assert script.lines[-1].startswith("queued q-")
     # The worker runs the task on its own asyncio task: wait for the echo's answer.
-    await wait_for(
-        lambda: any(t.get("content") == "echo: hello there" for t in agent.history.tail(10))
+    await async_wait_for(
+        lambda: any(t.get("content") == "echo: hello there" for t in agent.history.tail(10)), 5
     )
 
     script.lines.clear()

@@ -19,13 +19,14 @@ import redis.asyncio as aioredis
 import yaml
 
 from ateam.agent.process import Agent, AgentState
+from ateam.agent.tools import BUILTIN_TOOLS
 from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget
 from ateam.config import standalone_agent
 from ateam.providers import ScriptedProvider
 from ateam.tools import ToolRegistry, tool
 from ateam.tools.approvals import Decision
-from ateam.tools.builtin import BUILTIN_TOOLS
+from tests._wait import async_wait_for
 
 
 @tool("test.boom")
@@ -65,13 +66,6 @@ async def events(client: aioredis.Redis, agent: Agent) -> list[dict[str, Any]]:
     return [unpack(f[b"d"]) for _, f in await client.xrange(agent.keys.events(agent.id))]
 
 
-async def until(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
-    async with asyncio.timeout(timeout):
-        while not (value := predicate()):  # noqa: ASYNC110 - polls plain attributes
-            await asyncio.sleep(0.02)
-    return value
-
-
 def call(name: str, **args: Any) -> dict[str, Any]:
     return {"text": "Calling.", "tool_calls": [{"name": name, "args": args}]}
 
@@ -82,8 +76,8 @@ async def test_a_tool_that_raises_fails_its_call_not_the_task_or_the_agent(
     agent = await make_agent([call("test.boom", reason="oops"), {"text": "recovered"}])
     agent.enqueue("break it", source="test")
     agent.enqueue("then this", source="test")
-    await until(lambda: not len(agent.queue) and agent.history.count() >= 6)
-    await until(lambda: agent.state is AgentState.IDLE)
+    await async_wait_for(lambda: not len(agent.queue) and agent.history.count() >= 6)
+    await async_wait_for(lambda: agent.state is AgentState.IDLE)
 
     seen = await events(client, agent)
     (end,) = [e for e in seen if e["type"] == "tool.end"]
@@ -105,11 +99,11 @@ async def test_an_owner_may_take_longer_than_the_fs_timeout_over_a_diff(
         [call("fs.patch", path="slow.txt", content="new\n", base_sha256=base), {"text": "ok"}]
     )
     agent.enqueue("patch it", source="test")
-    await until(lambda: agent.approvals.pending())
+    await async_wait_for(lambda: agent.approvals.pending())
     assert agent.state is AgentState.WAITING
     await asyncio.sleep(3.5)  # longer than fs.*'s 3 s: the wait for the owner is not fs work
     agent.approvals.answer(None, Decision.APPROVE, content=None, by="console:test")
-    await until(lambda: agent.state is AgentState.IDLE)
+    await async_wait_for(lambda: agent.state is AgentState.IDLE)
     assert target.read_text() == "new\n"
     (end,) = [e for e in await events(client, agent) if e["type"] == "tool.end"]
     assert end["ok"] is True
@@ -132,9 +126,9 @@ async def test_an_interrupt_also_rejects_an_approval_asked_for_just_after_it(
 
     agent.sandbox.propose_patch = slow_propose  # type: ignore[method-assign]
     agent.enqueue("patch", source="test")
-    await until(started.is_set)
+    await async_wait_for(started.is_set)
     agent.interrupt()
-    await until(lambda: agent.state is AgentState.IDLE, timeout=5)
+    await async_wait_for(lambda: agent.state is AgentState.IDLE, timeout=5)
     seen = await events(client, agent)
     (task_end,) = [e for e in seen if e["type"] == "task.end"]
     assert task_end["error"] == "interrupted"
@@ -154,7 +148,7 @@ async def test_a_released_task_runs_again_without_repeating_its_question(
     )
     agent.queue.release(item.id)
     agent.enqueue_wakeup()
-    await until(lambda: agent.history.count() >= 2 and agent.state is AgentState.IDLE)
+    await async_wait_for(lambda: agent.history.count() >= 2 and agent.state is AgentState.IDLE)
     turns = agent.history.tail(10)
     assert [t["role"] for t in turns] == ["user", "assistant"]
     (end,) = [e for e in await events(client, agent) if e["type"] == "task.end"]
@@ -175,7 +169,7 @@ async def test_shutdown_during_a_silent_model_releases_the_item(
 
     agent.runner.provider.stream = stalled  # type: ignore[method-assign]
     item = agent.enqueue("slow one", source="test").item
-    await until(lambda: agent.state is AgentState.BUSY)
+    await async_wait_for(lambda: agent.state is AgentState.BUSY)
     agent.request_shutdown()
     await asyncio.wait_for(agent._shutdown(), 15)
     reopened = type(agent.queue)(agent.config.state_dir)
@@ -199,8 +193,8 @@ async def test_decisions_and_constraints_recorded_by_the_model_reach_every_later
         tools_allow=("memory.*",),
     )
     agent.enqueue("remember this", source="test")
-    await until(lambda: agent.history.count() >= 5)
-    await until(lambda: agent.state is AgentState.IDLE)
+    await async_wait_for(lambda: agent.history.count() >= 5)
+    await async_wait_for(lambda: agent.state is AgentState.IDLE)
     ends = [e for e in await events(client, agent) if e["type"] == "tool.end"]
     assert [e["ok"] for e in ends] == [True, True]
     system = agent.runner.build_context().messages[0].content

@@ -5,7 +5,6 @@ Scripted models stand in for providers; the agent runs on the test's redis-serve
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -22,6 +21,7 @@ from ateam.bus.connection import RedisTarget
 from ateam.config import load_project
 from ateam.errors import StorageError
 from ateam.providers import build_provider
+from tests._wait import async_wait_for
 
 
 def project(tmp_path: Path, p_turns: list[Any], f_turns: list[Any]) -> Path:
@@ -64,13 +64,13 @@ async def events(client: aioredis.Redis, agent: Agent, kind: str) -> list[dict[s
 
 
 async def idle_after(agent: Agent, tasks: int) -> None:
-    async with asyncio.timeout(15):
-        while (  # noqa: ASYNC110 - polls plain attributes the agent has no event for
-            agent.queue.current is not None
-            or len(agent.queue)
-            or agent.state is not AgentState.IDLE
-        ):
-            await asyncio.sleep(0.02)
+    await async_wait_for(
+        lambda: (
+            agent.queue.current is None and not len(agent.queue) and agent.state is AgentState.IDLE
+        ),
+        15,
+        "the agent to be idle with an empty queue",
+    )
     assert agent.history.count() >= tasks
 
 

@@ -64,7 +64,7 @@ def test_a_failed_save_returns_false_instead_of_raising(tmp_path: Path) -> None:
 def test_the_compaction_marker_reports_a_full_disk_as_storage_full(tmp_path: Path) -> None:
     import pytest
 
-    from ateam.agent import process
+    from ateam.agent import compaction as process
     from ateam.errors import StorageError
 
     marker = tmp_path / "context" / "compacted_until"

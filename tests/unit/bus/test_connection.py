@@ -26,6 +26,7 @@ from ateam.bus.connection import RedisTarget, make_client, resolve_target
 from ateam.bus.embedded import find_redis_server
 from ateam.constants import DEFAULT_NAMESPACE
 from ateam.errors import RedisUnavailable, UsageError
+from tests._wait import wait_for
 
 if TYPE_CHECKING:
     from conftest import RedisProcess
@@ -179,15 +180,7 @@ def is_auth_error(exc: BaseException) -> bool:
 
 
 def wait_for_ping(client: redis.Redis) -> None:
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            return
-        except (RedisConnectionError, OSError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
+    wait_for(client.ping, 10, "the server to answer", ignore=(RedisConnectionError, OSError))
 
 
 async def test_redis_url(redis_server: RedisProcess, namespace: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from typing import Any
@@ -24,6 +23,7 @@ from ateam.bus.context import (
 )
 from ateam.bus.keys import Keys
 from ateam.errors import BadRequest
+from tests._wait import async_wait_for
 
 
 @pytest.fixture
@@ -41,10 +41,10 @@ async def namespace_keys(client: aioredis.Redis, keys: Keys) -> list[bytes]:
 
 
 async def wait_gone(client: aioredis.Redis, key: str) -> None:
-    deadline = time.monotonic() + 10
-    while await client.exists(key):
-        assert time.monotonic() < deadline, f"{key} never expired"
-        await asyncio.sleep(0.05)
+    async def gone() -> bool:
+        return not await client.exists(key)
+
+    await async_wait_for(gone, 10, f"{key} to expire", interval=0.05)
 
 
 async def test_post_then_list_and_get_round_trip_every_field(
@@ -167,10 +167,12 @@ async def test_an_item_past_expires_at_is_not_returned_even_if_its_key_lingers(
 ) -> None:
     item = await store.post("proj", type="status", title="stale", ttl_s=1)
     await client.persist(keys.context_item("proj", item.id))  # as if expiry lagged
-    sec, usec = await client.time()
-    while sec + usec / 1e6 <= item.expires_at:
-        await asyncio.sleep(0.05)
+
+    async def past_expiry() -> bool:
         sec, usec = await client.time()
+        return sec + usec / 1e6 > item.expires_at
+
+    await async_wait_for(past_expiry, 10, "the server's clock to pass expires_at", interval=0.05)
 
     assert await store.list("proj") == []
 
@@ -239,10 +241,9 @@ async def test_a_notice_is_published_for_each_post(
             tags=["ci"],
             source_agent="proj/ares",
         )
-        message: dict[str, Any] | None = None
-        deadline = time.monotonic() + 5
-        while message is None and time.monotonic() < deadline:
-            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1)
+        message: dict[str, Any] | None = await async_wait_for(
+            lambda: pubsub.get_message(ignore_subscribe_messages=True, timeout=1), 5, "a notice"
+        )
     finally:
         await pubsub.aclose()
 

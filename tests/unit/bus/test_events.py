@@ -11,22 +11,14 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from ateam.bus import events as events_module
+from ateam.bus import publisher as events_module
+from ateam.bus.coalesce import Coalescer, _utf8_safe_cut
 from ateam.bus.codec import pack, unpack
 from ateam.bus.connection import RedisTarget, make_client
-from ateam.bus.events import (
-    Coalescer,
-    Event,
-    EventPublisher,
-    EventTail,
-    Gap,
-    Reset,
-    Rewound,
-    _utf8_safe_cut,
-    decode_chunk,
-    encode_chunk,
-)
+from ateam.bus.events import Event, Gap, Reset, Rewound, decode_chunk, encode_chunk
 from ateam.bus.keys import Keys
+from ateam.bus.publisher import EventPublisher
+from ateam.bus.tail import EventTail
 
 AGENT = "proj/zeus"
 

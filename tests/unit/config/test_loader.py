@@ -18,7 +18,7 @@ from ateam.config import (
     standalone_agent,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def write(path: Path, text: str) -> Path:

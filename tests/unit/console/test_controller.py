@@ -19,6 +19,7 @@ from ateam.console.controller import ConsoleController
 from ateam.console.plain import PlainView
 from ateam.errors import AgentNotFound, OwnershipDenied, UsageError
 from ateam.providers import EchoProvider
+from tests._wait import async_wait_for
 
 
 class RecordingView:
@@ -128,7 +129,7 @@ async def test_second_console_is_read_only_after_takeover(
 async def test_a_forged_takeover_notice_does_not_silence_the_owner(
     agent: Agent, target: RedisTarget, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ateam.console.controller as controller_mod
+    import ateam.console.session as controller_mod
 
     monkeypatch.setattr(controller_mod, "OWNER_REFRESH_S", 0.1)
     monkeypatch.setattr(controller_mod, "TAKEOVER_GRACE_S", 0.1)
@@ -248,10 +249,12 @@ async def test_console_saves_its_place_before_a_half_shown_line(
         first = agent.events.emit("token", text="first line\nsecond ha")
         agent.events.emit("token", text="lf")
         await agent.events.flush(5)
-        for _ in range(100):
-            if c.tail.position("proj/zeus") == agent.events.last_offset:
-                break
-            await asyncio.sleep(0.05)
+        await async_wait_for(
+            lambda: c.tail.position("proj/zeus") == agent.events.last_offset,
+            5,
+            "the tail to reach the last event",
+            interval=0.05,
+        )
         saved = c.offsets.get("proj/zeus")
         assert saved == first - 1  # just before the half-shown line
     finally:
@@ -285,7 +288,7 @@ async def test_a_malformed_event_does_not_stop_the_console(
 async def test_a_state_change_notice_refreshes_the_agent_list_without_waiting_for_the_poll(
     target: RedisTarget, client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ateam.console.controller as controller_mod
+    import ateam.console.session as controller_mod
     from ateam.bus.keys import Keys
     from ateam.bus.registry import AgentEntry, Heartbeat
 
@@ -303,11 +306,13 @@ async def test_a_state_change_notice_refreshes_the_agent_list_without_waiting_fo
         entry.state = "waiting"
         await heartbeat.beat(changed=True)
 
-        async def waiting() -> None:
-            while (found := console.known.get("proj/ares")) is None or found.state != "waiting":  # noqa: ASYNC110 - polls a plain dict
-                await asyncio.sleep(0.02)
-
-        await asyncio.wait_for(waiting(), 5.0)
+        await async_wait_for(
+            lambda: (
+                (found := console.known.get("proj/ares")) is not None and found.state == "waiting"
+            ),
+            5,
+            "proj/ares to be known as waiting",
+        )
     finally:
         await console.aclose()
 

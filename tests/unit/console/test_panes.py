@@ -28,11 +28,11 @@ from textual.widgets import Input, Label, OptionList, RichLog, Static
 from ateam.agent.process import Agent
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.context import ContextStore
-from ateam.bus.events import Event, EventPublisher, Gap
+from ateam.bus.events import Event, Gap
 from ateam.bus.keys import Keys
+from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import AgentEntry, Heartbeat
 from ateam.config import standalone_agent
-from ateam.console import panes
 from ateam.console.controller import ConsoleController, ConsoleView
 from ateam.console.panes import (
     EXIT_ERROR,
@@ -45,7 +45,9 @@ from ateam.console.panes import (
     PaletteScreen,
     StreamLog,
 )
+from ateam.console.panes import stream_log as panes
 from ateam.providers import EchoProvider
+from tests._wait import async_wait_for
 
 SIZE = (120, 40)
 
@@ -75,16 +77,6 @@ def make_app(target: RedisTarget, **kwargs: Any) -> ConsoleApp:
         return ConsoleController(target, view, session="console:test:panes")
 
     return ConsoleApp(factory, **kwargs)
-
-
-async def wait_for(predicate: Callable[[], Any], timeout: float = 10.0) -> None:
-    """Poll ``predicate`` while the app runs; fail with a clear message on timeout."""
-    try:
-        async with asyncio.timeout(timeout):
-            while not predicate():  # noqa: ASYNC110 - widgets change on the app's own timers
-                await asyncio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"still false after {timeout}s: {predicate.__code__}") from None
 
 
 async def started(app: ConsoleApp) -> ConsoleController:
@@ -164,14 +156,14 @@ async def test_agent_list_follows_joins_and_leaves(
         assert agent_ids(app) == []
         zeus = Heartbeat(client, keys, entry("proj/zeus", ctx_pct=12.4, queue_len=2))
         await zeus.beat()
-        await wait_for(lambda: agent_ids(app) == ["proj/zeus"])
+        await async_wait_for(lambda: agent_ids(app) == ["proj/zeus"])
         assert "proj/zeus idle" in agent_row(app, "proj/zeus")
         assert "echo · 12% · build-1 · q2" in agent_row(app, "proj/zeus")
         hera = Heartbeat(client, keys, entry("proj/hera", state="busy"))
         await hera.beat()
-        await wait_for(lambda: agent_ids(app) == ["proj/hera", "proj/zeus"])
+        await async_wait_for(lambda: agent_ids(app) == ["proj/hera", "proj/zeus"])
         await hera.leave()
-        await wait_for(lambda: agent_ids(app) == ["proj/zeus"])
+        await async_wait_for(lambda: agent_ids(app) == ["proj/zeus"])
         assert "agent proj/hera left" in static_text(app, "#banners")
 
 
@@ -184,25 +176,27 @@ async def test_palette_filters_agents_and_enter_attaches(
     app = make_app(target)
     async with app.run_test(size=SIZE) as pilot:
         controller = await started(app)
-        await wait_for(lambda: len(agent_ids(app)) == 3)
+        await async_wait_for(lambda: len(agent_ids(app)) == 3)
         await pilot.press("f1")
-        await wait_for(lambda: isinstance(app.screen, PaletteScreen))
+        await async_wait_for(lambda: isinstance(app.screen, PaletteScreen))
         matches = app.screen.query_one("#matches", OptionList)
         assert matches.option_count == 3
         await pilot.press("escape")  # closing it attaches nothing
-        await wait_for(lambda: not isinstance(app.screen, PaletteScreen))
+        await async_wait_for(lambda: not isinstance(app.screen, PaletteScreen))
         assert controller.attached is None
 
         await pilot.press("f1")
-        await wait_for(lambda: isinstance(app.screen, PaletteScreen))
+        await async_wait_for(lambda: isinstance(app.screen, PaletteScreen))
         await pilot.press("H", "e")  # case-insensitive substring
         matches = app.screen.query_one("#matches", OptionList)
-        await wait_for(lambda: matches.option_count == 1)
+        await async_wait_for(lambda: matches.option_count == 1)
         assert matches.get_option_at_index(0).id == "proj/hera"
         await pilot.press("enter")
-        await wait_for(lambda: controller.attached == "proj/hera")
+        await async_wait_for(lambda: controller.attached == "proj/hera")
         assert not isinstance(app.screen, PaletteScreen)
-        await wait_for(lambda: "proj/hera · writer" in str(app.query_one("#centre").border_title))
+        await async_wait_for(
+            lambda: "proj/hera · writer" in str(app.query_one("#centre").border_title)
+        )
         assert "▸ proj/hera" in agent_row(app, "proj/hera")
 
 
@@ -215,18 +209,18 @@ async def test_tab_completes_commands_and_agent_ids_and_cycles(
     app = make_app(target)
     async with app.run_test(size=SIZE) as pilot:
         await started(app)
-        await wait_for(lambda: len(agent_ids(app)) == 2)
+        await async_wait_for(lambda: len(agent_ids(app)) == 2)
         bar = app.query_one("#command", Input)
         bar.focus()
         await pilot.press(*"/att")
         await pilot.press("tab")
-        await wait_for(lambda: bar.value == "/attach ")
+        await async_wait_for(lambda: bar.value == "/attach ")
         await pilot.press(*"ze")
         await pilot.press("tab")
-        await wait_for(lambda: bar.value in ("/attach proj/zephyr", "/attach proj/zeus"))
+        await async_wait_for(lambda: bar.value in ("/attach proj/zephyr", "/attach proj/zeus"))
         first = bar.value
         await pilot.press("tab")  # the second TAB cycles to the other match
-        await wait_for(lambda: bar.value != first)
+        await async_wait_for(lambda: bar.value != first)
         assert {first, bar.value} == {"/attach proj/zephyr", "/attach proj/zeus"}
         assert app.focused is bar  # TAB completed instead of moving the focus
 
@@ -238,7 +232,7 @@ async def test_tab_in_a_burst_completes_what_was_typed_before_it(target: RedisTa
         bar = app.query_one("#command", CommandInput)
         bar.focus()
         burst(app, "/", "a", "t", "t", "tab")
-        await wait_for(lambda: bar.value == "/attach ", timeout=3)
+        await async_wait_for(lambda: bar.value == "/attach ", timeout=3)
         assert app.focused is bar
 
 
@@ -249,7 +243,7 @@ async def test_a_burst_of_lines_is_typed_and_submitted_in_order(target: RedisTar
         bar = app.query_one("#command", CommandInput)
         bar.focus()
         burst(app, "h", "i", "enter", "y", "o", "u", "backspace", "enter", "a", "b", "left", "x")
-        await wait_for(lambda: bar.history == ["hi", "yo"] and bar.value == "axb", timeout=3)
+        await async_wait_for(lambda: bar.history == ["hi", "yo"] and bar.value == "axb", timeout=3)
 
 
 async def test_stream_shows_tokens_and_tool_output_in_colour(
@@ -264,10 +258,10 @@ async def test_stream_shows_tokens_and_tool_output_in_colour(
         async with app.run_test(size=SIZE) as pilot:
             controller = await started(app)
             await type_line(pilot, "/attach proj/zeus")
-            await wait_for(lambda: controller.attached == "proj/zeus")
+            await async_wait_for(lambda: controller.attached == "proj/zeus")
             publisher.emit("token", text="hel")
             publisher.emit("token", text="lo world\nstill wri")
-            await wait_for(lambda: "still wri" in static_text(app, "#live"))
+            await async_wait_for(lambda: "still wri" in static_text(app, "#live"))
             publisher.emit("token", text="ting\n")
             publisher.emit("tool.start", name="os.exec", input={"cmd": "ls --color"})
             publisher.emit("tool.output", text="\x1b[31mred\x1b[0m plain\n\x1b[1;32mgreen ")
@@ -276,7 +270,7 @@ async def test_stream_shows_tokens_and_tool_output_in_colour(
             publisher.emit("model.switch", **{"from": "big", "to": "small", "reason": "429"})
             publisher.emit("error", msg="the provider failed")
             await publisher.flush(5)
-            await wait_for(lambda: "error: the provider failed" in stream_lines(app))
+            await async_wait_for(lambda: "error: the provider failed" in stream_lines(app))
             lines = stream_lines(app)
             start = lines.index("hello world")
             assert lines[start : start + 8] == [
@@ -319,9 +313,9 @@ async def test_typed_text_reaches_the_agent_and_its_answer_streams_back(
     async with app.run_test(size=SIZE) as pilot:
         controller = await started(app)
         await type_line(pilot, "/attach zeus")
-        await wait_for(lambda: controller.attached == "proj/zeus")
+        await async_wait_for(lambda: controller.attached == "proj/zeus")
         await type_line(pilot, "hello there")
-        await wait_for(lambda: "echo: hello there" in stream_lines(app))
+        await async_wait_for(lambda: "echo: hello there" in stream_lines(app))
         # Up brings the last line back for editing.
         await pilot.press("up")
         assert app.query_one("#command", Input).value == "hello there"
@@ -335,15 +329,15 @@ async def test_takeover_turns_the_pane_read_only(
     async with app.run_test(size=SIZE):
         controller = await started(app)
         await app.run_line("/attach proj/zeus")
-        await wait_for(lambda: app.query_one("#centre").border_title == "proj/zeus · writer")
+        await async_wait_for(lambda: app.query_one("#centre").border_title == "proj/zeus · writer")
         assert not app.query_one("#readonly").display
         other = ConsoleController(target, NullView(), session="console:test:other")
         other.ownership._grace_s = 0.1
         await other.start()
         try:
             await other.execute("/attach proj/zeus --takeover")
-            await wait_for(lambda: controller.read_only)
-            await wait_for(lambda: app.query_one("#centre").has_class("read-only"))
+            await async_wait_for(lambda: controller.read_only)
+            await async_wait_for(lambda: app.query_one("#centre").has_class("read-only"))
             assert app.query_one("#centre").border_title == "proj/zeus · READ-ONLY"
             assert app.query_one("#readonly").display
             assert "another console owns proj/zeus" in static_text(app, "#readonly")
@@ -370,19 +364,21 @@ async def test_waiting_agents_ring_and_show_a_banner(
     try:
         async with app.run_test(size=SIZE):
             await started(app)
-            await wait_for(lambda: agent_ids(app) == ["proj/zeus"])
+            await async_wait_for(lambda: agent_ids(app) == ["proj/zeus"])
             assert bells == []
             # Registry path: an agent that joins already waiting.
             await Heartbeat(client, keys, entry("proj/hera", state="waiting")).beat()
             banner = "⏳ agent proj/hera is waiting for approval"
-            await wait_for(lambda: banner in static_text(app, "#banners"))
+            await async_wait_for(lambda: banner in static_text(app, "#banners"))
             assert len(bells) == 1
             assert agent_row(app, "proj/hera").startswith("⏳proj/hera waiting")
             # Event path: a followed agent says so before the registry is read again.
             await app.run_line("/tail proj/zeus")
             publisher.emit("state", state="waiting")
             await publisher.flush(5)
-            await wait_for(lambda: "⏳ agent proj/zeus is waiting" in static_text(app, "#banners"))
+            await async_wait_for(
+                lambda: "⏳ agent proj/zeus is waiting" in static_text(app, "#banners")
+            )
             assert len(bells) == 2
             assert banner in static_text(app, "#banners")  # both stay visible
             assert agent_row(app, "proj/zeus").startswith("⏳")
@@ -419,7 +415,7 @@ async def test_a_flood_keeps_the_stream_within_its_scrollback(
         tracemalloc.start()
         try:
             await flood(10_001, 10_000)  # 52 MB in all
-            await wait_for(lambda: not view.pending)
+            await async_wait_for(lambda: not view.pending)
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -430,7 +426,7 @@ async def test_a_flood_keeps_the_stream_within_its_scrollback(
         lines = stream_lines(app)
         last = max(i for i, line in enumerate(lines) if line == head + body)
         assert lines[last + 1 : last + 32] == [body] * 31
-        await wait_for(lambda: static_text(app, "#live") == head)
+        await async_wait_for(lambda: static_text(app, "#live") == head)
         # The resume point stays before the half line, so a restart shows it whole.
         assert view.unsettled("proj/zeus") == 20_000
         assert controller.attached == "proj/zeus"
@@ -448,7 +444,7 @@ async def test_an_endless_line_is_cut_rather_than_grown(
         for i in range(128):  # 1 MiB without a newline
             view.event(Event("proj/zeus", i + 1, "tool.output", 0.0, {"text": "z" * 8192}))
             assert len(view.partial("proj/zeus")) <= LINE_MAX
-        await wait_for(lambda: not view.pending)
+        await async_wait_for(lambda: not view.pending)
         assert sum(1 for line in stream_lines(app) if set(line) == {"z"}) >= 255
 
 
@@ -457,12 +453,12 @@ async def test_command_errors_show_as_one_line(target: RedisTarget) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await started(app)
         await type_line(pilot, "/frobnicate")
-        await wait_for(lambda: static_text(app, "#message"))
+        await async_wait_for(lambda: static_text(app, "#message"))
         assert static_text(app, "#message").startswith(
             "error [bad_request]: unknown command /frobnicate"
         )
         await type_line(pilot, "/attach proj/nobody")
-        await wait_for(lambda: "agent.not_found" in static_text(app, "#message"))
+        await async_wait_for(lambda: "agent.not_found" in static_text(app, "#message"))
         message = static_text(app, "#message")
         assert "\n" not in message and "Traceback" not in message
         assert not any("Traceback" in line for line in stream_lines(app))
@@ -478,14 +474,14 @@ async def test_ask_is_a_modal_and_queue_clear_waits_for_yes(
         await app.run_line("/attach proj/zeus")
         zeus.enqueue("pending work", source="test")
         await type_line(pilot, "/queue clear")
-        await wait_for(lambda: isinstance(app.screen, AskScreen))
+        await async_wait_for(lambda: isinstance(app.screen, AskScreen))
         assert "clear every pending item of proj/zeus" in str(app.screen.query_one(Label).content)
         await pilot.press("n", "o", "enter")
-        await wait_for(lambda: "queue clear cancelled" in stream_lines(app))
+        await async_wait_for(lambda: "queue clear cancelled" in stream_lines(app))
         await type_line(pilot, "/queue clear")
-        await wait_for(lambda: isinstance(app.screen, AskScreen))
+        await async_wait_for(lambda: isinstance(app.screen, AskScreen))
         await pilot.press("y", "e", "s", "enter")
-        await wait_for(lambda: any(line.startswith("cleared ") for line in stream_lines(app)))
+        await async_wait_for(lambda: any(line.startswith("cleared ") for line in stream_lines(app)))
         assert not isinstance(app.screen, AskScreen)
 
 
@@ -495,7 +491,7 @@ async def test_ctrl_c_interrupts_when_attached(target: RedisTarget, zeus: Agent)
         await started(app)
         await app.run_line("/attach proj/zeus")
         await pilot.press("ctrl+c")
-        await wait_for(lambda: "agent is idle" in stream_lines(app))
+        await async_wait_for(lambda: "agent is idle" in stream_lines(app))
         assert app.is_running
 
 
@@ -504,10 +500,10 @@ async def test_ctrl_c_asks_before_quitting_when_not_attached(target: RedisTarget
     async with app.run_test(size=SIZE) as pilot:
         await started(app)
         await pilot.press("ctrl+c")
-        await wait_for(lambda: "press Ctrl+C again" in static_text(app, "#banners"))
+        await async_wait_for(lambda: "press Ctrl+C again" in static_text(app, "#banners"))
         assert app.is_running
         await pilot.press("ctrl+c")
-        await wait_for(lambda: app.return_value is not None)
+        await async_wait_for(lambda: app.return_value is not None)
     assert app.return_value == EXIT_QUIT
 
 
@@ -523,7 +519,7 @@ async def test_quit_and_ui_off_end_the_app_and_release_ownership(
         await app.run_line("/attach proj/zeus")
         assert await client.exists(keys.owner("proj/zeus"))
         await type_line(pilot, line)
-        await wait_for(lambda: app.return_value is not None)
+        await async_wait_for(lambda: app.return_value is not None)
     assert app.return_value == result
     assert app.attached_at_exit == "proj/zeus"  # so plain mode can attach again
     assert not await client.exists(keys.owner("proj/zeus"))
@@ -536,7 +532,7 @@ async def test_an_unreachable_bus_ends_the_app_with_its_error(namespace: str) ->
     target = RedisTarget(f"redis://127.0.0.1:{port}/0", "test", namespace=namespace)
     app = make_app(target)
     async with app.run_test(size=SIZE):
-        await wait_for(lambda: app.return_value is not None)
+        await async_wait_for(lambda: app.return_value is not None)
     assert app.return_value == EXIT_ERROR
     assert app.return_code == 2
     assert app.startup_error is not None
@@ -668,7 +664,7 @@ def test_snapshot_main_layout(
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await started(app)
-        await wait_for(lambda: len(agent_ids(app)) == 2)
+        await async_wait_for(lambda: len(agent_ids(app)) == 2)
         await app.run_line("/attach proj/zeus")
         await app.run_line("/tail proj/hera")
         events: list[tuple[str, str, dict[str, Any]]] = [
@@ -686,8 +682,8 @@ def test_snapshot_main_layout(
         ]  # fmt: skip
         for offset, (agent, etype, data) in enumerate(events, start=1):
             app.view.event(Event(agent, offset, etype, 0.0, data))
-        await wait_for(lambda: not app.view.pending and not app.view.tails_dirty)
-        await wait_for(lambda: "proj/hera is waiting" in static_text(app, "#banners"))
+        await async_wait_for(lambda: not app.view.pending and not app.view.tails_dirty)
+        await async_wait_for(lambda: "proj/hera is waiting" in static_text(app, "#banners"))
         no_blink(app)
         await pilot.pause()
 
@@ -704,12 +700,12 @@ def test_snapshot_palette(
 
     async def run_before(pilot: Pilot[Any]) -> None:
         await started(app)
-        await wait_for(lambda: len(agent_ids(app)) == 3)
+        await async_wait_for(lambda: len(agent_ids(app)) == 3)
         await pilot.press("f1")
-        await wait_for(lambda: isinstance(app.screen, PaletteScreen))
+        await async_wait_for(lambda: isinstance(app.screen, PaletteScreen))
         no_blink(app)
         await pilot.press("p", "r", "o")
-        await wait_for(lambda: app.screen.query_one("#matches", OptionList).option_count == 2)
+        await async_wait_for(lambda: app.screen.query_one("#matches", OptionList).option_count == 2)
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
@@ -730,10 +726,12 @@ async def test_other_live_agents_are_tailed_on_the_right_without_asking(
         async with app.run_test(size=SIZE):
             controller = await started(app)
             await app.run_line("/attach proj/zeus")
-            await wait_for(lambda: controller.auto_tailed == {"proj/ares"})  # the busy one
+            await async_wait_for(lambda: controller.auto_tailed == {"proj/ares"})  # the busy one
             publisher.emit("token", text="compiling module 7 of 9\n")
             await publisher.flush(5)
-            await wait_for(lambda: "compiling module 7 of 9" in static_text(app, "#tails-text"))
+            await async_wait_for(
+                lambda: "compiling module 7 of 9" in static_text(app, "#tails-text")
+            )
             text = static_text(app, "#tails-text")
             assert "proj/ares · busy" in text
             assert "proj/hera" not in text  # one place only
@@ -752,12 +750,14 @@ async def test_a_blocking_context_item_rings_and_shows_a_banner(
     async with app.run_test(size=SIZE):
         await started(app)
         await store.post("proj", type="status", title="tests are green", urgency="attention")
-        await wait_for(lambda: "ATTENTION status from a console" in static_text(app, "#banners"))
+        await async_wait_for(
+            lambda: "ATTENTION status from a console" in static_text(app, "#banners")
+        )
         assert bells == []
         await store.post(
             "proj", type="request", title="need a DB password", urgency="blocking",
             source_agent="proj/zeus",
         )  # fmt: skip
         banner = "BLOCKING request from proj/zeus: need a DB password"
-        await wait_for(lambda: banner in static_text(app, "#banners"))
+        await async_wait_for(lambda: banner in static_text(app, "#banners"))
         assert len(bells) == 1

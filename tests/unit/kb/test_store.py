@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from ateam.agent.kb import AgentKb
+from ateam.agent.tools import default_registry
 from ateam.config import load_project
 from ateam.config.schema import EmbeddingsProvider, EmbeddingsSpec
 from ateam.errors import (
@@ -42,7 +43,6 @@ from ateam.kb import (
 from ateam.kb.chunking import CHARS_PER_TOKEN, Section
 from ateam.paths import ateam_home
 from ateam.tools import ToolContext
-from ateam.tools.builtin import default_registry
 from tests.servers.openai_wire import OpenAIWireServer
 
 # --- a small corpus of distinct subjects ------------------------------------------------

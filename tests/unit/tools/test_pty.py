@@ -8,7 +8,6 @@ import os
 import random
 import re
 import signal
-import time
 import tracemalloc
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,6 +24,7 @@ from ateam.tools.pty import (
     minimal_env,
     run_command,
 )
+from tests._wait import async_wait_for
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -61,18 +61,18 @@ class Output:
 
 
 async def all_dead(pids: Iterable[int], timeout: float = 5.0) -> bool:
-    """Whether every pid is gone (zombies count as gone) within ``timeout``.
+    """True once every pid is gone (zombies count as gone); fails past ``timeout``.
 
     A process killed by a signal disappears asynchronously and nothing here can wait on
     a process that is not our child, so this polls with a deadline.
     """
     pending = set(pids)
-    deadline = time.monotonic() + timeout
-    while True:
-        pending = {pid for pid in pending if pid_is_running(pid)}
-        if not pending or time.monotonic() > deadline:
-            return not pending
-        await asyncio.sleep(0.02)
+
+    def settled() -> bool:
+        pending.difference_update([pid for pid in pending if not pid_is_running(pid)])
+        return not pending
+
+    return await async_wait_for(settled, timeout, f"every process of {sorted(pending)} to die")
 
 
 async def run(cmd: str, cwd: Path, limits: ExecLimits = LIMITS) -> tuple[ExecResult, Output]:

@@ -1,0 +1,402 @@
+"""The work loop: inputs queued durably, taken one at a time, run, finished, and the upkeep after.
+
+Every way in (the ``input`` RPC, the REPL, its inbox) goes through :meth:`Worker.enqueue`,
+which redacts first, so no secret reaches the queue file, the history, the handoff or an
+event. The worker takes the next item, runs it under the stall watch, records its end and
+then does the upkeep between tasks (the working context, summaries, the context check),
+each step bounded and never fatal. Idle, it checks now and then whether the primary model
+is back. A crashed worker is restarted once; a second crash within
+:data:`WORKER_CRASH_WINDOW_S` stops the agent.
+
+A full disk pauses work rather than failing it (:meth:`Worker._until_written`): nothing
+is taken meanwhile, the item in hand stays queued, and the agent resumes by itself once a
+write succeeds (issue 10; SPEC §12: an acknowledged input is never lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ateam._fs import probe_room
+from ateam._jsonl import storage_error
+from ateam.agent.compaction import Compactor
+from ateam.agent.control import TaskControl
+from ateam.agent.fence import WriteFence
+from ateam.agent.offload import HandoffKeeper
+from ateam.agent.prompt_reload import PromptReloader
+from ateam.agent.queue import DurableQueue, QueueItem
+from ateam.agent.runner import TaskOutcome, TaskRunner
+from ateam.agent.status import AgentState, AgentStatus
+from ateam.agent.switching import ModelSwitcher
+from ateam.agent.teamfeed import TeamFeed
+from ateam.agent.upkeep import BusUpkeep
+from ateam.agent.watchdog import StallWatch
+from ateam.agent.workctx import WorkingContext
+from ateam.bus.events import EventType
+from ateam.bus.publisher import EventPublisher
+from ateam.config import AgentConfig
+from ateam.constants import (
+    STORAGE_PROBE_BYTES,
+    STORAGE_PROBE_S,
+    SWITCH_BACK_CHECK_S,
+    WORKER_CRASH_WINDOW_S,
+    WORKER_RESTART_DELAY_S,
+)
+from ateam.errors import Exit, LockLost, StorageError, StorageFull, WorkerStalled
+from ateam.redact import Redactor
+
+__all__ = ["Queued", "Worker"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Queued:
+    """What :meth:`Worker.enqueue` did with an input."""
+
+    item: QueueItem
+    created: bool
+    """``False``: the request id was seen before and its first item is returned."""
+    redacted: int
+    """Secrets replaced by ``****`` before the text was queued."""
+
+
+class Worker:
+    """Takes queued items one at a time and runs them, with the upkeep between tasks."""
+
+    def __init__(
+        self,
+        *,
+        config: AgentConfig,
+        queue: DurableQueue,
+        runner: TaskRunner,
+        stall: StallWatch,
+        team: TeamFeed,
+        workctx: WorkingContext,
+        status: AgentStatus,
+        events: EventPublisher,
+        redactor: Redactor,
+        keeper: HandoffKeeper,
+        compactor: Compactor,
+        switcher: ModelSwitcher,
+        reloader: PromptReloader,
+        upkeep: BusUpkeep,
+        write_fence: WriteFence,
+    ) -> None:
+        self._config = config
+        self._queue = queue
+        self.runner = runner
+        self._stall = stall
+        self._team = team
+        self._workctx = workctx
+        self._status = status
+        self._events = events
+        self._redactor = redactor
+        self._keeper = keeper
+        self._compactor = compactor
+        self._switcher = switcher
+        self._reloader = reloader
+        self._upkeep = upkeep
+        self._write_fence = write_fence
+        self._work = asyncio.Event()
+        """Set when there may be work: an input, a retry, a stop."""
+        self._refused_for_room: StorageFull | None = None
+        """An input refused for lack of room: the worker waits, blocked, until there is."""
+
+    # the way in ----------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        text: str,
+        *,
+        source: str,
+        rid: str | None = None,
+        caller: str | None = None,
+        trace_id: str | None = None,
+    ) -> Queued:
+        """Durably queue an input, its secrets redacted first. A repeated rid is not re-added."""
+        if rid is not None:
+            existing = self._queue.find_rid(rid)
+            if existing is not None:
+                return Queued(existing, created=False, redacted=0)
+        clean = self._redactor.scrub(text)
+        try:
+            item = self._queue.append(
+                clean.text,
+                source=source,
+                rid=rid,
+                caller=caller,
+                trace_id=trace_id or os.urandom(6).hex(),
+            )
+        except StorageFull as exc:
+            # Refused, not acknowledged; an idle worker turns blocked too, so /ps and
+            # the consoles say why inputs are refused until there is room.
+            self._refused_for_room = exc
+            self._work.set()
+            raise
+        self.wakeup()
+        return Queued(item, created=True, redacted=clean.replaced)
+
+    def wakeup(self) -> None:
+        """Items were added (or re-queued behind the worker's back): take them."""
+        self._status.entry.queue_len = len(self._queue)
+        self._work.set()
+        self._status.touch()
+
+    def wake(self) -> None:
+        """Wake an idle worker so it sees a stop."""
+        self._work.set()
+
+    def interrupt(self, *, hard: bool = False) -> str | None:
+        """Stop the running task; returns its id, or None when there is none."""
+        control, current = self._status.control, self._queue.current
+        if control is None or current is None:
+            return None
+        control.interrupt(hard=hard)
+        return current.id
+
+    # the loop ------------------------------------------------------------------------
+
+    async def supervise(self) -> None:
+        """Restart a crashed worker once after 1 s; a second crash within 5 s exits 15."""
+        status = self._status
+        last_crash: float | None = None
+        while not status.stop.is_set():
+            try:
+                await self._work_loop()
+                return
+            except asyncio.CancelledError:
+                raise
+            except LockLost as exc:  # a write was fenced off: no crash, no restart here
+                status.lock_lost(exc.message)
+                return
+            except Exception as exc:
+                now = time.monotonic()
+                log.exception("worker crashed")
+                self._events.emit(EventType.ERROR, msg=f"worker crashed: {exc!r}")
+                if last_crash is not None and now - last_crash <= WORKER_CRASH_WINDOW_S:
+                    print(f"ateam agent {status.id}: worker crashed twice", file=sys.stderr)
+                    status.request_shutdown(Exit.WORKER_CRASHED)
+                    return
+                last_crash = now
+                await asyncio.sleep(WORKER_RESTART_DELAY_S)
+
+    async def _work_loop(self) -> None:
+        while not self._status.stop.is_set():
+            if self._refused_for_room is not None:
+                full, self._refused_for_room = self._refused_for_room, None
+                # The refused write is not retried (its sender was told), so the size to
+                # wait for is a probe's, not the refused input's: a huge input refused
+                # must not keep small ones waiting.
+                await self._until_written(full, lambda: None, room=STORAGE_PROBE_BYTES)
+                continue
+            try:
+                item = self._queue.current or self._queue.take()
+            except StorageFull as exc:
+                # The start cannot be recorded, so nothing is taken: the item stays first
+                # in line and is taken once there is room.
+                await self._until_written(exc, self._queue.take)
+                continue
+            if item is None:
+                await self._idle()
+                continue
+            await self._process(item)
+
+    async def _idle(self) -> None:
+        self._reloader.apply_pending("deferred until the agent was idle")
+        self._status.set(AgentState.IDLE)
+        self._work.clear()
+        await self._step("switch-back check", self._switcher.maybe_switch_back(self._work))
+        # Wake now and then while idle: the primary may have recovered.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SWITCH_BACK_CHECK_S):
+                await self._work.wait()
+
+    async def _process(self, item: QueueItem) -> None:
+        status = self._status
+        status.control = control = TaskControl()
+        status.entry.current_task = item.id
+        status.entry.queue_len = len(self._queue)
+        status.set(AgentState.BUSY)
+        await self._team.refresh()  # what the team shared since, for this task's turns
+
+        def stop_stalled() -> None:
+            control.interrupt(hard=True, reason=f"stalled: no progress for {self._stall_s()}")
+
+        full: StorageFull | None = None
+        try:
+            outcome = await self._stall.step(
+                f"task {item.id}", self.runner.run(item, control), stop=stop_stalled
+            )
+        except WorkerStalled as exc:
+            # The task ignored its hard stop: end it here, as the runner would have.
+            outcome = TaskOutcome(False, f"stalled: {exc.message}", "", 0, 0)
+            self._events.emit(
+                EventType.TASK_END,
+                ok=False,
+                error=outcome.error,
+                task_id=item.id,
+                trace_id=item.trace_id,
+            )
+        except asyncio.CancelledError:
+            if status.stop.is_set() and not self._write_fence.lost:
+                self._queue.release(item.id)  # torn down mid-task: runs again after restart
+            raise
+        except LockLost:
+            raise  # nothing more of ours may be written; the successor re-runs the item
+        except StorageFull as exc:  # the runner could not record a turn
+            full = exc
+            outcome = TaskOutcome(False, exc.message, "", 0, 0)
+        except Exception as exc:
+            self._queue.done(item.id, ok=False, error=self._redactor.redact(repr(exc)))
+            status.entry.last_error = self._redactor.redact(repr(exc))
+            raise
+        finally:
+            status.control = None
+            status.entry.current_task = None
+            self._reloader.apply_pending("deferred until the task ended")
+        if self._write_fence.lost:
+            return  # fenced: the queue file is the successor's now
+        if full is not None:
+            # As far as the files know the task has not run (a turn is missing), so it
+            # goes back to the head with its attempt given back, once that can be written.
+            await self._until_written(full, lambda: self._queue.release(item.id))
+            return
+        if status.stop.is_set() and not outcome.ok:
+            # Cut short by shutdown or a lost lock, not by a person: the acknowledged
+            # input goes back to the head and runs again after the restart.
+            self._queue.release(item.id)
+            return
+        await self._finish(item, outcome)
+
+    async def _finish(self, item: QueueItem, outcome: TaskOutcome) -> None:
+        """Record the end of a task that ran, then the bookkeeping and upkeep after it."""
+        try:
+            self._queue.done(item.id, ok=outcome.ok, error=outcome.error)
+        except StorageFull as exc:
+            # The task ran and its turns are on disk: only its end is missing, and that
+            # is what is written once there is room, not a second run.
+            end = functools.partial(self._queue.done, item.id, ok=outcome.ok, error=outcome.error)
+            if not await self._until_written(exc, end):
+                return
+        entry = self._status.entry
+        if outcome.error and outcome.error not in ("interrupted", "cancelled"):
+            entry.last_error = self._redactor.redact(outcome.error)
+            self._remember("failure", self._workctx.add_failure, outcome.error, task=item.id)
+        self._keeper.task_finished(item, outcome.ok)
+        self._upkeep.save_usage()
+        entry.queue_len = len(self._queue)
+        self._status.touch()
+        if self._remember("task count", self._workctx.note_task_done):
+            await self._step("summary", self._compactor.summarize("every 5 tasks"))
+        self._compactor.update_ctx_pct()
+        await self._step("context check", self._switcher.check_context_fill())
+        self._status.touch()
+
+    def _remember(self, what: str, write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """One working-context write after a task; ``None`` if it failed.
+
+        The working context helps the model, it is not the record of the work: a write
+        that fails (a full disk included) is logged and the work goes on.
+        """
+        try:
+            return write(*args, **kwargs)
+        except StorageError as exc:
+            log.warning("working context (%s) not updated: %s", what, exc.one_line())
+            return None
+
+    # a full disk ---------------------------------------------------------------------
+
+    async def _until_written(
+        self, full: StorageFull, write: Callable[[], object], *, room: int | None = None
+    ) -> bool:
+        """Blocked until ``write``, the write that failed, succeeds; ``False`` if stopped first.
+
+        Nothing is taken meanwhile and the item in hand stays queued. Once a scratch
+        write of real size succeeds, the write that failed is retried.
+        """
+        status = self._status
+        if room is None:
+            room = max(STORAGE_PROBE_BYTES, int(full.detail.get("bytes") or 0))
+        reason = (
+            f"{full.message}; nothing is taken until it can be written "
+            f"(retrying every {STORAGE_PROBE_S:g} s)"
+        )
+        log.warning("blocked: %s", reason)
+        status.entry.alert = f"blocked: {reason}"
+        self._events.emit(
+            EventType.WARN, msg=f"blocked: {reason}", code=full.code, path=full.detail.get("path")
+        )
+        status.set(AgentState.BLOCKED)
+        started = time.monotonic()
+        try:
+            while True:
+                # Waits on the stop event, so a shutdown never waits out a probe interval.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(STORAGE_PROBE_S):
+                        await status.stop.wait()
+                if status.stop.is_set():
+                    return False
+                try:
+                    self._probe_room(room)
+                    write()
+                except StorageFull:
+                    continue
+                waited = time.monotonic() - started
+                # Inputs refused meanwhile were refused, not kept: nothing to wait for.
+                self._refused_for_room = None
+                log.warning("storage writable again after %.0f s; resuming", waited)
+                status.set(AgentState.BUSY)
+                return True
+        finally:
+            if status.entry.alert == f"blocked: {reason}":
+                status.entry.alert = None
+            status.touch()
+
+    def _probe_room(self, size: int) -> None:
+        state_dir = self._config.state_dir
+        try:
+            probe_room(state_dir, size)
+        except OSError as exc:
+            raise storage_error("state", "no room for a write in", state_dir, exc) from exc
+
+    # upkeep between tasks ------------------------------------------------------------
+
+    async def _step(self, name: str, work: Awaitable[Any]) -> None:
+        """One upkeep step between tasks: bounded, watched, and never fatal to the worker.
+
+        The item before it is already done and acknowledged work waits behind it, so a
+        step that fails or hangs costs at most ``watchdog.step_timeout_s`` of delay,
+        never the worker.
+        """
+        limit = self._config.spec.watchdog.step_timeout_s
+        try:
+            async with asyncio.timeout(limit):
+                await self._stall.step(name, work)
+        except TimeoutError:
+            self._events.emit(
+                EventType.WARN,
+                msg=f"{name} took longer than {limit:g}s and was abandoned; work goes on",
+                code="worker.step_timeout",
+            )
+        except WorkerStalled as exc:
+            self._events.emit(EventType.WARN, msg=exc.message, code=exc.code)
+        except LockLost as exc:
+            self._status.lock_lost(exc.message)
+        except Exception as exc:
+            log.exception("%s failed", name)
+            self._events.emit(
+                EventType.ERROR, msg=f"{name} failed: {exc!r}; work goes on", code="internal"
+            )
+
+    def _stall_s(self) -> str:
+        return f"{self._config.spec.watchdog.cancel_after_s:g}s"

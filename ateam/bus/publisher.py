@@ -1,0 +1,403 @@
+"""Agent side of the event stream (SPEC §4.5): offsets assigned, buffered, written in batches.
+
+The writes are fenced in Lua, so a process that lost its instance lock cannot write into
+its successor's stream, and entries someone else forged into the stream are removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from ateam._fs import atomic_write
+from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
+from ateam.bus.codec import pack, unpack
+from ateam.bus.events import own_body
+from ateam.bus.keys import Keys
+from ateam.constants import (
+    EVENT_BUFFER_MAX,
+    EVENT_LOG_MAXLEN,
+    PUBLISH_BATCH_MAX,
+)
+from ateam.wire.events import EventType
+
+log = logging.getLogger(__name__)
+
+
+# Appends a batch with explicit ids and trims the log. The fencing check makes a
+# process that lost its instance lock unable to write into its successor's stream.
+#
+# KEYS: the stream, the fence, a scratch key in the same slot. ARGV: MAXLEN, the fence,
+# the newest offset this writer may have written (confirmed, or sent in a call whose
+# reply was lost), then (offset, payload) pairs. Returns {status (-1 fenced), skipped,
+# foreign, first, last foreign id}.
+#
+# An XADD fails only on an id at or below the stream's last id, which no entry of this
+# agent can explain but its own batch written before and retried after a lost reply.
+# Anything else there is someone else's: one forged ``999999999999-0`` would make every
+# later id look stale and silence the stream for good. So on the first failure the
+# stream is rebuilt from what is the agent's own (entries up to ``written``, and
+# entries identical to this batch) and the write is retried. A rebuild, not XDEL and
+# XSETID: Redis 7 refuses to set the last id below a deleted one. A key of another type
+# under the stream's name is someone else's too.
+_APPEND_LUA = """
+if ARGV[2] ~= '0' and redis.call('GET', KEYS[2]) ~= ARGV[2] then
+  return {-1, 0, 0, '', ''}
+end
+local foreign, first, last = 0, '', ''
+local function note(id)
+  foreign = foreign + 1
+  if first == '' then first = id end
+  last = id
+end
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'stream' and kind ~= 'none' then
+  redis.call('DEL', KEYS[1])
+  note('(a ' .. kind .. ')')
+end
+local function add(i)
+  return pcall(redis.call, 'XADD', KEYS[1], 'MAXLEN', '~', ARGV[1],
+               ARGV[i] .. '-0', 'd', ARGV[i + 1])
+end
+local function at_most(a, b)  -- decimal strings without leading zeros, any length
+  return #a < #b or (#a == #b and a <= b)
+end
+local function payload(entry)
+  local f = entry[2]
+  for k = 1, #f, 2 do
+    if f[k] == 'd' then return f[k + 1] end
+  end
+  return nil
+end
+local function rebuild()
+  local mine = {}
+  for j = 4, #ARGV, 2 do mine[ARGV[j] .. '-0'] = ARGV[j + 1] end
+  redis.call('DEL', KEYS[3])
+  local start = '-'
+  while true do
+    local page = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 512)
+    for _, entry in ipairs(page) do
+      local id = entry[1]
+      local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+      local body = payload(entry)
+      -- The agent writes one field, d, at ids N-0: anything else is not its own.
+      if body and #entry[2] == 2 and seq == '0'
+          and (at_most(ms, ARGV[3]) or mine[id] == body) then
+        redis.call('XADD', KEYS[3], id, 'd', body)
+      else
+        note(id)
+      end
+    end
+    if #page < 512 then break end
+    start = '(' .. page[#page][1]
+  end
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    redis.call('RENAME', KEYS[3], KEYS[1])
+  else
+    redis.call('DEL', KEYS[1])
+  end
+end
+local skipped, rebuilt = 0, false
+for i = 4, #ARGV, 2 do
+  if not add(i) then
+    if not rebuilt then
+      rebuilt = true
+      rebuild()
+      if not add(i) then skipped = skipped + 1 end
+    else
+      skipped = skipped + 1
+    end
+  end
+end
+return {0, skipped, foreign, first, last}
+"""
+_OWN_SCAN_PAGE = 256
+"""Entries per page when a starting publisher looks back for its newest own entry."""
+
+
+def _newest_own(agent: str, newest_first: Any) -> int | None:
+    """The offset of the first entry (of an XREVRANGE page) that ``agent`` wrote."""
+    for entry_id, fields in newest_first:
+        offset = int(entry_id.split(b"-")[0])
+        if own_body(agent, offset, fields.get(b"d", b"")) is not None:
+            return offset
+    return None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class EventPublisher:
+    """Agent side: assigns offsets, buffers, and writes events in batches.
+
+    ``emit`` never blocks and never fails: while Redis is away events wait in a bounded
+    buffer (oldest dropped first, which consumers then see as a gap, plus a ``warn``
+    event saying how many were dropped).
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        keys: Keys,
+        agent: str,
+        *,
+        offset_file: Path | None = None,
+        maxlen: int = EVENT_LOG_MAXLEN,
+        buffer_max: int = EVENT_BUFFER_MAX,
+        on_connection_change: Callable[[bool, int], Awaitable[None] | None] | None = None,
+        fence: Callable[[], int] | None = None,
+        on_fenced: Callable[[], None] | None = None,
+        scrub: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._agent = agent
+        self._stream = keys.events(agent)
+        self._offset_file = offset_file
+        self._maxlen = maxlen
+        self._buffer: deque[tuple[int, bytes]] = deque()
+        self._buffer_max = buffer_max
+        self._dropped = 0
+        self._next = 1
+        self._local = 0
+        self._written: int | None = None
+        """The newest offset of ours known to be in the stream; None until looked up."""
+        self._maybe_written = 0
+        """The newest offset sent in a call whose reply was lost: it may be there."""
+        self._in_flight = 0
+        """The newest offset of the batch being written right now."""
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+        self._script = client.register_script(_APPEND_LUA)
+        self._on_connection_change = on_connection_change
+        self._fence = fence
+        self._on_fenced = on_fenced
+        self._scrub = scrub
+        self.connected = True
+        self.skipped = 0
+        self.foreign = 0
+        """Entries (or a key) this agent never wrote, found in its stream and removed."""
+        self.fenced = False
+
+    @property
+    def last_offset(self) -> int:
+        return self._next - 1
+
+    async def start(self) -> None:
+        """Find the next offset (never below anything published before) and start writing."""
+        self._local = self._read_local_offset()
+        self._place_after(self._local)
+        with contextlib.suppress(*CONNECTION_ERRORS):
+            await self._find_written()
+        self._task = asyncio.create_task(self._run(), name=f"events:{self._agent}")
+
+    async def _find_written(self) -> None:
+        """Learn the newest offset of ours in the stream; renumber what waits if needed.
+
+        Only entries whose body carries this agent's id and their own offset count: one
+        forged ``999999999999-0`` on top must not make every later offset absurd (it is
+        removed by the first write). Until this has run against Redis, ``_written`` is
+        unknown and nothing is published: a wrong boundary would make the append
+        script take the agent's own entries for someone else's.
+        """
+        top = 0
+        end = "+"
+        count = 1  # the newest entry is the agent's own, but after a forgery
+        while True:
+            try:
+                page: Any = await self._client.xrevrange(self._stream, max=end, count=count)
+            except ResponseError as exc:
+                if not str(exc).startswith("WRONGTYPE"):
+                    raise
+                break  # not a stream at all: nothing of ours; the first write replaces it
+            found = _newest_own(self._agent, page)
+            if found is not None:
+                top = found
+                break
+            if len(page) < count:
+                break
+            end = f"({page[-1][0].decode()}"
+            count = _OWN_SCAN_PAGE
+        written = max(self._local, top)
+        self._place_after(written)
+        self._written = written
+
+    def _place_after(self, written: int) -> None:
+        """Make every waiting and future offset come after ``written``."""
+        if self._buffer and self._buffer[0][0] <= written:
+            self._renumber(written + 1 - self._buffer[0][0])
+        self._next = max(self._next, written + 1)
+
+    def _renumber(self, shift: int) -> None:
+        """Move waiting events up by ``shift``: they were numbered before the top was known."""
+        moved: deque[tuple[int, bytes]] = deque()
+        for offset, payload in self._buffer:
+            body = unpack(payload)
+            body["offset"] = offset + shift
+            moved.append((offset + shift, pack(body)))
+        self._buffer = moved
+        self._next += shift
+
+    def emit(self, etype: str, **fields: Any) -> int:
+        """Queue one event for publishing and return its offset."""
+        offset = self._next
+        self._next += 1
+        body = {"type": etype, "ts": time.time(), "offset": offset, "agent": self._agent}
+        payload = {k: v for k, v in fields.items() if v is not None}
+        # Secrets are removed before anything leaves the process (SPEC §11). Frames are
+        # already coalesced here, so a key split across two model chunks is whole.
+        # A base64 frame is left out: text patterns would only mangle its encoding, so
+        # whoever emits one redacts the bytes before encoding them (the task runner).
+        binary = payload.pop("b64", None)
+        body.update(self._scrub(payload) if self._scrub is not None else payload)
+        if binary is not None:
+            body["b64"] = binary
+        self._buffer.append((offset, pack(body)))
+        if len(self._buffer) > self._buffer_max:
+            dropped, _ = self._buffer.popleft()
+            # One being written now is not lost (it may be written twice: harmless).
+            self._dropped += dropped > self._in_flight
+        self._idle.clear()
+        self._wake.set()
+        return offset
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything emitted so far is in Redis; False on timeout."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def aclose(self, flush_timeout: float = 3.0) -> None:
+        if self._task is None:
+            return  # never started: nothing to flush, and no offset of ours to record
+        await self.flush(flush_timeout)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self._write_local_offset()
+
+    async def _run(self) -> None:
+        backoff = Backoff()
+        while True:
+            if not self._buffer:
+                self._idle.set()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                done = await self._publish_batch()
+            except CONNECTION_ERRORS as exc:
+                await self._set_connected(False, backoff.failures + 1)
+                delay = backoff.next_delay()
+                log.debug("event publish failed (%s); retrying in %.2fs", exc, delay)
+                await asyncio.sleep(delay)
+                continue
+            except ResponseError as exc:
+                # Refused by the server (out of memory, a permission, a script error):
+                # the events wait in the buffer, the loop lives on and tries again.
+                delay = backoff.next_delay()
+                log.warning("event publish refused (%s); retrying in %.2fs", exc, delay)
+                await asyncio.sleep(delay)
+                continue
+            if not done:  # fenced off: nothing more may be written
+                self._idle.set()
+                return
+            backoff.reset()
+            await self._set_connected(True, 0)
+            if self._dropped:
+                dropped, self._dropped = self._dropped, 0
+                self.emit(
+                    EventType.WARN,
+                    msg=f"{dropped} events were dropped while the bus was unreachable",
+                    code="events.dropped",
+                )
+
+    async def _publish_batch(self) -> bool:
+        """Write the oldest waiting events; False once this writer is fenced off."""
+        if self._written is None:
+            await self._find_written()
+        assert self._written is not None
+        batch = [self._buffer[i] for i in range(min(len(self._buffer), PUBLISH_BATCH_MAX))]
+        fence = self._fence() if self._fence else 0
+        args: list[Any] = [self._maxlen, fence, max(self._written, self._maybe_written)]
+        for offset, payload in batch:
+            args.extend((offset, payload))
+        keys = [self._stream, self._keys.fence(self._agent), self._keys.events_scratch(self._agent)]
+        self._in_flight = batch[-1][0]
+        try:
+            status, skipped, foreign, first, last = await self._script(keys=keys, args=args)
+        except CONNECTION_ERRORS:
+            # The call may have run: the retry must not take these for a stranger's.
+            self._maybe_written = max(self._maybe_written, batch[-1][0])
+            raise
+        finally:
+            self._in_flight = 0
+        if status == -1:
+            # Another process holds the lock now: nothing more may be written.
+            self.fenced = True
+            self._buffer.clear()
+            if self._on_fenced is not None:
+                self._on_fenced()
+            return False
+        # By offset, not by count: emit() may have dropped some of them meanwhile.
+        while self._buffer and self._buffer[0][0] <= batch[-1][0]:
+            self._buffer.popleft()
+        self._written = batch[-1][0]
+        self.skipped += int(skipped)
+        if foreign:
+            self._report_forged(int(foreign), _text(first), _text(last))
+        # Persist the offset locally whenever a batch crosses a multiple of 1000, so a
+        # restart against a Redis that lost the stream never reuses many offsets.
+        if (batch[0][0] - 1) // 1000 != batch[-1][0] // 1000:
+            self._write_local_offset()
+        return True
+
+    def _report_forged(self, count: int, first: str, last: str) -> None:
+        self.foreign += count
+        ids = first if count == 1 else f"{first} .. {last}"
+        message = (
+            f"{count} entr{'y' if count == 1 else 'ies'} that {self._agent} never wrote "
+            f"(id {ids}) sat in its event stream, where they would have silenced it; "
+            "removed, and events flow again"
+        )
+        log.warning("event stream %s: %s", self._stream, message)
+        self.emit(EventType.WARN, msg=message, code="events.forged", first=first, last=last)
+
+    async def _set_connected(self, connected: bool, failures: int) -> None:
+        changed = connected != self.connected
+        self.connected = connected
+        if self._on_connection_change is not None and (changed or failures):
+            result = self._on_connection_change(connected, failures)
+            if result is not None:
+                await result
+
+    def _read_local_offset(self) -> int:
+        if self._offset_file is None:
+            return 0
+        try:
+            return int(self._offset_file.read_text().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def _write_local_offset(self) -> None:
+        if self._offset_file is None or self.fenced:
+            return  # a fenced-off writer's record would only mislead its successor
+        with contextlib.suppress(OSError):
+            atomic_write(self._offset_file, f"{self.last_offset}\n".encode())

@@ -1,0 +1,99 @@
+"""The team as a typed Python API: the one library every front end stands on.
+
+``ateam`` verbs, the plain and panes consoles, and any later front end (MCP, web) talk
+to the bus only through this package::
+
+    team = await Team.connect(resolve_target(None, None))
+    for status in await team.agents(): ...
+    sent = await team.agent("hello/zeus").send("hi")
+    async for item in team.agent("hello/zeus").tail(from_offset=1): ...
+
+See ``docs/python-api.md``.
+"""
+
+from __future__ import annotations
+
+from ateam.bus.backoff import CONNECTION_ERRORS
+from ateam.bus.context import ContextItem, ContextType, Scope, Urgency
+from ateam.bus.events import Event, EventType, Gap, decode_chunk
+from ateam.bus.ownership import OwnerInfo, OwnerKind
+from ateam.bus.registry import AgentView as AgentStatus
+from ateam.client.agent import (
+    KB_INGEST_TIMEOUT_S,
+    AgentHandle,
+    Attachment,
+    KbApi,
+    KbProgress,
+    Plan,
+    PlanApi,
+    Sent,
+    Written,
+)
+from ateam.client.notices import Notice, NoticeKind, Notices
+from ateam.client.redaction import local_redactor, project_at, redactor_for
+from ateam.client.tail import Tail
+from ateam.client.target import (
+    Target,
+    bus_errors,
+    redeem_bootstrap,
+    resolve_target,
+    server_command,
+)
+from ateam.client.team import ContextApi, Team, session_id
+from ateam.wire.events import (
+    Chunk,
+    Malformed,
+    Payload,
+    TaskEnd,
+    TaskStart,
+    ToolEnd,
+    ToolStart,
+)
+from ateam.wire.turns import Turn
+
+__all__ = [
+    "CONNECTION_ERRORS",
+    "KB_INGEST_TIMEOUT_S",
+    "AgentHandle",
+    "AgentStatus",
+    "Attachment",
+    "Chunk",
+    "ContextApi",
+    "ContextItem",
+    "ContextType",
+    "Event",
+    "EventType",
+    "Gap",
+    "KbApi",
+    "KbProgress",
+    "Malformed",
+    "Notice",
+    "NoticeKind",
+    "Notices",
+    "OwnerInfo",
+    "OwnerKind",
+    "Payload",
+    "Plan",
+    "PlanApi",
+    "Scope",
+    "Sent",
+    "Tail",
+    "Target",
+    "TaskEnd",
+    "TaskStart",
+    "Team",
+    "ToolEnd",
+    "ToolStart",
+    "Turn",
+    "Urgency",
+    "Written",
+    "bus_errors",
+    "decode_chunk",
+    "local_redactor",
+    "project_at",
+    "redactor_for",
+    "redeem_bootstrap",
+    "resolve_target",
+    "server_command",
+    "session_id",
+]

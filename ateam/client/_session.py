@@ -1,0 +1,74 @@
+"""The parts one team session shares with its agent handles (private to the client)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import redis.asyncio as aioredis
+
+from ateam.bus.backoff import CONNECTION_ERRORS
+from ateam.bus.keys import Keys
+from ateam.bus.ownership import OwnerKind, Ownership
+from ateam.bus.registry import Registry
+from ateam.bus.rpc import RpcClient
+from ateam.constants import OWNER_TTL_S
+from ateam.redact import Redactor
+
+
+@dataclass
+class Session:
+    """One connection, one session id, one ownership token."""
+
+    client: aioredis.Redis
+    keys: Keys
+    name: str
+    redactor: Redactor
+    ownership: Ownership
+    registry: Registry
+    rpc: RpcClient
+    """Calls as this session, carrying its ownership token."""
+    held: set[str] = field(default_factory=set)
+    """Agents this session claimed for as long as it likes (attach or acquire)."""
+
+    @classmethod
+    def open(
+        cls, client: aioredis.Redis, keys: Keys, name: str, redactor: Redactor, grace_s: float
+    ) -> Session:
+        ownership = Ownership(client, keys, name, grace_s=grace_s)
+        # The token, not the session id, is what an agent accepts as this session's
+        # ownership; it never leaves this process except inside our own requests.
+        rpc = RpcClient(client, keys, caller=name, auth=ownership.token)
+        return cls(client, keys, name, redactor, ownership, Registry(client, keys), rpc)
+
+    @contextlib.asynccontextmanager
+    async def writing(
+        self, agent: str, *, timeout: float, takeover: bool
+    ) -> AsyncIterator[RpcClient]:
+        """An RPC client allowed to change ``agent``: as its holder, or by a one-call claim.
+
+        The claim is marked :attr:`OwnerKind.CALL`, so a script that sends at the same
+        moment waits the few milliseconds it lasts instead of failing, and a console
+        that finds it in the way is told what it is (SPEC §4.3).
+        """
+        if agent in self.held:
+            yield self.rpc
+            return
+        # Outlive a long timeout: a claim that lapsed mid-call would refuse our own call.
+        claim = Ownership(
+            self.client,
+            self.keys,
+            self.name,
+            ttl_s=max(OWNER_TTL_S, timeout + 5.0),
+            # The session's grace, read where tests and consoles may have tuned it.
+            grace_s=self.ownership._grace_s,
+        )
+        await claim.acquire(agent, takeover=takeover, kind=OwnerKind.CALL)
+        try:
+            yield RpcClient(self.client, self.keys, caller=self.name, auth=claim.token)
+        finally:
+            # A release lost to a dead connection only leaves the claim to lapse (TTL);
+            # it must not hide how the call itself ended.
+            with contextlib.suppress(*CONNECTION_ERRORS):
+                await claim.release(agent)

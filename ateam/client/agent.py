@@ -1,0 +1,465 @@
+"""One agent of the team, as a handle: status, input, events, ownership, plan and kb.
+
+A handle is cheap (``team.agent("hello/zeus")``) and holds no state of its own beyond
+its id: whether this session holds the agent lives in the team session. Calls that
+change an agent need its ownership (SPEC §4.3). Inside :meth:`AgentHandle.attach` the
+session holds it; outside, every changing call takes a one-call claim around itself, as
+``ateam send`` and ``ateam stop`` do, unless told not to (``claim=False``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from ateam.bus.backoff import CONNECTION_ERRORS
+from ateam.bus.events import Event
+from ateam.bus.ownership import OwnerInfo
+from ateam.bus.registry import AgentView
+from ateam.bus.tail import EventTail
+from ateam.client._session import Session
+from ateam.client.redaction import redactor_for
+from ateam.client.tail import DEFAULT_BACKLOG, Item, Tail, follow_one
+from ateam.constants import OWNER_REFRESH_S, RPC_DEFAULT_DEADLINE_S
+from ateam.redact import Scrubbed
+from ateam.wire.events import KbProgress
+from ateam.wire.turns import Turn, parse_turns
+
+__all__ = [
+    "KB_INGEST_TIMEOUT_S",
+    "AgentHandle",
+    "Attachment",
+    "KbApi",
+    "KbProgress",
+    "Plan",
+    "PlanApi",
+    "Sent",
+    "Written",
+]
+
+KB_INGEST_TIMEOUT_S = 600.0
+"""A large directory takes a while to chunk and embed; progress arrives as events."""
+KB_PROGRESS_DRAIN_S = 2.0
+"""How long an ingest waits, after the agent's answer, for progress events still on
+their way: the agent publishes them asynchronously, so they may trail the reply."""
+Rows = list[dict[str, Any]]
+"""Documents, hits or turns as the agent sends them (typed models come later)."""
+Names = list[str]
+STOP_POLL_S = 0.1
+"""How often :meth:`AgentHandle.stop` looks whether the agent has left the registry."""
+
+
+@dataclass(frozen=True)
+class Sent:
+    """An input the agent accepted."""
+
+    id: str
+    """The task id: its ``task.start`` and ``task.end`` events carry it."""
+    redacted: int
+    """Secrets masked: here before sending, plus by the agent on receipt."""
+    trace_id: str | None = None
+    queued: int = 0
+    """Items in the agent's queue after this one was added."""
+    created: bool = True
+    """False when the request id had been queued before (a resend): nothing was added."""
+
+    def notice(self) -> str | None:
+        """The line telling a person that secrets were masked, if any were."""
+        return Scrubbed("", self.redacted).notice()
+
+
+@dataclass(frozen=True)
+class Written:
+    """Text stored by an agent (its plan), after masking."""
+
+    bytes: int
+    redacted: int
+    """Secrets masked here before the text left this process."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An agent's ``plan.md``."""
+
+    text: str
+    path: str
+    """Where it lives on the agent's host."""
+    bytes: int
+
+
+class AgentHandle:
+    """An agent of the team, by id; every method is one or a few round trips."""
+
+    def __init__(self, session: Session, agent_id: str) -> None:
+        self._session = session
+        self.id = agent_id
+        self.plan = PlanApi(self)
+        self.kb = KbApi(self)
+
+    def __repr__(self) -> str:
+        return f"AgentHandle({self.id!r})"
+
+    # reading -------------------------------------------------------------------------
+
+    async def status(self) -> AgentView | None:
+        """Its registry entry with liveness, or None if it is not registered."""
+        return await self._session.registry.get(self.id)
+
+    def tail(
+        self,
+        from_offset: int | None = None,
+        *,
+        follow: bool = True,
+        backlog: int = DEFAULT_BACKLOG,
+    ) -> AsyncIterator[Item]:
+        """Its events from offset ``from_offset`` on (that event first), as typed items.
+
+        Without ``from_offset`` the newest ``backlog`` events come first. With
+        ``follow`` it waits for new events for ever (reconnecting when Redis drops);
+        without, it ends at the stream's current end.
+        """
+        reader = Tail(EventTail(self._session.client, self._session.keys))
+        return follow_one(reader, self.id, from_offset, follow=follow, backlog=backlog)
+
+    async def history(self, n: int | None = None) -> list[Turn]:
+        """Its newest ``n`` turns (the agent's default when None), oldest first."""
+        reply = await self.call("history.tail", {} if n is None else {"n": n})
+        return parse_turns(reply["turns"])
+
+    # ownership -----------------------------------------------------------------------
+
+    @property
+    def held(self) -> bool:
+        """Whether this session holds the agent (attached or acquired)."""
+        return self.id in self._session.held
+
+    async def owner(self) -> OwnerInfo | None:
+        return await self._session.ownership.current(self.id)
+
+    async def acquire(self, *, takeover: bool = False) -> OwnerInfo | None:
+        """Hold the agent as this session's until :meth:`release`; the previous owner.
+
+        Raises:
+            OwnershipDenied: another console holds it (and ``takeover`` is false).
+        """
+        previous = await self._session.ownership.acquire(self.id, takeover=takeover)
+        self._session.held.add(self.id)
+        return previous
+
+    async def refresh(self) -> bool:
+        """Extend the hold; False means someone else owns the agent now."""
+        return await self._session.ownership.refresh(self.id)
+
+    async def release(self) -> None:
+        """Let go of the agent (a lost link only leaves the claim to lapse)."""
+        self._session.held.discard(self.id)
+        with contextlib.suppress(*CONNECTION_ERRORS):
+            await self._session.ownership.release(self.id)
+
+    def disown(self) -> None:
+        """Forget the hold without releasing it: someone took the agent over."""
+        self._session.held.discard(self.id)
+
+    def attach(self, *, takeover: bool = False) -> Attachment:
+        """``async with handle.attach() as a:`` — hold the agent inside, release after."""
+        return Attachment(self, takeover=takeover)
+
+    # calls ---------------------------------------------------------------------------
+
+    async def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        request_id: str | None = None,
+        claim: bool = False,
+        takeover: bool = False,
+    ) -> Any:
+        """Call one of the agent's RPC methods as this session and return its value.
+
+        With ``claim`` the call takes a one-call claim around itself unless this session
+        holds the agent; without, a changing call needs the session to hold it.
+
+        Raises:
+            AteamError: the agent's typed refusal (``ownership.denied``…), or
+                ``RpcTimeout``/``AgentNotFound``/``RedisUnavailable``.
+        """
+        wait = RPC_DEFAULT_DEADLINE_S if timeout is None else timeout
+        if not claim:
+            return await self._session.rpc.call(
+                self.id, method, params, timeout=wait, request_id=request_id
+            )
+        async with self._session.writing(self.id, timeout=wait, takeover=takeover) as rpc:
+            return await rpc.call(self.id, method, params, timeout=wait, request_id=request_id)
+
+    async def send(
+        self,
+        text: str,
+        *,
+        source: str = "api",
+        request_id: str | None = None,
+        timeout: float | None = None,
+        claim: bool = True,
+        takeover: bool = False,
+        agent_cwd: str | None = None,
+    ) -> Sent:
+        """Queue ``text`` as a task; its secrets are masked before it leaves this process.
+
+        The patterns are the session's and those of the agent's project when its
+        working directory is on this host; a caller that already knows that directory
+        (a console keeps the registry) passes ``agent_cwd`` and saves a registry read.
+        A request id makes a resend safe: the agent queues an id at most once.
+        """
+        clean, masked = await self._clean(text, agent_cwd)
+        params = {"text": clean, "source": source}
+        reply = await self.call(
+            "input", params, timeout=timeout, request_id=request_id, claim=claim, takeover=takeover
+        )
+        trace = reply.get("trace_id")
+        return Sent(
+            id=str(reply["id"]),
+            redacted=masked + int(reply.get("redacted") or 0),
+            trace_id=trace if isinstance(trace, str) else None,
+            queued=int(reply.get("queued") or 0),
+            created=bool(reply.get("created", True)),
+        )
+
+    async def interrupt(self, *, claim: bool = True, takeover: bool = False) -> str | None:
+        """Stop the current task after its current chunk; its id, or None when idle."""
+        reply = await self.call("interrupt", claim=claim, takeover=takeover)
+        return _task_id(reply)
+
+    async def cancel(
+        self, *, hard: bool = False, claim: bool = True, takeover: bool = False
+    ) -> str | None:
+        """Stop the current task (``hard``: at once); its id, or None when idle."""
+        reply = await self.call("cancel", {"hard": hard}, claim=claim, takeover=takeover)
+        return _task_id(reply)
+
+    async def stop(self, *, wait: float = 10.0, claim: bool = True, takeover: bool = False) -> bool:
+        """Ask the agent to shut down; True once it has left the registry within ``wait``.
+
+        Its current task goes back to its queue, for its next start.
+        """
+        await self.call("shutdown", {}, claim=claim, takeover=takeover)
+        deadline = time.monotonic() + wait
+        # Leaving the registry is the last step of an agent's shutdown.
+        while await self.status() is not None:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(STOP_POLL_S)
+        return True
+
+    async def _clean(self, text: str, cwd: str | None = None) -> tuple[str, int]:
+        """``text`` masked with the patterns that apply to this agent, and how many."""
+        if cwd is None:
+            view = await self.status()
+            cwd = view.entry.cwd if view is not None else None
+        clean = redactor_for(cwd, self._session.redactor).scrub(text)
+        return clean.text, clean.replaced
+
+
+def _task_id(reply: dict[str, Any]) -> str | None:
+    value = reply.get("task_id")
+    return str(value) if value else None
+
+
+class Attachment:
+    """An agent held by this session: entered by ``async with``, released on exit.
+
+    The hold is refreshed in the background while inside; :attr:`lost` turns true if
+    another session took the agent over meanwhile (changing calls are then refused).
+    """
+
+    def __init__(self, handle: AgentHandle, *, takeover: bool) -> None:
+        self.handle = handle
+        self._takeover = takeover
+        self.previous: OwnerInfo | None = None
+        """Who held the agent before a takeover, if anyone."""
+        self.lost = False
+        self._keeper: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Attachment:
+        self.previous = await self.handle.acquire(takeover=self._takeover)
+        self._keeper = asyncio.create_task(self._keep(), name=f"attach:{self.handle.id}")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._keeper is not None:
+            self._keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeper
+            self._keeper = None
+        if self.lost:
+            self.handle.disown()
+        else:
+            await self.handle.release()
+
+    async def _keep(self) -> None:
+        while True:
+            await asyncio.sleep(OWNER_REFRESH_S)
+            try:
+                still = await self.handle.refresh()
+            except CONNECTION_ERRORS:
+                continue  # the claim's TTL outlasts a short outage; retry next round
+            if not still:
+                self.lost = True
+                self.handle.disown()
+                return
+
+    async def call(self, method: str, params: dict[str, Any] | None = None, **options: Any) -> Any:
+        """:meth:`AgentHandle.call` as the holder."""
+        return await self.handle.call(method, params, **options)
+
+    async def send(self, text: str, **options: Any) -> Sent:
+        """:meth:`AgentHandle.send` as the holder."""
+        return await self.handle.send(text, **options)
+
+
+class PlanApi:
+    """The agent's ``plan.md``: read by anyone, changed by its holder or a one-call claim."""
+
+    def __init__(self, handle: AgentHandle) -> None:
+        self._handle = handle
+
+    async def get(self, *, timeout: float | None = None) -> Plan:
+        reply = await self._handle.call("plan.read", timeout=timeout)
+        return Plan(str(reply["text"]), str(reply["path"]), int(reply["bytes"]))
+
+    async def read(self, *, timeout: float | None = None) -> str:
+        """The plan's text; empty when the agent has none yet."""
+        return (await self.get(timeout=timeout)).text
+
+    async def write(self, text: str, *, claim: bool = True, takeover: bool = False) -> Written:
+        """Replace the plan with ``text`` (its secrets masked first)."""
+        return await self._store("plan.write", text, claim=claim, takeover=takeover)
+
+    async def append(self, text: str, *, claim: bool = True, takeover: bool = False) -> Written:
+        """Add a line to the plan (its secrets masked first)."""
+        return await self._store("plan.append", text, claim=claim, takeover=takeover)
+
+    async def delete(self, *, claim: bool = True, takeover: bool = False) -> bool:
+        """Remove the plan; False if there was none."""
+        reply = await self._handle.call(
+            "plan.delete", {"confirm": True}, claim=claim, takeover=takeover
+        )
+        return bool(reply["deleted"])
+
+    async def _store(self, method: str, text: str, *, claim: bool, takeover: bool) -> Written:
+        clean, masked = await self._handle._clean(text)
+        reply = await self._handle.call(method, {"text": clean}, claim=claim, takeover=takeover)
+        return Written(int(reply["bytes"]), masked)
+
+
+class KbApi:
+    """The agent's knowledge bases (SPEC §10): ``agent``, ``project`` and ``user`` scopes."""
+
+    def __init__(self, handle: AgentHandle) -> None:
+        self._handle = handle
+
+    async def search(self, scope: str, query: str, k: int | None = None) -> Rows:
+        """The passages most like ``query``, best first (``score``, ``doc_id``, ``text``…)."""
+        params: dict[str, Any] = {"scope": scope, "query": query}
+        if k is not None:
+            params["k"] = k
+        hits: Rows = (await self._handle.call("kb.search", params))["hits"]
+        return hits
+
+    async def list(self, scope: str) -> Rows:
+        """The documents of ``scope`` (``doc_id``, ``path``, ``chunks``, ``source_agent``)."""
+        reply = await self._handle.call("kb.list", {"scope": scope})
+        docs: Rows = reply["documents"]
+        return docs
+
+    async def export(self, scope: str, ids: Names) -> Rows:
+        """The chunks of the chosen documents, for :meth:`copy_from` on another agent."""
+        reply = await self._handle.call("kb.export", {"scope": scope, "ids": ids})
+        chunks: Rows = reply["chunks"]
+        return chunks
+
+    async def ingest(
+        self,
+        scope: str,
+        paths: Names,
+        *,
+        timeout: float = KB_INGEST_TIMEOUT_S,
+        on_progress: Callable[[KbProgress], None] | None = None,
+        claim: bool = True,
+        takeover: bool = False,
+    ) -> dict[str, Any]:
+        """Read files and directories into ``scope``; the agent's report.
+
+        Paths are resolved by the agent (absolute ones are safest). ``on_progress`` is
+        called for each file read, from the agent's ``kb.progress`` events; they may
+        trail the reply, so the report waits a moment for the last of them.
+        """
+        params = {"scope": scope, "paths": paths}
+        if on_progress is None:
+            report: dict[str, Any] = await self._handle.call(
+                "kb.ingest", params, timeout=timeout, claim=claim, takeover=takeover
+            )
+            return report
+        session = self._handle._session
+        tail = Tail(EventTail(session.client, session.keys))
+        tail.add(self._handle.id, None, backlog=0)
+        await tail.poll(wait=False)  # fixes the start: only this call's progress is seen
+        finished = asyncio.Event()
+
+        def seen(progress: KbProgress) -> None:
+            on_progress(progress)
+            if progress.done >= progress.total:
+                finished.set()
+
+        follow = asyncio.create_task(_follow_progress(tail, scope, seen))
+        try:
+            report = await self._handle.call(
+                "kb.ingest", params, timeout=timeout, claim=claim, takeover=takeover
+            )
+            if report["ingested"] or report["skipped"]:  # files were read
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(KB_PROGRESS_DRAIN_S):
+                        await finished.wait()
+        finally:
+            follow.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follow
+        return report
+
+    async def copy_from(
+        self,
+        source: str,
+        ids: Names,
+        *,
+        scope: str = "agent",
+        timeout: float = KB_INGEST_TIMEOUT_S,
+        claim: bool = True,
+        takeover: bool = False,
+    ) -> dict[str, Any]:
+        """Copy the chosen documents of ``source``'s agent kb into this agent's ``scope``."""
+        other = AgentHandle(self._handle._session, source)
+        chunks = await other.kb.export("agent", ids)
+        params = {"scope": scope, "chunks": chunks, "copied_from": source}
+        report: dict[str, Any] = await self._handle.call(
+            "kb.import", params, timeout=timeout, claim=claim, takeover=takeover
+        )
+        return report
+
+
+async def _follow_progress(tail: Tail, scope: str, seen: Callable[[KbProgress], None]) -> None:
+    """Report the agent's ``kb.progress`` events of ``scope`` until cancelled."""
+    while True:
+        for item in await tail.poll():
+            if isinstance(item, Event) and isinstance(progress := item.payload, KbProgress):
+                if progress.scope == scope:
+                    seen(progress)

@@ -1,0 +1,92 @@
+"""Reading agents' event streams: one multi-agent reader, or one agent's iterator.
+
+Both stand on :class:`~ateam.bus.events.EventTail`, which delivers each event once and
+in order per agent across reconnects, and reports trimmed ranges as :class:`Gap`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from ateam.bus.events import Event, Gap
+from ateam.bus.tail import EventTail
+
+__all__ = ["DEFAULT_BACKLOG", "Tail", "follow_one"]
+
+DEFAULT_BACKLOG = 100
+"""Events a tail started without an offset shows first: the agent's recent screen."""
+
+Item = Event | Gap
+
+
+class Tail:
+    """Follows the streams of any number of agents, each from its own offset.
+
+    Agents can be added and removed while iterating (a console's ``/tail``). Iterate
+    :meth:`batches` (or the tail itself) to follow with reconnects; :meth:`poll` reads
+    once. A dropped link is reported through ``on_connection(connected, failures)``.
+    """
+
+    def __init__(self, reader: EventTail) -> None:
+        self._reader = reader
+
+    def add(self, agent: str, after: int | None = None, *, backlog: int = DEFAULT_BACKLOG) -> None:
+        """Follow ``agent`` from the event after offset ``after``.
+
+        ``after=None`` starts with the newest ``backlog`` events; ``after=0`` replays
+        everything retained.
+        """
+        self._reader.add(agent, after, backlog=backlog)
+
+    def remove(self, agent: str) -> None:
+        self._reader.remove(agent)
+
+    def position(self, agent: str) -> int | None:
+        """The offset of the last event of ``agent`` delivered."""
+        return self._reader.position(agent)
+
+    def trusted(self, agent: str) -> int | None:
+        """The newest offset of ``agent`` delivered and known to be its own.
+
+        What a console saves as its resume point: an entry read in doubt may turn out to
+        be a stranger's, and a restart must resume before it.
+        """
+        return self._reader.trusted(agent)
+
+    @property
+    def agents(self) -> list[str]:
+        return self._reader.agents
+
+    async def poll(self, *, wait: bool = True) -> list[Item]:
+        """One read across every followed stream; blocks briefly if ``wait``.
+
+        Redis errors reach the caller (see :func:`~ateam.client.bus_errors`).
+        """
+        return await self._reader.poll(wait=wait)
+
+    def batches(self) -> AsyncIterator[list[Item]]:
+        """Non-empty batches, forever, reconnecting with backoff when Redis is away."""
+        return self._reader.batches()
+
+    async def __aiter__(self) -> AsyncIterator[Item]:
+        async for batch in self.batches():
+            for item in batch:
+                yield item
+
+
+async def follow_one(
+    tail: Tail, agent: str, from_offset: int | None, *, follow: bool, backlog: int
+) -> AsyncIterator[Item]:
+    """``agent``'s events from offset ``from_offset`` (that event first) on.
+
+    Without ``follow`` it ends once everything already in the stream is delivered.
+    """
+    after = None if from_offset is None else max(from_offset - 1, 0)
+    tail.add(agent, after, backlog=backlog)
+    if follow:
+        async for item in tail:
+            yield item
+        return
+    while items := await tail.poll(wait=False):
+        for item in items:
+            yield item

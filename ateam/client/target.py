@@ -1,0 +1,94 @@
+"""Which bus to talk to, and the few calls made before a team session exists.
+
+A front end resolves a :class:`Target` once (``--redis``, ``ATEAM_REDIS_URL``,
+``tools.yaml``, else the embedded server started on demand) and hands it to
+:meth:`Team.connect <ateam.client.Team.connect>`. Errors of the Redis library never
+reach a front end as such: :func:`bus_errors` turns them into ateam's one-line
+:class:`~ateam.errors.RedisUnavailable`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+
+from ateam.bus import bootstrap
+from ateam.bus.backoff import CONNECTION_ERRORS
+from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
+from ateam.bus.connection import resolve_target as _resolve_url
+from ateam.bus.keys import Keys
+
+if TYPE_CHECKING:
+    from ateam.config import ProjectConfig
+
+__all__ = [
+    "CONNECTION_ERRORS",
+    "Target",
+    "bus_errors",
+    "redeem_bootstrap",
+    "resolve_target",
+    "server_command",
+]
+
+Target = RedisTarget
+"""A resolved Redis endpoint with its credentials, TLS settings and key namespace."""
+
+
+def resolve_target(redis_url: str | None, project: ProjectConfig | None) -> Target:
+    """``redis_url`` (``--redis``), ATEAM_REDIS_URL, tools.yaml, else the embedded server.
+
+    The embedded server is started on demand; a project's namespace applies to it too.
+    """
+    transport = project.transport if project else None
+    namespace = project.namespace if project else None
+    found = _resolve_url(redis_url, transport=transport, namespace=namespace)
+    if found is not None:
+        return found
+    # Imported here: finding or starting the server is the only use of that module.
+    from ateam.bus.embedded import EmbeddedServer
+
+    embedded = EmbeddedServer().ensure()
+    if namespace:
+        return Target(
+            embedded.url, embedded.source, password=embedded.password, namespace=namespace
+        )
+    return embedded
+
+
+def server_command(action: str) -> int:
+    """``ateam server start|stop|status``: prints its result, returns the exit code."""
+    from ateam.bus.embedded import server_command as run
+
+    return run(action)
+
+
+@contextlib.contextmanager
+def bus_errors() -> Iterator[None]:
+    """Turn an error of the Redis library into :class:`~ateam.errors.RedisUnavailable`.
+
+    For front ends: a refused command (NOPERM, LOADING) or a dropped link becomes one
+    line with an exit code, not a traceback.
+    """
+    try:
+        yield
+    except RedisError as exc:
+        raise bus_error(exc) from exc
+
+
+async def redeem_bootstrap(target: Target, token: str, agent_id: str) -> dict[str, Any]:
+    """Use up a one-time bootstrap token for ``agent_id`` and return its record.
+
+    Raises:
+        BootstrapRefused: the token is unknown, expired, used, or for another agent.
+        RedisUnavailable: the bus cannot be reached or refused the request.
+    """
+    client = make_client(target)
+    try:
+        await ensure_reachable(client, target)
+        with bus_errors():
+            return await bootstrap.redeem(client, Keys(target.namespace), token, agent_id=agent_id)
+    finally:
+        await client.aclose()

@@ -1,0 +1,279 @@
+"""The team on one bus, as a session: who is there, their handles, events and notices.
+
+The front ends (the ``ateam`` verbs, both consoles, later MCP and web) stand on this,
+the way the docker CLI stands on its SDK: nothing above ``ateam.client`` talks to Redis.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from ateam.bus import bootstrap
+from ateam.bus.connection import ensure_reachable, make_client
+from ateam.bus.context import ContextItem, ContextStore, ContextType, Scope, Urgency
+from ateam.bus.keys import Keys
+from ateam.bus.ownership import Ownership
+from ateam.bus.registry import AgentView
+from ateam.bus.tail import EventTail
+from ateam.client._session import Session
+from ateam.client.agent import AgentHandle
+from ateam.client.notices import Notices
+from ateam.client.redaction import local_redactor
+from ateam.client.tail import Tail
+from ateam.client.target import Target
+from ateam.constants import TAKEOVER_GRACE_S
+from ateam.redact import Redactor
+
+__all__ = ["ContextApi", "Team", "session_id"]
+
+ConnectionWatcher = Callable[[bool, int], None]
+"""Told ``(connected, failures)`` when a tail loses or regains Redis."""
+
+
+def session_id(kind: str = "api") -> str:
+    """A session id ``kind:host:pid:random``: unique across hosts, containers and calls.
+
+    A bare pid repeats across hosts and containers, and two sessions with one id would
+    take each other for the same claimant.
+    """
+    return f"{kind}:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class Team:
+    """One session on the team's bus. Make it with :meth:`connect`; end it with :meth:`aclose`.
+
+    ``async with await Team.connect(target) as team:`` closes it on the way out.
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        client: aioredis.Redis,
+        *,
+        session: str,
+        redactor: Redactor,
+        on_connection: ConnectionWatcher | None = None,
+        takeover_grace_s: float = TAKEOVER_GRACE_S,
+    ) -> None:
+        self.target = target
+        self._client = client
+        self._keys = Keys(target.namespace)
+        self._session = Session.open(client, self._keys, session, redactor, takeover_grace_s)
+        self._on_connection = on_connection
+        self.context = ContextApi(ContextStore(client, self._keys, redactor=redactor))
+
+    @classmethod
+    def open(
+        cls,
+        target: Target,
+        *,
+        session: str | None = None,
+        redactor: Redactor | None = None,
+        on_connection: ConnectionWatcher | None = None,
+        takeover_grace_s: float = TAKEOVER_GRACE_S,
+    ) -> Team:
+        """A session on ``target``'s bus, made without any I/O (see :meth:`connect`).
+
+        For front ends that build their state synchronously and connect later: call
+        :meth:`ensure_reachable` before the first use.
+        """
+        return cls(
+            target,
+            make_client(target),
+            session=session or session_id(),
+            redactor=redactor if redactor is not None else local_redactor(),
+            on_connection=on_connection,
+            takeover_grace_s=takeover_grace_s,
+        )
+
+    async def ensure_reachable(self) -> None:
+        """Raises RedisUnavailable, with the reason in one line, if the bus cannot be reached."""
+        await ensure_reachable(self._client, self.target)
+
+    @property
+    def keys(self) -> Keys:
+        """The bus's key names (for tests and tools that inspect Redis beside the API)."""
+        return self._keys
+
+    @classmethod
+    async def connect(
+        cls,
+        target: Target,
+        *,
+        session: str | None = None,
+        redactor: Redactor | None = None,
+        on_connection: ConnectionWatcher | None = None,
+        takeover_grace_s: float = TAKEOVER_GRACE_S,
+    ) -> Team:
+        """Open a session on ``target``'s bus.
+
+        Args:
+            target: the bus (see :func:`~ateam.client.resolve_target`).
+            session: this session's id (default :func:`session_id`); agents show it
+                as their owner.
+            redactor: masks secrets in what this session sends (default: the project
+                of the current directory, see :func:`~ateam.client.local_redactor`).
+            on_connection: default watcher of the tails made by :meth:`tail`.
+            takeover_grace_s: how long a holder is given to finish on a takeover.
+
+        Raises:
+            RedisUnavailable: the bus cannot be reached.
+        """
+        team = cls.open(
+            target,
+            session=session,
+            redactor=redactor,
+            on_connection=on_connection,
+            takeover_grace_s=takeover_grace_s,
+        )
+        try:
+            await team.ensure_reachable()
+        except BaseException:
+            await team._client.aclose()
+            raise
+        return team
+
+    async def __aenter__(self) -> Team:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Let go of every agent still held, then close the connection."""
+        for agent in sorted(self._session.held):
+            await self.agent(agent).release()
+        await self._client.aclose()
+
+    @property
+    def session(self) -> str:
+        return self._session.name
+
+    @property
+    def redactor(self) -> Redactor:
+        return self._session.redactor
+
+    @property
+    def ownership(self) -> Ownership:
+        """The session's ownership: claims, refreshes and releases with its one token."""
+        return self._session.ownership
+
+    # the team ------------------------------------------------------------------------
+
+    async def agents(self) -> list[AgentView]:
+        """Every agent, connected or recently gone, sorted by id, in one round trip."""
+        return await self._session.registry.list()
+
+    async def status(self, agent_id: str) -> AgentView | None:
+        return await self._session.registry.get(agent_id)
+
+    async def has_events(self, agent_id: str) -> bool:
+        """Whether the agent's event stream exists (a stopped agent's events remain)."""
+        return bool(await self._client.exists(self._keys.events(agent_id)))
+
+    def agent(self, agent_id: str) -> AgentHandle:
+        """A handle on ``agent_id`` (``project/name``); nothing is checked yet."""
+        return AgentHandle(self._session, agent_id)
+
+    def tail(self, *, on_connection: ConnectionWatcher | None = None) -> Tail:
+        """A reader of several agents' events (add and remove them while reading)."""
+        watcher = on_connection if on_connection is not None else self._on_connection
+        return Tail(EventTail(self._client, self._keys, on_connection_change=watcher))
+
+    async def subscribe(self) -> Notices:
+        """Registry, session and context notices, subscribed before this returns."""
+        notices = Notices(self._client, self._keys, self.session)
+        await notices.open()
+        return notices
+
+    async def issue_bootstrap(
+        self, agent_id: str, spec: dict[str, Any], *, ttl_s: float = bootstrap.TOKEN_TTL_S
+    ) -> str:
+        """A one-time token that lets ``agent_id`` join from another host (SPEC §11).
+
+        ``spec`` (``cwd``, ``model``, an offload's seed…) is handed to the agent when it
+        redeems the token. The token is returned once and stored nowhere.
+        """
+        return await bootstrap.issue(
+            self._client, self._keys, agent_id=agent_id, spec=spec, ttl_s=ttl_s
+        )
+
+
+class ContextApi:
+    """The team context (SPEC §9): short-lived items agents and consoles tell each other.
+
+    Items are posted in a project; a project sees its own items and the ``global`` ones.
+    Texts are masked with the session's redactor before they are stored.
+    """
+
+    def __init__(self, store: ContextStore) -> None:
+        self._store = store
+
+    async def post(
+        self,
+        project: str,
+        *,
+        type: ContextType | str,
+        title: str,
+        content: str = "",
+        summary: str = "",
+        scope: Scope | str = Scope.PROJECT,
+        tags: Iterable[str] = (),
+        urgency: Urgency | str = Urgency.BACKGROUND,
+        source_agent: str = "",
+        source_runtime: str = "ateam",
+        ttl_s: float | None = None,
+    ) -> ContextItem:
+        """Store an item and announce it; see :meth:`ContextStore.post` for the limits.
+
+        Raises:
+            BadRequest: an argument is invalid; nothing is stored.
+        """
+        options: dict[str, Any] = {} if ttl_s is None else {"ttl_s": ttl_s}
+        return await self._store.post(
+            project,
+            type=type,
+            title=title,
+            content=content,
+            summary=summary,
+            scope=scope,
+            tags=tags,
+            urgency=urgency,
+            source_agent=source_agent,
+            source_runtime=source_runtime,
+            **options,
+        )
+
+    async def ls(
+        self,
+        project: str,
+        *,
+        scopes: Iterable[Scope | str] | None = None,
+        types: Iterable[ContextType | str] | None = None,
+        tags: Iterable[str] | None = None,
+        min_urgency: Urgency | str | None = None,
+        limit: int = 50,
+    ) -> list[ContextItem]:
+        """The project's live items and the global ones, newest first."""
+        return await self._store.list(
+            project, scopes=scopes, types=types, tags=tags, min_urgency=min_urgency, limit=limit
+        )
+
+    async def get(self, project: str, item_id: str) -> ContextItem | None:
+        return await self._store.get(project, item_id)
+
+    async def search(self, project: str, query: str, *, limit: int = 20) -> list[ContextItem]:
+        """Items containing every word of ``query`` (title, summary, content or tags)."""
+        return await self._store.search(project, query, limit=limit)

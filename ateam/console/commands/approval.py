@@ -1,0 +1,67 @@
+"""Commands that answer what the attached agent waits for: tool calls and proposed diffs."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from ateam.console.commands.base import Call, Command
+from ateam.errors import UsageError
+
+
+async def pending(call: Call) -> None:
+    reply = await call.console.agent(call.console.require_attached()).call("approval.list")
+    for request in reply["pending"]:
+        what = request.get("path") or json.dumps(request.get("args"), default=str)
+        call.view.info(f"{request['request_id']}: {request['tool']} {what}")
+    if not reply["pending"]:
+        call.view.info("nothing is waiting")
+
+
+async def _answer(call: Call, request: str | None, decision: str, **extra: Any) -> None:
+    params: dict[str, Any] = {"decision": decision, **extra}
+    if request:
+        params["request_id"] = request
+    agent = call.console.agent(call.console.require_writer())
+    reply = await agent.call("approval.answer", params)
+    call.view.info(f"{reply['request_id']}: {reply['decision']}")
+
+
+async def approve(call: Call) -> None:
+    await _answer(call, call.args[0] if call.args else None, "approve")
+
+
+async def reject(call: Call) -> None:
+    await _answer(call, call.args[0] if call.args else None, "reject")
+
+
+async def edit(call: Call) -> None:
+    console = call.console
+    agent = console.agent(console.require_writer())
+    waiting = (await agent.call("approval.list", {"full": True}))["pending"]
+    wanted = [
+        r
+        for r in waiting
+        if r.get("kind") == "diff" and (not call.args or r["request_id"] == call.args[0])
+    ]
+    if not wanted:
+        raise UsageError(
+            "no proposed diff is waiting" + (f" with id {call.args[0]}" if call.args else "")
+        )
+    request = wanted[0]
+    suffix = os.path.splitext(str(request.get("path", "")))[1] or ".txt"
+    edited = await console.edit_text(str(request.get("new_content", "")), suffix=suffix)
+    if edited is None:
+        call.view.info("editor failed; nothing was answered")
+        return
+    await _answer(call, request["request_id"], "edit", content=edited)
+
+
+COMMANDS = (
+    Command("approve", approve, "[REQ]", "approve the waiting tool call"),
+    Command("apply", approve, "[REQ]", "apply the proposed diff"),
+    Command("reject", reject, "[REQ]", "reject the waiting call or diff"),
+    Command("edit", edit, "[REQ]", "edit the proposed file in $EDITOR, apply it"),
+    Command("pending", pending, "", "requests waiting for an answer"),
+)

@@ -1,0 +1,83 @@
+"""``/context``: the team's context items (SPEC §9), listed or posted from the console."""
+
+from __future__ import annotations
+
+import time
+
+from ateam.console.commands.base import Call, Command, Parsed, csv
+from ateam.console.projects import home_project
+
+CONTEXT_COLUMNS = ["id", "age", "type", "urgency", "scope", "source", "title"]
+_OPTIONS = ("--type", "--urgency", "--scope", "--tags", "--content", "--tag")
+
+
+async def context(call: Call) -> None:
+    args = call.args
+    action = args[0] if args and not args[0].startswith("--") else "ls"
+    parsed = call.parse(args[1:] if args and args[0] == action else args, options=_OPTIONS)
+    if action == "post":
+        await _post(call, parsed)
+    elif action == "ls" and not parsed.positional:
+        await _ls(call, parsed)
+    else:
+        raise call.bad()
+
+
+async def _post(call: Call, parsed: Parsed) -> None:
+    if not parsed.positional:
+        raise call.bad("post needs a TITLE")
+    console = call.console
+    project = (await home_project(console)).name
+    options = parsed.options
+    title, content = console.clean(" ".join(parsed.positional), options.get("--content", ""))
+    item = await console.team.context.post(
+        project,
+        type=options.get("--type", "status"),
+        title=title,
+        content=content,
+        urgency=options.get("--urgency", "background"),
+        scope=options.get("--scope", "project"),
+        tags=csv(options.get("--tags")),
+        source_runtime="console",
+    )
+    call.view.info(f"posted {item.id} to {project} ({item.scope}, {item.urgency})")
+
+
+async def _ls(call: Call, parsed: Parsed) -> None:
+    console = call.console
+    project = (await home_project(console)).name
+    options = parsed.options
+    items = await console.team.context.ls(
+        project,
+        types=csv(options.get("--type")),
+        scopes=csv(options.get("--scope")),
+        tags=csv(options.get("--tag") or options.get("--tags")),
+        min_urgency=options.get("--urgency"),
+    )
+    if not items:
+        call.view.info(f"no context items in {project}")
+        return
+    now = time.time()
+    rows = [
+        {
+            "id": item.id,
+            "age": f"{max(0, int(now - item.created_at))}s",
+            "type": str(item.type),
+            "urgency": str(item.urgency),
+            "scope": str(item.scope),
+            "source": item.source_agent or item.source_runtime,
+            "title": item.title[:80],
+        }
+        for item in items
+    ]
+    call.view.table(rows, CONTEXT_COLUMNS)
+
+
+COMMANDS = (
+    Command(
+        "context",
+        context,
+        "[ls|post] [--type T] [--urgency U] [--scope S] [--tags A,B] [--content C] [TITLE]",
+        "the team's context items; post shares one",
+    ),
+)

@@ -1,0 +1,232 @@
+"""The stream pane: a :class:`RichLog` whose kept rows cost the garbage collector nothing."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Self, cast, overload
+
+from rich.cells import cell_len
+from rich.console import ConsoleOptions, RenderableType
+from rich.measure import measure_renderables
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.strip import Strip
+from textual.widgets import RichLog
+
+STYLES_MAX = 4096
+"""Distinct styles the stream pane numbers before it forgets those no kept row uses."""
+LINE_CACHE = 256
+"""Rows of the stream pane kept drawn as strips: a few screens' worth for scrolling."""
+
+Row = tuple[str | int, ...]
+"""One row of the stream pane: each segment's text followed by its style's number."""
+
+
+def _pairs(row: Row) -> Iterator[tuple[str, int]]:
+    """The ``(text, style number)`` of each segment of ``row``."""
+    return zip(cast("tuple[str, ...]", row[0::2]), cast("tuple[int, ...]", row[1::2]), strict=True)
+
+
+class StreamLog(RichLog):
+    """A :class:`RichLog` whose kept rows cost the garbage collector nothing.
+
+    RichLog keeps each row as a :class:`Strip`: the strip, its segment list, seven
+    caches, and a second strip cached in the first, some twenty objects per row that
+    CPython's cycle collector walks on every full collection. A full scrollback is
+    100 000 objects more, and a flood, which replaces them every second or so, sets off
+    such collections about as often: each stopped the app for 50-200 ms, keystrokes
+    included. Here a row is a tuple of strings and style numbers, which the collector
+    stops tracking at its first pass; rows become strips only when drawn, and only
+    those on screen are kept drawn (:data:`LINE_CACHE`).
+
+    ``lines`` still reads as RichLog's list of strips, made on demand.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._rows: list[Row] = []
+        self._styles: list[Style | None] = []
+        self._style_ids: dict[Style | None, int] = {}
+        self._styles_max = STYLES_MAX
+        super().__init__(**kwargs)
+        self._line_cache = LRUCache(LINE_CACHE)
+
+    @property  # type: ignore[override]  # read-only strips over the rows, not a list
+    def lines(self) -> Sequence[Strip]:
+        return _Strips(self)
+
+    @lines.setter
+    def lines(self, value: list[Strip]) -> None:
+        # Only RichLog.__init__ assigns, an empty list: rows are added by ``write``.
+        self._rows = [self._row(list(strip))[0] for strip in value]
+
+    def write(
+        self,
+        content: RenderableType | object,
+        width: int | None = None,
+        expand: bool = False,
+        shrink: bool = True,
+        scroll_end: bool | None = None,
+        animate: bool = False,
+    ) -> Self:
+        """Render ``content`` into rows at the bottom of the log (as RichLog does)."""
+        if not self._size_known:
+            # RichLog queues the write and replays it here once the size is known.
+            return super().write(content, width, expand, shrink, scroll_end, animate)
+        renderable = self._make_renderable(content)
+        console = self.app.console
+        options = console.options
+        if isinstance(renderable, Text) and not self.wrap:
+            options = options.update(overflow="ignore", no_wrap=True)
+        if width is None:
+            width = self._render_width(renderable, options, expand=expand, shrink=shrink)
+        lines = Segment.split_lines(console.render(renderable, options.update_width(width)))
+        rows = self._rows_of(lines)
+        if not rows:  # nothing rendered still takes a row, as in RichLog
+            rows.append(((" " * width, self._style_id(None)), width))
+        self._add(rows, scroll_end, animate)
+        return self
+
+    def write_lines(
+        self, texts: Iterable[Text], width: int | None, *, scroll_end: bool | None = None
+    ) -> None:
+        """Write each of ``texts`` as ``write(text, width)`` would, all in one go.
+
+        A line that fits ``width`` is made into its segments directly: Rich's wrapping
+        would leave it as it is, at twenty times the cost (25 µs a line against 1).
+        """
+        if not self._size_known or width is None:
+            self.write(Text("\n").join(texts), width, scroll_end=scroll_end)
+            return
+        console = self.app.console
+        options = console.options.update_width(width)
+        if not self.wrap:
+            options = options.update(overflow="ignore", no_wrap=True)
+
+        def lines() -> Iterator[Iterable[Segment]]:
+            for text in texts:
+                plain = text.plain
+                simple = "\t" not in plain and text.justify in (None, "default")
+                if not simple or cell_len(plain) > width:
+                    yield from Segment.split_lines(console.render(text, options))
+                elif text.spans:
+                    yield text.render(console)
+                else:
+                    # Text.render leaves out the text's own style when it has no spans.
+                    yield [Segment(plain, console.get_style(text.style))] if plain else []
+
+        self._add(self._rows_of(lines()), scroll_end, animate=False)
+
+    def _rows_of(self, lines: Iterable[Iterable[Segment]]) -> deque[tuple[Row, int]]:
+        """``lines`` as rows, with their widths; only as many as the log keeps."""
+        if len(self._styles) > self._styles_max:
+            self._renumber_styles()
+        # Rows that would be trimmed at once are never kept, nor their styles numbered.
+        return deque(map(self._row, lines), maxlen=self.max_lines)
+
+    def _add(self, rows: deque[tuple[Row, int]], scroll_end: bool | None, animate: bool) -> None:
+        if not rows:
+            return
+        self._rows.extend(row for row, _ in rows)
+        self._widest_line_width = max(self._widest_line_width, *(cells for _, cells in rows), 0)
+        if self.max_lines is not None and len(self._rows) > self.max_lines:
+            excess = len(self._rows) - self.max_lines
+            self._start_line += excess
+            del self._rows[:excess]
+            self.refresh()
+        self.virtual_size = Size(self._widest_line_width, len(self._rows))
+        if self.auto_scroll if scroll_end is None else scroll_end:
+            self.scroll_end(animate=animate, immediate=False, x_axis=False)
+
+    def _render_width(
+        self, renderable: RenderableType, options: ConsoleOptions, *, expand: bool, shrink: bool
+    ) -> int:
+        """RichLog's width for a write that names none: measured, fitted to the pane."""
+        measured = measure_renderables(self.app.console, options, [renderable]).maximum
+        pane = self.scrollable_content_region.width
+        width = measured
+        if expand and measured < pane:
+            width = pane
+        if shrink and measured > pane:
+            width = pane
+        return max(width, self.min_width)
+
+    def _row(self, line: Iterable[Segment]) -> tuple[Row, int]:
+        """``line`` as a row, and its width in cells."""
+        row: list[str | int] = []
+        cells = 0
+        for text, style, control in line:
+            if control:
+                continue  # cursor movement: a row of a log has nowhere to move it to
+            row += (text, self._style_id(style))
+            cells += cell_len(text)
+        return tuple(row), cells
+
+    def _style_id(self, style: Style | None) -> int:
+        found = self._style_ids.get(style)
+        if found is None:
+            found = self._style_ids[style] = len(self._styles)
+            self._styles.append(style)
+        return found
+
+    def _renumber_styles(self) -> None:
+        """Forget the styles no kept row uses (output in ever new colours, say)."""
+        styles, self._styles, self._style_ids = self._styles, [], {}
+        self._rows = [
+            tuple(item for text, i in _pairs(row) for item in (text, self._style_id(styles[i])))
+            for row in self._rows
+        ]
+        # Renumbering is a pass over every row: when most styles are in use, wait longer.
+        self._styles_max = max(STYLES_MAX, 2 * len(self._styles))
+        self._line_cache.clear()
+
+    def strip(self, y: int) -> Strip:
+        """Row ``y`` (0 is the oldest kept) as a strip."""
+        styles = self._styles
+        return Strip([Segment(text, styles[i]) for text, i in _pairs(self._rows[y])])
+
+    def clear(self) -> Self:
+        self._rows.clear()
+        self._styles.clear()
+        self._style_ids.clear()
+        self._line_cache.clear()
+        self._start_line = 0
+        self._widest_line_width = 0
+        self._deferred_renders.clear()
+        self.virtual_size = Size(0, 0)
+        self.refresh()
+        return self
+
+    def _render_line(self, y: int, scroll_x: int, width: int) -> Strip:
+        if y >= len(self._rows):
+            return Strip.blank(width, self.rich_style)
+        key = (y + self._start_line, scroll_x, width, self._widest_line_width)
+        line = self._line_cache.get(key)
+        if line is None:
+            line = self.strip(y).crop_extend(scroll_x, scroll_x + width, self.rich_style)
+            self._line_cache[key] = line
+        return line
+
+
+class _Strips(Sequence[Strip]):
+    """A :class:`StreamLog`'s rows read as strips, made as they are read."""
+
+    def __init__(self, log: StreamLog) -> None:
+        self._log = log
+
+    def __len__(self) -> int:
+        return len(self._log._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Strip: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Strip]: ...
+
+    def __getitem__(self, index: int | slice) -> Strip | list[Strip]:
+        if isinstance(index, slice):
+            return [self._log.strip(y) for y in range(len(self))[index]]
+        return self._log.strip(range(len(self))[index])

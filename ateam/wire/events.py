@@ -1,0 +1,212 @@
+"""Event types and the typed payload of each (SPEC §4.2).
+
+An event on the wire is a msgpack map: ``type``, ``ts``, the envelope, and the fields
+of its payload. :func:`parse_payload` turns those fields into the model of the event's
+type, once, where a consumer first reads them; renderers and clients then read
+attributes. Payloads are read leniently — an agent of another version may add fields
+(kept, under ``model_extra``) or leave optional ones out (defaults) — and a payload that
+does not fit its model at all becomes :class:`Malformed`, which a console shows as a
+warning instead of failing on it.
+"""
+
+from __future__ import annotations
+
+import base64
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class EventType(StrEnum):
+    TOKEN = "token"
+    TOOL_START = "tool.start"
+    TOOL_OUTPUT = "tool.output"
+    TOOL_END = "tool.end"
+    TASK_START = "task.start"
+    TASK_END = "task.end"
+    WARN = "warn"
+    ERROR = "error"
+    STATE = "state"
+    MODEL_SWITCH = "model.switch"
+    HANDOFF = "handoff"
+    DIFF_PROPOSED = "diff.proposed"
+    APPROVAL_REQUEST = "approval.request"
+    APPROVAL_RESOLVED = "approval.resolved"
+    PROMPT = "prompt"
+    OWNERSHIP = "ownership"
+    CONTEXT = "context"
+    KB_PROGRESS = "kb.progress"
+
+
+class Payload(BaseModel):
+    """Fields every payload may carry: the task and trace it belongs to."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+    task_id: str | None = None
+    trace_id: str | None = None
+
+
+class Chunk(Payload):
+    """``token`` and ``tool.output``: a piece of text, or of bytes that are not UTF-8."""
+
+    text: str | None = None
+    b64: str | None = None
+    call_id: str | None = None
+    name: str | None = None
+
+    def data(self) -> bytes:
+        """The chunk's bytes; undecodable base64 becomes a visible marker, not an error."""
+        if self.b64 is not None:
+            try:
+                return base64.b64decode(self.b64, validate=True)
+            except ValueError:
+                return b"<undecodable binary chunk>"
+        return (self.text or "").encode()
+
+
+class ToolStart(Payload):
+    call_id: str | None = None
+    name: str = "?"
+    input: Any = None
+
+
+class ToolEnd(Payload):
+    call_id: str | None = None
+    name: str = "?"
+    ok: bool = False
+    duration_s: int | float | None = None  # shown as sent: 1 stays "1", not "1.0"
+    exit_code: int | None = None
+    error: str | None = None
+    code: str | None = None
+    reason: str | None = None
+
+
+class TaskStart(Payload):
+    text: str = ""
+    source: str = ""
+    attempt: int = 0
+
+
+class TaskEnd(Payload):
+    ok: bool = False
+    error: str | None = None
+    duration_s: int | float | None = None  # shown as sent: 1 stays "1", not "1.0"
+    tokens_in: int = 0
+    tokens_out: int = 0
+    iterations: int = 0
+
+
+class Notice(Payload):
+    """``warn`` and ``error``: a message for people and, for a warning, a stable code."""
+
+    msg: str = ""
+    code: str | None = None
+
+
+class StateChange(Payload):
+    state: str = "?"
+
+
+class ModelSwitch(Payload):
+    from_: str | None = Field(default=None, alias="from")
+    to: str | None = None
+    reason: str | None = None
+    usage: Any = None
+
+
+class Handoff(Payload):
+    action: str | None = None
+    sequence: int | None = None
+    checksum: str | None = None
+    ready: bool | None = None
+    next_steps: int = 0
+    from_: str | None = Field(default=None, alias="from")
+    to: str | None = None
+
+
+class ApprovalRequest(Payload):
+    """``approval.request`` and ``diff.proposed``."""
+
+    request_id: str = "?"
+    kind: str = ""
+    tool: str = ""
+    args: dict[str, Any] = {}
+    created: float | None = None
+    expires: float | None = None
+    path: str | None = None
+    """``diff.proposed``: the file the patch changes."""
+    diff: str = ""
+
+
+class ApprovalResolved(Payload):
+    request_id: str = "?"
+    decision: str = ""
+    by: str | None = None
+    reason: str | None = None
+
+
+class PromptChange(Payload):
+    action: str = ""
+    reason: str | None = None
+    version: int | None = None
+
+
+class OwnershipChange(Payload):
+    owner: str | None = None
+    previous: str | None = None
+
+
+class ContextChange(Payload):
+    action: str = ""
+    reason: str | None = None
+    error: str | None = None
+
+
+class KbProgress(Payload):
+    scope: str = ""
+    done: int = 0
+    total: int = 0
+    path: str = ""
+
+
+class Malformed(Payload):
+    """A payload that did not fit its type's model; ``problem`` says how."""
+
+    problem: str = ""
+
+
+PAYLOADS: dict[str, type[Payload]] = {
+    EventType.TOKEN: Chunk,
+    EventType.TOOL_START: ToolStart,
+    EventType.TOOL_OUTPUT: Chunk,
+    EventType.TOOL_END: ToolEnd,
+    EventType.TASK_START: TaskStart,
+    EventType.TASK_END: TaskEnd,
+    EventType.WARN: Notice,
+    EventType.ERROR: Notice,
+    EventType.STATE: StateChange,
+    EventType.MODEL_SWITCH: ModelSwitch,
+    EventType.HANDOFF: Handoff,
+    EventType.DIFF_PROPOSED: ApprovalRequest,
+    EventType.APPROVAL_REQUEST: ApprovalRequest,
+    EventType.APPROVAL_RESOLVED: ApprovalResolved,
+    EventType.PROMPT: PromptChange,
+    EventType.OWNERSHIP: OwnershipChange,
+    EventType.CONTEXT: ContextChange,
+    EventType.KB_PROGRESS: KbProgress,
+}
+"""Event type → the model of its payload; a type not listed (a newer agent's) is a bare
+:class:`Payload` with every field kept as extra."""
+
+
+def parse_payload(etype: str, data: dict[str, Any]) -> Payload:
+    """The typed payload of an event of type ``etype``; never raises."""
+    model = PAYLOADS.get(etype, Payload)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False, include_input=False)[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        return Malformed(problem=f"{etype} event: '{where}' {problem['msg'].lower()}")

@@ -1,0 +1,30 @@
+"""An in-process agent on the echo model and a team session on the test's bus."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from ateam.agent.process import Agent
+from ateam.client import Target, Team
+from ateam.config import standalone_agent
+from ateam.providers import EchoProvider
+from ateam.redact import Redactor
+
+
+@pytest.fixture
+async def agent(target: Target, tmp_path: Path) -> AsyncIterator[Agent]:
+    config = standalone_agent("proj", "zeus", tmp_path)
+    a = Agent(config, target, EchoProvider())
+    await a._start()
+    yield a
+    a.request_shutdown()
+    await a._shutdown()
+
+
+@pytest.fixture
+async def team(target: Target) -> AsyncIterator[Team]:
+    async with await Team.connect(target, redactor=Redactor(), takeover_grace_s=0.1) as t:
+        yield t

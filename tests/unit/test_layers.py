@@ -1,0 +1,199 @@
+"""The layering of ``ateam/``, checked on the source: front ends stand on the client,
+``tools/`` imports nothing above it, and no modules import each other in a circle.
+
+Every import counts: at module level, inside functions (lazy imports) and under
+``TYPE_CHECKING`` — a lazy import runs back up the layers just the same.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "ateam"
+
+FRONT_ENDS = ("cli.py", "console", "mcp", "mcp_server.py", "web")
+"""Front ends, relative to ``ateam/``: they talk to the bus only through ``ateam.client``."""
+ABOVE_TOOLS = ("ateam.agent", "ateam.console", "ateam.client", "ateam.fleet", "ateam.cli")
+"""What ``tools/`` must not import: everything that stands on it."""
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported module, where it is imported."""
+
+    module: str
+    path: Path
+    line: int
+
+    def where(self) -> str:
+        return f"{self.path.relative_to(PACKAGE.parent)}:{self.line} imports {self.module}"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports_of(path: Path, known: dict[str, Path]) -> Iterator[Import]:
+    """Every ``ateam`` module the file at ``path`` imports, anywhere in it."""
+    source = path.read_text(encoding="utf-8")
+    for module, line in imports_in(source, module_name(path), path.name == "__init__.py", known):
+        yield Import(module, path, line)
+
+
+def imports_in(
+    source: str, name: str, is_package: bool, known: dict[str, Path]
+) -> Iterator[tuple[str, int]]:
+    """``(module, line)`` of every import in ``source``, the text of module ``name``.
+
+    ``from ateam.x import y`` is an import of ``ateam.x.y`` when that is a module, else
+    of ``ateam.x``; relative imports are resolved against the module's package.
+    """
+    package = name if is_package else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source, name)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                yield (full if full in known else base), node.lineno
+
+
+def files_under(*relative: str) -> list[Path]:
+    found: list[Path] = []
+    for item in relative:
+        path = PACKAGE / item
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            found.extend(sorted(path.rglob("*.py")))
+    return found
+
+
+def within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def test_no_front_end_imports_the_bus() -> None:
+    known = all_modules()
+    bad = sorted(
+        {
+            found.where()
+            for path in files_under(*FRONT_ENDS)
+            for found in imports_of(path, known)
+            if within(found.module, "ateam.bus")
+        }
+    )
+    assert not bad, "front ends must use ateam.client, not the bus:\n" + "\n".join(bad)
+
+
+def test_the_check_sees_every_form_of_import() -> None:
+    """``import``, ``from … import``, ``from ateam import bus``, relative, typing-only, lazy."""
+    source = (
+        "import ateam.bus.events\n"
+        "from ateam.bus.rpc import RpcClient\n"
+        "from ateam import bus\n"
+        "from ..bus import codec\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from ateam.bus import Keys\n"
+        "def later():\n"
+        "    import ateam.bus\n"
+    )
+    found = sorted(imports_in(source, "ateam.console.probe", False, all_modules()), key=_line)
+    assert [module for module, _ in found if within(module, "ateam.bus")] == [
+        "ateam.bus.events",
+        "ateam.bus.rpc",
+        "ateam.bus",
+        "ateam.bus.codec",
+        "ateam.bus",
+        "ateam.bus",
+    ]
+
+
+def _line(found: tuple[str, int]) -> int:
+    return found[1]
+
+
+def test_tools_import_nothing_above_them() -> None:
+    known = all_modules()
+    bad = sorted(
+        {
+            found.where()
+            for path in files_under("tools")
+            for found in imports_of(path, known)
+            if any(within(found.module, above) for above in ABOVE_TOOLS)
+        }
+    )
+    assert not bad, "tools/ must import nothing above it:\n" + "\n".join(bad)
+
+
+def test_no_import_circle() -> None:
+    known = all_modules()
+    graph = {
+        name: sorted({i.module for i in imports_of(path, known) if i.module in known} - {name})
+        for name, path in known.items()
+    }
+    circles = [sorted(group) for group in strongly_connected(graph) if len(group) > 1]
+    assert not circles, "modules of ateam/ import each other in a circle:\n" + "\n".join(
+        " ⇄ ".join(group) for group in circles
+    )
+
+
+def strongly_connected(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative: the groups of modules that reach each other."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(graph[step])))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                groups.append(group)
+    return groups
+
+
+def test_circles_are_found() -> None:
+    graph = {"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"], "e": []}
+    assert [sorted(g) for g in strongly_connected(graph) if len(g) > 1] == [["a", "b", "c"]]
