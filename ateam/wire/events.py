@@ -81,6 +81,10 @@ class ToolEnd(Payload):
     error: str | None = None
     code: str | None = None
     reason: str | None = None
+    """Why a command ended (``exited``, ``timeout``, ``killed`` …)."""
+    total_bytes: int | None = None
+    """All the output a command wrote, including what was not kept."""
+    truncated: bool | None = None
 
 
 class TaskStart(Payload):
@@ -138,6 +142,7 @@ class ApprovalRequest(Payload):
     path: str | None = None
     """``diff.proposed``: the file the patch changes."""
     diff: str = ""
+    patch_id: str | None = None
 
 
 class ApprovalResolved(Payload):

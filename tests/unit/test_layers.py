@@ -197,3 +197,19 @@ def strongly_connected(graph: dict[str, list[str]]) -> list[list[str]]:
 def test_circles_are_found() -> None:
     graph = {"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"], "e": []}
     assert [sorted(g) for g in strongly_connected(graph) if len(g) > 1] == [["a", "b", "c"]]
+
+
+LONG_MODULE_LINES = 620
+"""Past this a module says, in its docstring's first lines, why it stays one file."""
+
+
+def test_a_long_module_says_why_it_is_long() -> None:
+    unexplained = []
+    for name, path in all_modules().items():
+        source = path.read_text(encoding="utf-8")
+        if source.count("\n") <= LONG_MODULE_LINES:
+            continue
+        opening = " ".join((ast.get_docstring(ast.parse(source)) or "").split("\n")[:6])
+        if "on purpose" not in opening:
+            unexplained.append(f"{name} ({source.count(chr(10))} lines)")
+    assert not unexplained, f"long modules without a reason in their first lines: {unexplained}"

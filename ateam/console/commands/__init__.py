@@ -37,7 +37,15 @@ from ateam.errors import UsageError
 if TYPE_CHECKING:
     from ateam.completion import CommandCompleter
 
-__all__ = ["COMMANDS", "Call", "Command", "command_line", "completer", "run_line"]
+__all__ = [
+    "COMMANDS",
+    "Call",
+    "Command",
+    "command_line",
+    "completer",
+    "palette_entries",
+    "run_line",
+]
 
 COMMANDS: Mapping[str, Command] = {
     command.name: command
@@ -76,6 +84,11 @@ async def _run_command(console: ConsoleSession, text: str) -> None:
     if command is None:
         raise UsageError(f"unknown command /{words[0]}")
     await command.run(Call(console, command, words[1:], COMMANDS))
+
+
+def palette_entries() -> list[tuple[str, str, str]]:
+    """Every command as the F1 palette lists it: name, usage, help line."""
+    return [(c.name, c.usage, c.help) for c in COMMANDS.values()]
 
 
 def command_line(name: str, *args: str) -> str:

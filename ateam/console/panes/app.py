@@ -34,7 +34,7 @@ from textual.widgets.option_list import Option
 
 from ateam.client import AgentStatus
 from ateam.completion import TabCycler
-from ateam.console.commands import command_line, completer
+from ateam.console.commands import command_line, completer, palette_entries
 from ateam.console.controller import ConsoleController
 from ateam.console.panes.agent_list import STATE_STYLES, agent_prompt
 from ateam.console.panes.ask import AskScreen
@@ -330,11 +330,18 @@ class ConsoleApp(App[str]):
         if len(self.screen_stack) > 1:
             return  # a palette or a question is already open
 
-        def chosen(agent: str | None) -> None:
-            if agent:
-                self._commands.put_nowait(command_line("attach", agent))
+        def chosen(choice: str | None) -> None:
+            if choice is None:
+                return
+            if choice.startswith("/"):  # a command: left in the bar for its arguments
+                bar = self.query_one("#command", CommandInput)
+                bar.value = f"{choice} "
+                bar.cursor_position = len(bar.value)
+                bar.focus()
+                return
+            self._commands.put_nowait(command_line("attach", choice))
 
-        self.push_screen(PaletteScreen(self._agent_ids), chosen)
+        self.push_screen(PaletteScreen(self._agent_ids, palette_entries), chosen)
 
     def _agent_ids(self) -> list[str]:
         return sorted(self.controller.known) if self.controller is not None else []

@@ -1,8 +1,13 @@
-"""F1: the agent palette."""
+"""F1: the palette — the agents to attach to, and (after a ``/``) the console's commands.
+
+The commands come from the one command table (:data:`ateam.console.commands.COMMANDS`),
+the same one ``/help`` and TAB read, so the palette never lists a command that does
+not exist or misses one that does.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -14,9 +19,17 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
+CommandEntry = tuple[str, str, str]
+"""A command as the palette lists it: name, usage, help line."""
+
 
 class PaletteScreen(ModalScreen[str | None]):
-    """F1: a filterable list of the agents on the bus; Enter attaches to the chosen one."""
+    """F1: a filterable list of the agents on the bus; Enter attaches to the chosen one.
+
+    A filter that starts with ``/`` lists the commands instead; choosing one gives back
+    ``/name`` for the command bar. The screen is dismissed with the agent id, the
+    ``/name`` or ``None``.
+    """
 
     DEFAULT_CSS = """
     PaletteScreen { align: center middle; }
@@ -30,9 +43,14 @@ class PaletteScreen(ModalScreen[str | None]):
         Binding("down", "move(1)", show=False),
     ]
 
-    def __init__(self, agents: Callable[[], list[str]]) -> None:
+    def __init__(
+        self,
+        agents: Callable[[], list[str]],
+        commands: Callable[[], Sequence[CommandEntry]] = lambda: (),
+    ) -> None:
         super().__init__()
         self._agents = agents
+        self._commands = commands
 
     def compose(self) -> ComposeResult:
         with Vertical(id="palette"):
@@ -46,10 +64,18 @@ class PaletteScreen(ModalScreen[str | None]):
 
     def refilter(self, text: str) -> None:
         needle = text.strip().lower()
-        ids = [a for a in self._agents() if needle in a.lower()]
         matches = self.query_one("#matches", OptionList)
-        matches.set_options(Option(Text(agent), id=agent) for agent in ids)
-        if ids:
+        if needle.startswith("/"):
+            word = needle[1:]
+            options = [
+                Option(Text(f"{usage}  — {help_line}"), id=f"/{name}")
+                for name, usage, help_line in self._commands()
+                if word in name
+            ]
+        else:
+            options = [Option(Text(a), id=a) for a in self._agents() if needle in a.lower()]
+        matches.set_options(options)
+        if options:
             matches.highlighted = 0
 
     @on(Input.Changed, "#filter")

@@ -200,6 +200,29 @@ async def test_palette_filters_agents_and_enter_attaches(
         assert "▸ proj/hera" in agent_row(app, "proj/hera")
 
 
+async def test_palette_lists_the_command_table_after_a_slash(target: RedisTarget) -> None:
+    from ateam.console.commands import COMMANDS
+    from ateam.console.panes.command_input import CommandInput
+
+    app = make_app(target)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        await pilot.press("f1")
+        await async_wait_for(lambda: isinstance(app.screen, PaletteScreen))
+        await pilot.press("/")
+        matches = app.screen.query_one("#matches", OptionList)
+        # Every command of the one table, no other list.
+        await async_wait_for(lambda: matches.option_count == len(COMMANDS))
+        await pilot.press("p", "l", "a", "n")
+        await async_wait_for(lambda: matches.option_count == 1)
+        assert matches.get_option_at_index(0).id == "/plan"
+        assert COMMANDS["plan"].help in str(matches.get_option_at_index(0).prompt)
+        await pilot.press("enter")
+        await async_wait_for(lambda: not isinstance(app.screen, PaletteScreen))
+        # Left in the command bar for its arguments, not run.
+        assert app.query_one("#command", CommandInput).value == "/plan "
+
+
 async def test_tab_completes_commands_and_agent_ids_and_cycles(
     target: RedisTarget, client: aioredis.Redis
 ) -> None:
