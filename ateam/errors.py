@@ -23,6 +23,7 @@ The tree::
     ├── KbDenied                    kb.ingest.denied       (a path outside the sandbox)
     ├── KbUnavailable               kb.unavailable         (no chromadb, or another embedder)
     ├── ProjectExists               project.exists         (`ateam init` into a project)
+    ├── PromptProtectedViolation    prompt.protected_violation (a protected block edited)
     ├── ProviderError               provider.error         (a model provider failed)
     │   ├── RateLimited             provider.rate_limited  (HTTP 429)
     │   ├── Overloaded              provider.overloaded    (HTTP 529, 503)
@@ -47,7 +48,7 @@ the :class:`Exit` values, written here once.
 from __future__ import annotations
 
 import re
-from enum import IntEnum, StrEnum
+from enum import IntEnum, StrEnum, unique
 from typing import Any, ClassVar
 
 
@@ -414,9 +415,12 @@ class NoSuchMethod(RpcError):
 
 
 class BadRequest(RpcError, UsageError):
-    """A request an agent refused as malformed: a usage error that came over the wire."""
+    """A request an agent refused as malformed: a usage error that came over the wire.
 
-    code = UsageError.code
+    Its code is :class:`UsageError`'s (``RpcError`` declares none), so ``bad_request``
+    is declared once.
+    """
+
     hint = ""  # the agent's message says what was wrong; /help is about the console
 
 
@@ -439,6 +443,7 @@ def rpc_error_from_wire(error: dict[str, Any]) -> RpcError:
     return cls(message, code=code, detail=detail if isinstance(detail, dict) else None)
 
 
+@unique
 class Exit(IntEnum):
     """Every process exit status ateam uses (SPEC §2), written once."""
 

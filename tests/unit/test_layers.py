@@ -1,5 +1,6 @@
 """The layering of ``ateam/``, checked on the source: front ends stand on the client,
-``tools/`` imports nothing above it, and no modules import each other in a circle.
+``tools/`` imports nothing above it, no import runs up the floors, and no modules
+import each other in a circle.
 
 Every import counts: at module level, inside functions (lazy imports) and under
 ``TYPE_CHECKING`` — a lazy import runs back up the layers just the same.
@@ -139,6 +140,53 @@ def test_tools_import_nothing_above_them() -> None:
         }
     )
     assert not bad, "tools/ must import nothing above it:\n" + "\n".join(bad)
+
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("ateam.__main__",),
+    ("ateam.cli",),
+    ("ateam.console",),
+    ("ateam.fleet",),
+    ("ateam.client", "ateam.agent", "ateam.supervisor"),
+    ("ateam.kb", "ateam.bus"),
+    ("ateam.tools", "ateam.providers", "ateam.redact"),
+    ("ateam.config", "ateam.wire", "ateam._jsonl"),
+    ("ateam.errors", "ateam.constants", "ateam.paths", "ateam._fs", "ateam._proc"),
+    ("ateam.completion",),
+)
+"""The floors of the house, top first (docs/architecture.md draws them). A module may
+import its own package and anything on a lower floor, never a higher one and never a
+sideways package on its own floor."""
+
+
+def floor_of(module: str) -> tuple[int, str]:
+    """(floor, package) of an ``ateam`` module (the package face ``ateam`` stands apart)."""
+    for depth, packages in enumerate(LAYERS):
+        for package in packages:
+            if within(module, package):
+                return depth, package
+    return len(LAYERS), "ateam"
+
+
+def test_every_module_has_a_floor() -> None:
+    unplaced = [name for name in all_modules() if floor_of(name)[1] == "ateam" and name != "ateam"]
+    assert not unplaced, f"add these to LAYERS: {unplaced}"
+
+
+def test_no_import_runs_up_or_sideways() -> None:
+    known = all_modules()
+    bad = []
+    for name, path in known.items():
+        if name == "ateam":
+            continue  # the package face: its version and root error, for every floor
+        floor, package = floor_of(name)
+        for found in imports_of(path, known):
+            if found.module == "ateam" or not within(found.module, "ateam"):
+                continue
+            their_floor, their_package = floor_of(found.module)
+            if their_floor < floor or (their_floor == floor and their_package != package):
+                bad.append(found.where())
+    assert not bad, "imports that run up (or across) the layers:\n" + "\n".join(sorted(bad))
 
 
 def test_no_import_circle() -> None:
