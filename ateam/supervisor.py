@@ -45,6 +45,7 @@ FINAL_EXITS: dict[int, str] = {
     Exit.OK: "stopped",
     Exit.DUPLICATE_INSTANCE: "another instance holds its identity",
     Exit.CONFIG_INVALID: "its configuration is invalid",
+    Exit.BOOTSTRAP_REFUSED: "its bootstrap token was refused (tokens work once)",
 }
 """Exit codes after which restarting would be wrong or pointless."""
 

@@ -126,8 +126,8 @@ class Handoff(Payload):
     checksum: str | None = None
     ready: bool | None = None
     next_steps: int = 0
-    from_: str | None = Field(default=None, alias="from")
     to: str | None = None
+    """``used``: the model the handoff was given to."""
 
 
 class ApprovalRequest(Payload):
