@@ -452,14 +452,14 @@ def cmd_kb_add(args: argparse.Namespace) -> int:
                 args.scope, paths, on_progress=show.seen, takeover=args.takeover
             )
         print(
-            f"kb {args.scope} of {args.id}: {len(report['ingested'])} document(s) ingested, "
-            f"{report['chunks']} chunk(s), {len(report['skipped'])} skipped"
+            f"kb {args.scope} of {args.id}: {len(report.ingested)} document(s) ingested, "
+            f"{report.chunks} chunk(s), {len(report.skipped)} skipped"
         )
-        for item in report["ingested"]:
-            print(f"  + {item['doc_id']} {item['path']} ({item['chunks']} chunks)")
-        for item in report["skipped"]:
-            dup = f" (duplicate of {item['duplicate_of']})" if item.get("duplicate_of") else ""
-            print(f"  - {item['path']}: {item['reason']}{dup}")
+        for doc in report.ingested:
+            print(f"  + {doc.doc_id} {doc.path} ({doc.chunks} chunks)")
+        for skipped in report.skipped:
+            dup = f" (duplicate of {skipped.duplicate_of})" if skipped.duplicate_of else ""
+            print(f"  - {skipped.path}: {skipped.reason}{dup}")
         return 0
 
     return _run_verb(args, "kb", work)

@@ -52,6 +52,7 @@ from ateam.errors import (
     RpcTimeout,
     rpc_error_from_wire,
 )
+from ateam.wire.results import Result
 from ateam.wire.rpc import P, Params, parse_params
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,9 @@ class Method:
     params: type[Params] | None = None
     """The model the parameters are checked against at the edge, before the handler
     runs (:mod:`ateam.wire.rpc`); a malformed request never reaches the handler."""
+    result: type[Result] | None = None
+    """The model of the handler's reply (:mod:`ateam.wire.results`): clients read the
+    reply through it, and the contract test holds the handler to it."""
 
 
 OwnerClaim = tuple[str, str]

@@ -49,6 +49,7 @@ from ateam.wire.events import (
     ToolEnd,
     ToolStart,
 )
+from ateam.wire.results import KbReport
 from ateam.wire.turns import Turn
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "Gap",
     "KbApi",
     "KbProgress",
+    "KbReport",
     "Malformed",
     "Notice",
     "NoticeKind",

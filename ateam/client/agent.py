@@ -28,6 +28,22 @@ from ateam.client.tail import DEFAULT_BACKLOG, Item, Tail, follow_one
 from ateam.constants import OWNER_REFRESH_S, RPC_DEFAULT_DEADLINE_S
 from ateam.redact import Scrubbed
 from ateam.wire.events import KbProgress
+from ateam.wire.results import (
+    CancelResult,
+    HistoryTailResult,
+    InputResult,
+    InterruptResult,
+    KbExportResult,
+    KbListResult,
+    KbReport,
+    KbSearchResult,
+    PlanDeleteResult,
+    PlanReadResult,
+    PlanWriteResult,
+    R,
+    ShutdownResult,
+    parse_result,
+)
 from ateam.wire.turns import Turn, parse_turns
 
 __all__ = [
@@ -48,7 +64,7 @@ KB_PROGRESS_DRAIN_S = 2.0
 """How long an ingest waits, after the agent's answer, for progress events still on
 their way: the agent publishes them asynchronously, so they may trail the reply."""
 Rows = list[dict[str, Any]]
-"""Documents, hits or turns as the agent sends them (typed models come later)."""
+"""Documents, hits and chunks as the agent sends them: open-ended rows."""
 Names = list[str]
 STOP_POLL_S = 0.1
 """How often :meth:`AgentHandle.stop` looks whether the agent has left the registry."""
@@ -128,8 +144,8 @@ class AgentHandle:
 
     async def history(self, n: int | None = None) -> list[Turn]:
         """Its newest ``n`` turns (the agent's default when None), oldest first."""
-        reply = await self.call("history.tail", {} if n is None else {"n": n})
-        return parse_turns(reply["turns"])
+        reply = await self.request("history.tail", HistoryTailResult, {} if n is None else {"n": n})
+        return parse_turns(reply.turns)
 
     # ownership -----------------------------------------------------------------------
 
@@ -198,6 +214,27 @@ class AgentHandle:
         async with self._session.writing(self.id, timeout=wait, takeover=takeover) as rpc:
             return await rpc.call(self.id, method, params, timeout=wait, request_id=request_id)
 
+    async def request(
+        self,
+        method: str,
+        result: type[R],
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        request_id: str | None = None,
+        claim: bool = False,
+        takeover: bool = False,
+    ) -> R:
+        """:meth:`call`, its reply read as ``result`` (:mod:`ateam.wire.results`).
+
+        Raises:
+            BadRequest: the reply does not fit ``result`` (one line naming the field).
+        """
+        value = await self.call(
+            method, params, timeout=timeout, request_id=request_id, claim=claim, takeover=takeover
+        )
+        return parse_result(result, method, value)
+
     async def send(
         self,
         text: str,
@@ -218,36 +255,43 @@ class AgentHandle:
         """
         clean, masked = await self._clean(text, agent_cwd)
         params = {"text": clean, "source": source}
-        reply = await self.call(
-            "input", params, timeout=timeout, request_id=request_id, claim=claim, takeover=takeover
+        reply = await self.request(
+            "input",
+            InputResult,
+            params,
+            timeout=timeout,
+            request_id=request_id,
+            claim=claim,
+            takeover=takeover,
         )
-        trace = reply.get("trace_id")
         return Sent(
-            id=str(reply["id"]),
-            redacted=masked + int(reply.get("redacted") or 0),
-            trace_id=trace if isinstance(trace, str) else None,
-            queued=int(reply.get("queued") or 0),
-            created=bool(reply.get("created", True)),
+            id=reply.id,
+            redacted=masked + reply.redacted,
+            trace_id=reply.trace_id,
+            queued=reply.queued,
+            created=reply.created,
         )
 
     async def interrupt(self, *, claim: bool = True, takeover: bool = False) -> str | None:
         """Stop the current task after its current chunk; its id, or None when idle."""
-        reply = await self.call("interrupt", claim=claim, takeover=takeover)
-        return _task_id(reply)
+        reply = await self.request("interrupt", InterruptResult, claim=claim, takeover=takeover)
+        return reply.task_id or None
 
     async def cancel(
         self, *, hard: bool = False, claim: bool = True, takeover: bool = False
     ) -> str | None:
         """Stop the current task (``hard``: at once); its id, or None when idle."""
-        reply = await self.call("cancel", {"hard": hard}, claim=claim, takeover=takeover)
-        return _task_id(reply)
+        reply = await self.request(
+            "cancel", CancelResult, {"hard": hard}, claim=claim, takeover=takeover
+        )
+        return reply.task_id or None
 
     async def stop(self, *, wait: float = 10.0, claim: bool = True, takeover: bool = False) -> bool:
         """Ask the agent to shut down; True once it has left the registry within ``wait``.
 
         Its current task goes back to its queue, for its next start.
         """
-        await self.call("shutdown", {}, claim=claim, takeover=takeover)
+        await self.request("shutdown", ShutdownResult, {}, claim=claim, takeover=takeover)
         deadline = time.monotonic() + wait
         # Leaving the registry is the last step of an agent's shutdown.
         while await self.status() is not None:
@@ -263,11 +307,6 @@ class AgentHandle:
             cwd = view.entry.cwd if view is not None else None
         clean = redactor_for(cwd, self._session.redactor).scrub(text)
         return clean.text, clean.replaced
-
-
-def _task_id(reply: dict[str, Any]) -> str | None:
-    value = reply.get("task_id")
-    return str(value) if value else None
 
 
 class Attachment:
@@ -322,6 +361,12 @@ class Attachment:
         """:meth:`AgentHandle.call` as the holder."""
         return await self.handle.call(method, params, **options)
 
+    async def request(
+        self, method: str, result: type[R], params: dict[str, Any] | None = None, **options: Any
+    ) -> R:
+        """:meth:`AgentHandle.request` as the holder."""
+        return await self.handle.request(method, result, params, **options)
+
     async def send(self, text: str, **options: Any) -> Sent:
         """:meth:`AgentHandle.send` as the holder."""
         return await self.handle.send(text, **options)
@@ -334,8 +379,8 @@ class PlanApi:
         self._handle = handle
 
     async def get(self, *, timeout: float | None = None) -> Plan:
-        reply = await self._handle.call("plan.read", timeout=timeout)
-        return Plan(str(reply["text"]), str(reply["path"]), int(reply["bytes"]))
+        reply = await self._handle.request("plan.read", PlanReadResult, timeout=timeout)
+        return Plan(reply.text, reply.path, reply.size)
 
     async def read(self, *, timeout: float | None = None) -> str:
         """The plan's text; empty when the agent has none yet."""
@@ -351,15 +396,17 @@ class PlanApi:
 
     async def delete(self, *, claim: bool = True, takeover: bool = False) -> bool:
         """Remove the plan; False if there was none."""
-        reply = await self._handle.call(
-            "plan.delete", {"confirm": True}, claim=claim, takeover=takeover
+        reply = await self._handle.request(
+            "plan.delete", PlanDeleteResult, {"confirm": True}, claim=claim, takeover=takeover
         )
-        return bool(reply["deleted"])
+        return reply.deleted
 
     async def _store(self, method: str, text: str, *, claim: bool, takeover: bool) -> Written:
         clean, masked = await self._handle._clean(text)
-        reply = await self._handle.call(method, {"text": clean}, claim=claim, takeover=takeover)
-        return Written(int(reply["bytes"]), masked)
+        reply = await self._handle.request(
+            method, PlanWriteResult, {"text": clean}, claim=claim, takeover=takeover
+        )
+        return Written(reply.size, masked)
 
 
 class KbApi:
@@ -373,20 +420,19 @@ class KbApi:
         params: dict[str, Any] = {"scope": scope, "query": query}
         if k is not None:
             params["k"] = k
-        hits: Rows = (await self._handle.call("kb.search", params))["hits"]
-        return hits
+        return (await self._handle.request("kb.search", KbSearchResult, params)).hits
 
     async def list(self, scope: str) -> Rows:
         """The documents of ``scope`` (``doc_id``, ``path``, ``chunks``, ``source_agent``)."""
-        reply = await self._handle.call("kb.list", {"scope": scope})
-        docs: Rows = reply["documents"]
-        return docs
+        reply = await self._handle.request("kb.list", KbListResult, {"scope": scope})
+        return reply.documents
 
     async def export(self, scope: str, ids: Names) -> Rows:
         """The chunks of the chosen documents, for :meth:`copy_from` on another agent."""
-        reply = await self._handle.call("kb.export", {"scope": scope, "ids": ids})
-        chunks: Rows = reply["chunks"]
-        return chunks
+        reply = await self._handle.request(
+            "kb.export", KbExportResult, {"scope": scope, "ids": ids}
+        )
+        return reply.chunks
 
     async def ingest(
         self,
@@ -397,7 +443,7 @@ class KbApi:
         on_progress: Callable[[KbProgress], None] | None = None,
         claim: bool = True,
         takeover: bool = False,
-    ) -> dict[str, Any]:
+    ) -> KbReport:
         """Read files and directories into ``scope``; the agent's report.
 
         Paths are resolved by the agent (absolute ones are safest). ``on_progress`` is
@@ -406,10 +452,9 @@ class KbApi:
         """
         params = {"scope": scope, "paths": paths}
         if on_progress is None:
-            report: dict[str, Any] = await self._handle.call(
-                "kb.ingest", params, timeout=timeout, claim=claim, takeover=takeover
+            return await self._handle.request(
+                "kb.ingest", KbReport, params, timeout=timeout, claim=claim, takeover=takeover
             )
-            return report
         session = self._handle._session
         tail = Tail(EventTail(session.client, session.keys))
         tail.add(self._handle.id, None, backlog=0)
@@ -423,10 +468,10 @@ class KbApi:
 
         follow = asyncio.create_task(_follow_progress(tail, scope, seen))
         try:
-            report = await self._handle.call(
-                "kb.ingest", params, timeout=timeout, claim=claim, takeover=takeover
+            report = await self._handle.request(
+                "kb.ingest", KbReport, params, timeout=timeout, claim=claim, takeover=takeover
             )
-            if report["ingested"] or report["skipped"]:  # files were read
+            if report.ingested or report.skipped:  # files were read
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(KB_PROGRESS_DRAIN_S):
                         await finished.wait()
@@ -445,15 +490,14 @@ class KbApi:
         timeout: float = KB_INGEST_TIMEOUT_S,
         claim: bool = True,
         takeover: bool = False,
-    ) -> dict[str, Any]:
+    ) -> KbReport:
         """Copy the chosen documents of ``source``'s agent kb into this agent's ``scope``."""
         other = AgentHandle(self._handle._session, source)
         chunks = await other.kb.export("agent", ids)
         params = {"scope": scope, "chunks": chunks, "copied_from": source}
-        report: dict[str, Any] = await self._handle.call(
-            "kb.import", params, timeout=timeout, claim=claim, takeover=takeover
+        return await self._handle.request(
+            "kb.import", KbReport, params, timeout=timeout, claim=claim, takeover=takeover
         )
-        return report
 
 
 async def _follow_progress(tail: Tail, scope: str, seen: Callable[[KbProgress], None]) -> None:

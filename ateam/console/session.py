@@ -45,6 +45,7 @@ from ateam.constants import (
 )
 from ateam.errors import AgentNotFound, OwnershipDenied, UsageError
 from ateam.redact import Redactor, Scrubbed
+from ateam.wire.results import R
 
 __all__ = ["ConsoleSession", "ConsoleView"]
 
@@ -267,15 +268,17 @@ class ConsoleSession:
                     await self._tasks_changed.wait()
 
     async def call_as_writer(
-        self, agent: str, method: str, params: dict[str, Any], *, takeover: bool
-    ) -> Any:
+        self, agent: str, method: str, result: type[R], params: dict[str, Any], *, takeover: bool
+    ) -> R:
         """A changing call to any agent: as its writer if attached, else owning it briefly.
 
         Like ``ateam stop``: ownership is taken around the call (SPEC §4.3) and given
         back, so the agent's owner check holds for consoles that never attached.
         """
         writer = agent == self.attached and not self.read_only
-        return await self.agent(agent).call(method, params, claim=not writer, takeover=takeover)
+        return await self.agent(agent).request(
+            method, result, params, claim=not writer, takeover=takeover
+        )
 
     async def confirm(self, question: str) -> bool:
         answer = await self.view.ask(f"{question} type 'yes': ")

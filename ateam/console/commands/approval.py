@@ -8,14 +8,16 @@ from typing import Any
 
 from ateam.console.commands.base import Call, Command
 from ateam.errors import UsageError
+from ateam.wire.results import ApprovalAnswerResult, ApprovalListResult
 
 
 async def pending(call: Call) -> None:
-    reply = await call.console.agent(call.console.require_attached()).call("approval.list")
-    for request in reply["pending"]:
-        what = request.get("path") or json.dumps(request.get("args"), default=str)
-        call.view.info(f"{request['request_id']}: {request['tool']} {what}")
-    if not reply["pending"]:
+    agent = call.console.agent(call.console.require_attached())
+    reply = await agent.request("approval.list", ApprovalListResult)
+    for request in reply.pending:
+        what = request.path or json.dumps(request.args, default=str)
+        call.view.info(f"{request.request_id}: {request.tool} {what}")
+    if not reply.pending:
         call.view.info("nothing is waiting")
 
 
@@ -24,8 +26,8 @@ async def _answer(call: Call, request: str | None, decision: str, **extra: Any) 
     if request:
         params["request_id"] = request
     agent = call.console.agent(call.console.require_writer())
-    reply = await agent.call("approval.answer", params)
-    call.view.info(f"{reply['request_id']}: {reply['decision']}")
+    reply = await agent.request("approval.answer", ApprovalAnswerResult, params)
+    call.view.info(f"{reply.request_id}: {reply.decision}")
 
 
 async def approve(call: Call) -> None:
@@ -39,23 +41,21 @@ async def reject(call: Call) -> None:
 async def edit(call: Call) -> None:
     console = call.console
     agent = console.agent(console.require_writer())
-    waiting = (await agent.call("approval.list", {"full": True}))["pending"]
+    waiting = (await agent.request("approval.list", ApprovalListResult, {"full": True})).pending
     wanted = [
-        r
-        for r in waiting
-        if r.get("kind") == "diff" and (not call.args or r["request_id"] == call.args[0])
+        r for r in waiting if r.kind == "diff" and (not call.args or r.request_id == call.args[0])
     ]
     if not wanted:
         raise UsageError(
             "no proposed diff is waiting" + (f" with id {call.args[0]}" if call.args else "")
         )
     request = wanted[0]
-    suffix = os.path.splitext(str(request.get("path", "")))[1] or ".txt"
-    edited = await console.edit_text(str(request.get("new_content", "")), suffix=suffix)
+    suffix = os.path.splitext(request.path or "")[1] or ".txt"
+    edited = await console.edit_text(request.new_content or "", suffix=suffix)
     if edited is None:
         call.view.info("editor failed; nothing was answered")
         return
-    await _answer(call, request["request_id"], "edit", content=edited)
+    await _answer(call, request.request_id, "edit", content=edited)
 
 
 COMMANDS = (

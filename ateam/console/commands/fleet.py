@@ -22,6 +22,7 @@ from ateam.console.launch import (
 from ateam.console.projects import home_project
 from ateam.console.wizard import AgentWizard
 from ateam.errors import UsageError
+from ateam.wire.results import ShutdownResult
 
 STOP_WAIT_S = 15.0
 """How long /stop waits for the agent to leave the registry."""
@@ -144,8 +145,8 @@ async def stop(call: Call) -> None:
         call.view.info("stop cancelled")
         return
     takeover = "--takeover" in parsed.flags
-    reply = await console.call_as_writer(agent, "shutdown", {}, takeover=takeover)
-    call.view.info(f"stopping {agent} (pid {reply.get('pid')})")
+    reply = await console.call_as_writer(agent, "shutdown", ShutdownResult, {}, takeover=takeover)
+    call.view.info(f"stopping {agent} (pid {reply.pid})")
 
     async def gone() -> bool:
         return await console.team.status(agent) is None

@@ -37,14 +37,14 @@ async def _add(call: Call, parsed: Parsed) -> None:
     scope = parsed.options.get("--scope", KB_SCOPE)
     report = await agent.kb.ingest(scope, sent, timeout=KB_INGEST_TIMEOUT_S, claim=False)
     call.view.info(
-        f"kb {scope}: {len(report['ingested'])} document(s) ingested, "
-        f"{report['chunks']} chunk(s), {len(report['skipped'])} skipped"
+        f"kb {scope}: {len(report.ingested)} document(s) ingested, "
+        f"{report.chunks} chunk(s), {len(report.skipped)} skipped"
     )
-    for item in report["ingested"]:
-        call.view.info(f"  + {item['doc_id']} {item['path']} ({item['chunks']} chunks)")
-    for item in report["skipped"]:
-        dup = f" (duplicate of {item['duplicate_of']})" if item.get("duplicate_of") else ""
-        call.view.info(f"  - {item['path']}: {item['reason']}{dup}")
+    for doc in report.ingested:
+        call.view.info(f"  + {doc.doc_id} {doc.path} ({doc.chunks} chunks)")
+    for skipped in report.skipped:
+        dup = f" (duplicate of {skipped.duplicate_of})" if skipped.duplicate_of else ""
+        call.view.info(f"  - {skipped.path}: {skipped.reason}{dup}")
 
 
 async def _search(call: Call, parsed: Parsed) -> None:
@@ -83,8 +83,8 @@ async def _copy_from(call: Call, parsed: Parsed) -> None:
         source, ids, scope=scope, timeout=KB_INGEST_TIMEOUT_S, claim=False
     )
     call.view.info(
-        f"copied {len(report['ingested'])} document(s) from {source} into the {scope} "
-        f"knowledge base of {target}; {len(report['skipped'])} already there"
+        f"copied {len(report.ingested)} document(s) from {source} into the {scope} "
+        f"knowledge base of {target}; {len(report.skipped)} already there"
     )
 
 

@@ -18,6 +18,7 @@ from ateam.console.offload import LONG_FIELDS, OffloadForm
 from ateam.console.projects import configured_names, local_config
 from ateam.console.session import ConsoleSession
 from ateam.errors import AteamError, UsageError
+from ateam.wire.results import OffloadProposal
 
 QUESTION = (
     "change a field with FIELD=VALUE ('edit FIELD' opens $EDITOR), 'yes' to start it, "
@@ -32,9 +33,11 @@ async def offload(call: Call) -> None:
     console, view = call.console, call.view
     parent = console.require_writer()
     name = parsed.options.get("--name")
-    proposal = await console.agent(parent).call("offload.propose", {"name": name} if name else {})
+    proposal = await console.agent(parent).request(
+        "offload.propose", OffloadProposal, {"name": name} if name else {}
+    )
     form = OffloadForm.from_proposal(
-        proposal,
+        proposal.wire(),
         where="remote" if "--remote" in parsed.flags else "here",
         worktree="--worktree" in parsed.flags,
     )

@@ -7,6 +7,19 @@ import json
 from ateam.console.commands.base import Call, Command
 from ateam.console.session import ConsoleSession
 from ateam.errors import UsageError
+from ateam.wire.results import (
+    HandoffShowResult,
+    HistoryClearResult,
+    ModelListResult,
+    ModelSaveResult,
+    ModelUseResult,
+    PromptOverlayResult,
+    PromptReloadResult,
+    PromptShowResult,
+    PromptVersionResult,
+    SummarizeResult,
+    ToolsListResult,
+)
 
 
 async def add_overlay_line(console: ConsoleSession, text: str) -> None:
@@ -14,8 +27,9 @@ async def add_overlay_line(console: ConsoleSession, text: str) -> None:
     if not text:
         raise UsageError("usage: # TEXT (a line for the agent's system prompt overlay)")
     (text,) = console.clean(text)
-    reply = await console.agent(console.require_writer()).call("prompt.append", {"text": text})
-    console.view.info(f"overlay updated (prompt v{reply['version']}); applies to the next turn")
+    agent = console.agent(console.require_writer())
+    reply = await agent.request("prompt.append", PromptVersionResult, {"text": text})
+    console.view.info(f"overlay updated (prompt v{reply.version}); applies to the next turn")
 
 
 async def sys(call: Call) -> None:
@@ -28,53 +42,56 @@ async def sys(call: Call) -> None:
 
 async def _sys_show(call: Call) -> None:
     console = call.console
-    reply = await console.agent(console.require_attached()).call("prompt.show")
-    for line in str(reply["marked"]).splitlines():
+    reply = await console.agent(console.require_attached()).request("prompt.show", PromptShowResult)
+    for line in reply.marked.splitlines():
         call.view.info(line)
 
 
 async def _sys_edit(call: Call) -> None:
     console = call.console
     agent = console.agent(console.require_writer())
-    current = await agent.call("prompt.overlay")
-    edited = await console.edit_text(str(current["text"]), suffix=".md")
-    if edited is None or edited == current["text"]:
+    current = await agent.request("prompt.overlay", PromptOverlayResult)
+    edited = await console.edit_text(current.text, suffix=".md")
+    if edited is None or edited == current.text:
         call.view.info("overlay unchanged")
         return
     (edited,) = console.clean(edited)
-    reply = await agent.call("prompt.set", {"text": edited})
-    call.view.info(f"overlay saved (prompt v{reply['version']})")
+    reply = await agent.request("prompt.set", PromptVersionResult, {"text": edited})
+    call.view.info(f"overlay saved (prompt v{reply.version})")
 
 
 _SYS_ACTIONS = {"show": _sys_show, "edit": _sys_edit}
 
 
 async def reload(call: Call) -> None:
-    reply = await call.console.agent(call.console.require_writer()).call("prompt.reload")
-    when = "now" if reply["applied"] else "after the current task"
+    agent = call.console.agent(call.console.require_writer())
+    reply = await agent.request("prompt.reload", PromptReloadResult)
+    when = "now" if reply.applied else "after the current task"
     call.view.info(f"prompt files reload {when}")
 
 
 async def tools(call: Call) -> None:
-    reply = await call.console.agent(call.console.require_attached()).call("tools.list")
-    for item in reply["tools"]:
-        call.view.info(f"{item['name']:<14} [{item['approval']}] {item['description']}")
-    if not reply["tools"]:
+    agent = call.console.agent(call.console.require_attached())
+    reply = await agent.request("tools.list", ToolsListResult)
+    for item in reply.tools:
+        call.view.info(f"{item.name:<14} [{item.approval}] {item.description}")
+    if not reply.tools:
         call.view.info("no tools allowed (tools.allow in agent.yaml)")
 
 
 async def models(call: Call) -> None:
-    reply = await call.console.agent(call.console.require_attached()).call("model.list")
-    pinned = f", pinned {reply['pinned']}" if reply["pinned"] else ""
-    call.view.info(f"route: {' → '.join(reply['route'])}; current {reply['current']}{pinned}")
-    for row in reply["models"]:
-        mark = "*" if row["current"] else " "
-        health = "healthy" if row["healthy"] else f"unhealthy ({row['last_error']})"
-        if row["cooling_down_s"]:
-            health += f", cooling down {row['cooling_down_s']}s"
+    agent = call.console.agent(call.console.require_attached())
+    reply = await agent.request("model.list", ModelListResult)
+    pinned = f", pinned {reply.pinned}" if reply.pinned else ""
+    call.view.info(f"route: {' → '.join(reply.route)}; current {reply.current}{pinned}")
+    for row in reply.models:
+        mark = "*" if row.current else " "
+        health = "healthy" if row.healthy else f"unhealthy ({row.last_error})"
+        if row.cooling_down_s:
+            health += f", cooling down {row.cooling_down_s}s"
         call.view.info(
-            f"{mark} {row['id']:<16} {row['provider']:<10} window {row['context_window']:<8} "
-            f"{health}; {row['tokens_in']} in / {row['tokens_out']} out, cost {row['cost']}"
+            f"{mark} {row.id:<16} {row.provider:<10} window {row.context_window:<8} "
+            f"{health}; {row.tokens_in} in / {row.tokens_out} out, cost {row.cost}"
         )
 
 
@@ -83,34 +100,36 @@ async def use(call: Call) -> None:
         raise call.bad("MODEL pins it, --auto unpins")
     model = None if call.args[0] == "--auto" else call.args[0]
     agent = call.console.agent(call.console.require_writer())
-    reply = await agent.call("model.use", {"model": model})
-    if reply["pinned"]:
-        call.view.info(f"pinned to {reply['pinned']}: no automatic switching until /use --auto")
+    reply = await agent.request("model.use", ModelUseResult, {"model": model})
+    if reply.pinned:
+        call.view.info(f"pinned to {reply.pinned}: no automatic switching until /use --auto")
     else:
-        call.view.info(f"automatic switching on; current model {reply['current']}")
+        call.view.info(f"automatic switching on; current model {reply.current}")
 
 
 async def save(call: Call) -> None:
-    reply = await call.console.agent(call.console.require_writer()).call("model.save")
-    call.view.info(f"saved the current model to {reply['saved']}")
+    agent = call.console.agent(call.console.require_writer())
+    reply = await agent.request("model.save", ModelSaveResult)
+    call.view.info(f"saved the current model to {reply.saved}")
 
 
 async def handoff(call: Call) -> None:
-    reply = await call.console.agent(call.console.require_attached()).call("handoff.show")
-    verdict = "verifies" if reply["valid"] else f"does NOT verify ({reply['reason']})"
+    agent = call.console.agent(call.console.require_attached())
+    reply = await agent.request("handoff.show", HandoffShowResult)
+    verdict = "verifies" if reply.valid else f"does NOT verify ({reply.reason})"
     call.view.info(f"handoff {verdict}")
-    if reply["record"] is not None:
-        for line in json.dumps(reply["record"], indent=2, ensure_ascii=False).splitlines():
+    if reply.record is not None:
+        for line in json.dumps(reply.record, indent=2, ensure_ascii=False).splitlines():
             call.view.info(line)
 
 
 async def summarize(call: Call) -> None:
     agent = call.console.agent(call.console.require_writer())
-    reply = await agent.call("context.summarize", timeout=120)
-    if reply["ok"]:
-        call.view.info(f"working context summarised ({reply['attempts']} attempt(s))")
+    reply = await agent.request("context.summarize", SummarizeResult, timeout=120)
+    if reply.ok:
+        call.view.info(f"working context summarised ({reply.attempts} attempt(s))")
     else:
-        call.view.info(f"summary not changed: {reply['reason']}; the raw turns are kept")
+        call.view.info(f"summary not changed: {reply.reason}; the raw turns are kept")
 
 
 async def clearhistory(call: Call) -> None:
@@ -124,7 +143,9 @@ async def clearhistory(call: Call) -> None:
     if answer.strip() != agent:
         call.view.info("clearhistory cancelled: the answer was not the agent id")
         return
-    await call.console.agent(agent).call("history.clear", {"confirm_id": agent})
+    await call.console.agent(agent).request(
+        "history.clear", HistoryClearResult, {"confirm_id": agent}
+    )
     call.view.info(f"history of {agent} cleared")
 
 

@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from ateam.console.commands.base import Call, Command
+from ateam.wire.results import (
+    MemoryStatsResult,
+    QueueClearResult,
+    QueueListResult,
+    QueueRetryResult,
+)
 
 
 async def input_(call: Call) -> None:
@@ -37,13 +43,13 @@ async def queue(call: Call) -> None:
 
 async def _queue_list(call: Call) -> None:
     console = call.console
-    reply = await console.agent(console.require_attached()).call("queue.list")
-    current = reply["current"]
-    call.view.info(f"current: {current['id']} {current['text']!r}" if current else "current: -")
-    for item in reply["pending"]:
-        call.view.info(f"pending: {item['id']} {item['text']!r}")
-    for item in reply["dead"]:
-        call.view.info(f"dead: {item.get('id')} ({item.get('reason')})")
+    reply = await console.agent(console.require_attached()).request("queue.list", QueueListResult)
+    current = reply.current
+    call.view.info(f"current: {current.id} {current.text!r}" if current else "current: -")
+    for item in reply.pending:
+        call.view.info(f"pending: {item.id} {item.text!r}")
+    for item in reply.dead:
+        call.view.info(f"dead: {item.id} ({item.reason})")
 
 
 async def _queue_clear(call: Call) -> None:
@@ -52,13 +58,16 @@ async def _queue_clear(call: Call) -> None:
     if answer.strip().lower() != "yes":
         call.view.info("queue clear cancelled")
         return
-    reply = await call.console.agent(agent).call("queue.clear", {"confirm": True})
-    call.view.info(f"cleared {reply['cleared']} item(s)")
+    reply = await call.console.agent(agent).request(
+        "queue.clear", QueueClearResult, {"confirm": True}
+    )
+    call.view.info(f"cleared {reply.cleared} item(s)")
 
 
 async def _queue_retry(call: Call) -> None:
-    reply = await call.console.agent(call.console.require_writer()).call("queue.retry")
-    call.view.info(f"re-queued {len(reply['requeued'])} item(s)")
+    agent = call.console.agent(call.console.require_writer())
+    reply = await agent.request("queue.retry", QueueRetryResult)
+    call.view.info(f"re-queued {len(reply.requeued)} item(s)")
 
 
 _QUEUE_ACTIONS = {"list": _queue_list, "clear": _queue_clear, "retry": _queue_retry}
@@ -76,33 +85,33 @@ async def history(call: Call) -> None:
 
 async def ctx(call: Call) -> None:
     console = call.console
-    stats = await console.agent(console.require_attached()).call("memory.stats")
+    agent = console.agent(console.require_attached())
+    stats = await agent.request("memory.stats", MemoryStatsResult)
     say = call.view.info
     say(
-        f"model {stats['model']}: {stats['tokens_in_context']} of {stats['context_window']} "
-        f"tokens in context ({stats['ctx_pct']}%), {stats['history_turns']} turns in history"
+        f"model {stats.model}: {stats.tokens_in_context} of {stats.context_window} "
+        f"tokens in context ({stats.ctx_pct}%), {stats.history_turns} turns in history"
     )
-    if "next_context_tokens" in stats:
+    if stats.next_context_tokens is not None:
         say(
-            f"next context: ~{stats['next_context_tokens']} tokens, "
-            f"{stats['turns_in_context']} turns ({stats['turns_dropped']} older left out), "
-            f"{stats['summaries']} summaries"
+            f"next context: ~{stats.next_context_tokens} tokens, "
+            f"{stats.turns_in_context} turns ({stats.turns_dropped} older left out), "
+            f"{stats.summaries} summaries"
         )
-    if "working_context" in stats:
-        say(_working_context_line(stats))
-    for model, used in (stats.get("usage") or {}).get("per_model", {}).items():
+    if stats.working_context is not None:
+        say(_working_context_line(stats.switch_at, stats.working_context))
+    for model, used in stats.usage.per_model.items():
         say(
-            f"usage {model}: {used['tokens_in']} in, {used['tokens_out']} out, "
-            f"{used['calls']} calls, est. cost {used['cost']}"
+            f"usage {model}: {used.tokens_in} in, {used.tokens_out} out, "
+            f"{used.calls} calls, est. cost {used.cost}"
         )
 
 
-def _working_context_line(stats: dict[str, Any]) -> str:
-    work = stats["working_context"]
+def _working_context_line(switch_at: float, work: dict[str, Any]) -> str:
     tokens = work.get("tokens", {})
     budget = work.get("budget", {})
     return (
-        f"switch at {100 * stats['switch_at']:g}%; working context "
+        f"switch at {100 * switch_at:g}%; working context "
         f"{tokens.get('total', 0)} of {budget.get('total', '?')} tokens (summary "
         f"{tokens.get('summary', 0)}/{budget.get('summary', '?')}, decisions "
         f"{tokens.get('decisions', 0)}, failures {tokens.get('failures', 0)}, "
