@@ -9,36 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from ateam.agent.process import Agent
 from ateam.agent.service import build_methods
-from ateam.client import AgentHandle, Target, Team
-from ateam.config import standalone_agent
-from ateam.providers import EchoProvider
-from ateam.redact import Redactor
+from ateam.client import AgentHandle, Team
 from ateam.wire.results import STRICT_ROWS, Result
 from tests._wait import async_wait_for
-
-
-@pytest.fixture
-async def agent(target: Target, tmp_path: Path) -> AsyncIterator[Agent]:
-    config = standalone_agent("proj", "zeus", tmp_path)
-    a = Agent(config, target, EchoProvider())
-    await a._start()
-    yield a
-    a.request_shutdown()
-    await a._shutdown()
-
-
-@pytest.fixture
-async def team(target: Target) -> AsyncIterator[Team]:
-    async with await Team.connect(target, redactor=Redactor(), takeover_grace_s=0.1) as t:
-        yield t
 
 
 def check(model: type[Result], reply: Any) -> None:

@@ -1,4 +1,7 @@
-"""An in-process agent on the echo model and a team session on the test's bus."""
+"""Fixtures several unit packages share: an in-process echo agent and a team session.
+
+A test module that needs another agent defines its own `agent` fixture, which wins.
+"""
 
 from __future__ import annotations
 
