@@ -23,6 +23,7 @@ from typing import Any
 
 from ateam import __version__
 from ateam.client import (
+    BoardTask,
     Gap,
     KbProgress,
     Target,
@@ -541,6 +542,148 @@ def _add_kb_parser(sub: Any) -> None:
         _add_project_option(p)
 
 
+# tasks ----------------------------------------------------------------------------------
+
+TaskWork = Callable[[Team, str], Awaitable[int]]
+"""A ``tasks`` action's part that runs on the team, given the project: returns the exit code."""
+TASK_COLUMNS = ["id", "status", "priority", "assignee", "depends_on", "title"]
+
+
+def _run_tasks(args: argparse.Namespace, work: TaskWork) -> int:
+    """The project (``--project`` or the nearest one), then ``work`` on a team session."""
+    try:
+        project = _project_name(args.project)
+    except AteamError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return cli_exit_code(exc)
+
+    async def on_team(team: Team) -> int:
+        return await work(team, project)
+
+    return _run_verb(args, "tasks", on_team)
+
+
+def _as_agent(value: str) -> str:
+    """``--as``: a full agent id, since a claim names who holds it on the whole bus."""
+    if "/" not in value:
+        raise argparse.ArgumentTypeError(f"--as takes an agent id PROJECT/NAME; got {value!r}")
+    return value
+
+
+def _print_task(task: BoardTask, as_json: bool, verb: str) -> None:
+    if as_json:
+        print(json.dumps(task.to_wire(), indent=2, sort_keys=True))
+    else:
+        who = f" by {task.assignee}" if task.assignee else ""
+        print(f"{verb} {task.id}{who}: {task.title}")
+
+
+def cmd_tasks_ls(args: argparse.Namespace) -> int:
+    async def work(team: Team, project: str) -> int:
+        tasks = await team.tasks.ls(project, status=args.status)
+        rows = [task.to_wire() for task in tasks]
+        if args.json:
+            print(json.dumps(rows, indent=2, sort_keys=True))
+        elif not rows:
+            print(f"no tasks on the board of {project}")
+        else:
+            for row in rows:
+                row["assignee"] = row["assignee"] or None
+                row["depends_on"] = ",".join(row["depends_on"]) or None
+            for line in table_lines(rows, TASK_COLUMNS):
+                print(line)
+        return 0
+
+    return _run_tasks(args, work)
+
+
+def cmd_tasks_add(args: argparse.Namespace) -> int:
+    depends = [d.strip() for d in (args.depends_on or "").split(",") if d.strip()]
+
+    async def work(team: Team, project: str) -> int:
+        task = await team.tasks.add(
+            project,
+            title=" ".join(args.title),
+            detail=args.detail,
+            priority=args.priority,
+            depends_on=depends,
+            created_by=args.agent or "cli",
+        )
+        _print_task(task, args.json, "added")
+        return 0
+
+    return _run_tasks(args, work)
+
+
+def cmd_tasks_claim(args: argparse.Namespace) -> int:
+    async def work(team: Team, project: str) -> int:
+        task = await team.tasks.claim(project, args.task_id, agent=args.agent)
+        _print_task(task, args.json, "claimed")
+        return 0
+
+    return _run_tasks(args, work)
+
+
+def cmd_tasks_done(args: argparse.Namespace) -> int:
+    async def work(team: Team, project: str) -> int:
+        task = await team.tasks.done(project, args.task_id, agent=args.agent, result=args.result)
+        _print_task(task, args.json, "done")
+        return 0
+
+    return _run_tasks(args, work)
+
+
+def _tasks_ls_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--status", choices=["open", "claimed", "done", "failed"])
+
+
+def _tasks_add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("title", nargs="+", metavar="WORD")
+    p.add_argument("--detail", default="", metavar="TEXT")
+    p.add_argument("--priority", type=int, default=0, metavar="N", help="higher first")
+    p.add_argument("--depends-on", metavar="ID,ID", help="tasks that must be done first")
+    p.add_argument("--as", dest="agent", type=_as_agent, metavar="PROJECT/NAME")
+
+
+def _tasks_claim_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("task_id", metavar="ID")
+    p.add_argument("--as", dest="agent", type=_as_agent, required=True, metavar="PROJECT/NAME")
+
+
+def _tasks_done_args(p: argparse.ArgumentParser) -> None:
+    _tasks_claim_args(p)
+    p.add_argument("--result", default="", metavar="TEXT")
+
+
+_TASKS_ACTIONS: list[
+    tuple[str, Callable[[argparse.Namespace], int], Callable[[argparse.ArgumentParser], None], str]
+] = [
+    ("ls", cmd_tasks_ls, _tasks_ls_args, "the project's tasks, highest priority first"),
+    ("add", cmd_tasks_add, _tasks_add_args, "put an open task on the board"),
+    ("claim", cmd_tasks_claim, _tasks_claim_args, "take a task: exits 0 only for the winner"),
+    ("done", cmd_tasks_done, _tasks_done_args, "finish a task you hold"),
+]
+"""``ateam tasks`` actions: name, handler, their own arguments, help."""
+
+
+def _add_tasks_parser(sub: Any) -> None:
+    """``ateam tasks ls|add|claim|done``: the project's task board (issue 12)."""
+    text = "the project's task board: tasks agents claim one at a time"
+    tasks = sub.add_parser("tasks", help=text, description=text)
+    actions = tasks.add_subparsers(dest="tasks_action", required=True)
+    for name, handler, own_args, help_text in _TASKS_ACTIONS:
+        p = actions.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(handler=handler)
+        own_args(p)
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--redis", metavar="URL", help="redis://, rediss:// or unix:// URL")
+        p.add_argument(
+            "--project",
+            metavar="NAME",
+            help="the board's project (default: the nearest .ateam/project.yaml)",
+        )
+
+
 def _add_project_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--project",
@@ -675,6 +818,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_init_parser(sub)
     _add_kb_parser(sub)
+    _add_tasks_parser(sub)
     return parser
 
 

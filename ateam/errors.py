@@ -24,6 +24,9 @@ The tree::
     ├── KbUnavailable               kb.unavailable         (no chromadb, or another embedder)
     ├── ProjectExists               project.exists         (`ateam init` into a project)
     ├── PromptProtectedViolation    prompt.protected_violation (a protected block edited)
+    ├── TaskNotFound                task.not_found         (no such task on the board)
+    ├── TaskClaimed                 task.claimed           (not open to claim, or not yours)
+    ├── TaskBlocked                 task.blocked           (a dependency is not done)
     ├── ProviderError               provider.error         (a model provider failed)
     │   ├── RateLimited             provider.rate_limited  (HTTP 429)
     │   ├── Overloaded              provider.overloaded    (HTTP 529, 503)
@@ -87,6 +90,9 @@ class Code(StrEnum):
     """Not an error a call returns: the code of the warning that reports a damaged file."""
     PROJECT_EXISTS = "project.exists"
     STORAGE_IO = "storage.io"
+    TASK_NOT_FOUND = "task.not_found"
+    TASK_CLAIMED = "task.claimed"
+    TASK_BLOCKED = "task.blocked"
 
 
 class AteamError(Exception):
@@ -250,6 +256,32 @@ class PromptProtectedViolation(AteamError):
 
     code = Code.PROMPT_PROTECTED_VIOLATION
     hint = "leave the <!-- ateam-protect:... --> blocks exactly as they are"
+
+
+class TaskNotFound(AteamError):
+    """No task with that id on the project's board."""
+
+    code = Code.TASK_NOT_FOUND
+    hint = "see `ateam tasks ls`"
+
+
+class TaskClaimed(AteamError):
+    """The task's claim does not allow the request.
+
+    Raised for a claim of a task that is not open (another agent holds it, or it is
+    finished), and for ``done``/``fail`` by anyone but the task's assignee: one code for
+    "the claim is not yours", so a loser of a race and a stale finisher branch alike.
+    ``detail`` carries ``task``, ``status`` and ``assignee``.
+    """
+
+    code = Code.TASK_CLAIMED
+
+
+class TaskBlocked(AteamError):
+    """The task depends on tasks that are not done yet; ``detail["blocked_by"]`` names them."""
+
+    code = Code.TASK_BLOCKED
+    hint = "finish its dependencies first"
 
 
 class ProviderError(AteamError):

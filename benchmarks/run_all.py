@@ -21,7 +21,9 @@ from pathlib import Path
 from _common import Row, environment, render
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["rpc", "events", "queue", "ps", "ownership", "restart", "redact", "pty", "console"]
+SCRIPTS = [
+    "rpc", "events", "queue", "ps", "ownership", "board", "restart", "redact", "pty", "console",
+]  # fmt: skip
 
 
 def parse_bench(line: str) -> Row:

@@ -67,6 +67,12 @@ class Keys:
         """Pub/sub channel of post notices for every project, so one subscription sees all."""
         return f"{self.ns}context:events"
 
+    # task board (issue 12). One hash per project, hash-tagged, so one project's board
+    # is one Cluster slot and a Lua script may read a task and its dependencies at once.
+    def board(self, project: str) -> str:
+        """Hash: task id → msgpack task record (see :mod:`ateam.bus.board`)."""
+        return f"{self.ns}board:{{{project}}}"
+
     # per agent
     def lock(self, agent: str) -> str:
         return f"{self.ns}lock:{{{agent}}}"

@@ -29,6 +29,7 @@ from ateam.client.agent import (
     Sent,
     Written,
 )
+from ateam.client.board import BoardTask, TasksApi, TaskStatus
 from ateam.client.notices import Notice, NoticeKind, Notices
 from ateam.client.redaction import local_redactor, project_at, redactor_for
 from ateam.client.tail import Tail
@@ -58,6 +59,7 @@ __all__ = [
     "AgentHandle",
     "AgentStatus",
     "Attachment",
+    "BoardTask",
     "Chunk",
     "ContextApi",
     "ContextItem",
@@ -83,6 +85,8 @@ __all__ = [
     "Target",
     "TaskEnd",
     "TaskStart",
+    "TaskStatus",
+    "TasksApi",
     "Team",
     "ToolEnd",
     "ToolStart",

@@ -16,6 +16,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ateam.bus import bootstrap
+from ateam.bus.board import TaskBoard
 from ateam.bus.connection import ensure_reachable, make_client
 from ateam.bus.context import ContextItem, ContextStore, ContextType, Scope, Urgency
 from ateam.bus.keys import Keys
@@ -24,6 +25,7 @@ from ateam.bus.registry import AgentView
 from ateam.bus.tail import EventTail
 from ateam.client._session import Session
 from ateam.client.agent import AgentHandle
+from ateam.client.board import TasksApi
 from ateam.client.notices import Notices
 from ateam.client.redaction import local_redactor
 from ateam.client.tail import Tail
@@ -68,6 +70,7 @@ class Team:
         self._session = Session.open(client, self._keys, session, redactor, takeover_grace_s)
         self._on_connection = on_connection
         self.context = ContextApi(ContextStore(client, self._keys, redactor=redactor))
+        self.tasks = TasksApi(TaskBoard(client, self._keys, redactor=redactor))
 
     @classmethod
     def open(

@@ -32,3 +32,16 @@ def test_the_pty_benchmark_runs_and_loses_no_byte(tmp_path: Path) -> None:
         "name=pty_stream_binary",
     }
     assert "none lost" in done.stdout and "PROBLEMS" not in done.stdout
+
+
+def test_the_board_benchmark_runs(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "bench_board.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    names = {line.split()[1] for line in done.stdout.splitlines() if line.startswith("BENCH ")}
+    assert names == {"name=board_claim_p99", "name=board_claim_p50"}

@@ -1,0 +1,456 @@
+"""The team task board (issue 12): a project's tasks in Redis, claimed atomically.
+
+One hash per project holds every task of it: field = task id, value = the msgpack
+record (:class:`BoardTask`). The key carries the project as a hash tag, so a Lua script
+that reads a task and its dependencies touches one Cluster slot.
+
+Every change of a task's state is one Lua script, so two agents never both win:
+
+* ``claim``: not found → ``task.not_found``; not ``open`` → ``task.claimed`` (naming the
+  assignee); a dependency not ``done`` → ``task.blocked`` (naming them); else the task
+  becomes ``claimed`` by the caller.
+* ``done`` / ``fail``: only while ``claimed`` by the caller, else ``task.claimed``.
+* ``reopen``: a claimed task goes back to ``open`` only while still claimed by the agent
+  judged lost, so a re-claim in between is never undone.
+
+The scripts edit the record with Redis's built-in ``cmsgpack``: empty strings stand for
+"none" (``assignee``, ``result``, ``reason``) because a msgpack ``nil`` vanishes from a
+Lua table. Times are the Redis server's clock (``TIME``, µs since the epoch), as the
+registry and the context store use, so hosts need not agree on the time.
+
+Key layout (see :class:`~ateam.bus.keys.Keys`)::
+
+    board:{<project>}   hash task id -> msgpack task
+"""
+
+from __future__ import annotations
+
+import builtins
+import secrets
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from ateam.bus.codec import pack, unpack
+from ateam.bus.keys import Keys
+from ateam.config.schema import check_name
+from ateam.errors import BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
+from ateam.redact import Redactor
+
+__all__ = [
+    "DETAIL_MAX_BYTES",
+    "TEXT_MAX_BYTES",
+    "TITLE_MAX_CHARS",
+    "BoardTask",
+    "TaskBoard",
+    "TaskStatus",
+]
+
+TITLE_MAX_CHARS = 200
+DETAIL_MAX_BYTES = 16 * 1024
+"""The limit of ``detail`` in UTF-8 bytes."""
+TEXT_MAX_BYTES = 16 * 1024
+"""The limit of a ``result`` or a ``reason`` in UTF-8 bytes."""
+DEPENDS_MAX = 64
+
+
+class TaskStatus(StrEnum):
+    OPEN = "open"
+    CLAIMED = "claimed"
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class BoardTask:
+    """One task of a project's board, as stored."""
+
+    id: str
+    project: str
+    title: str
+    status: TaskStatus
+    created_by: str
+    """Who added it: an agent id, or ``cli`` / a session for a person."""
+    created: int
+    """Redis server time of the ``add``, µs since the epoch."""
+    updated: int
+    """Redis server time of the last change, µs since the epoch."""
+    detail: str = ""
+    assignee: str = ""
+    """The agent id holding the claim; empty when nobody does."""
+    priority: int = 0
+    """Higher first."""
+    depends_on: tuple[str, ...] = ()
+    result: str = ""
+    reason: str = ""
+    """Why it failed, or why it was reopened."""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "project": self.project,
+            "title": self.title,
+            "detail": self.detail,
+            "status": str(self.status),
+            "assignee": self.assignee,
+            "priority": self.priority,
+            "depends_on": list(self.depends_on),
+            "created_by": self.created_by,
+            "created": self.created,
+            "updated": self.updated,
+            "result": self.result,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> BoardTask:
+        """Rebuild a task; unknown fields (newer writers) are ignored.
+
+        Raises:
+            BadRequest: a required field is missing or malformed.
+        """
+        try:
+            return cls(
+                id=str(data["id"]),
+                project=str(data["project"]),
+                title=str(data["title"]),
+                status=TaskStatus(data["status"]),
+                created_by=str(data.get("created_by") or ""),
+                created=int(data["created"]),
+                updated=int(data.get("updated") or data["created"]),
+                detail=str(data.get("detail") or ""),
+                assignee=str(data.get("assignee") or ""),
+                priority=int(data.get("priority") or 0),
+                # cmsgpack may write an empty list back as an empty map: both are "none".
+                depends_on=tuple(str(d) for d in (data.get("depends_on") or ())),
+                result=str(data.get("result") or ""),
+                reason=str(data.get("reason") or ""),
+            )
+        except (KeyError, ValueError, TypeError) as exc:
+            raise BadRequest(f"malformed board task: {type(exc).__name__}: {exc}") from exc
+
+
+# ------------------------------------------------------------------ the scripts
+# Each returns {outcome, record, ...}: the record as it is after the script, so the
+# caller builds its answer (or its error) from the one state the script judged.
+
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+"""
+
+# KEYS[1] board; ARGV[1] task id, ARGV[2] agent.
+_CLAIM = (
+    _NOW
+    + """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return {'not_found'} end
+local task = cmsgpack.unpack(raw)
+-- Checked before the dependencies: a task someone holds is "claimed" whatever else.
+if task.status ~= 'open' then return {'claimed', raw} end
+local reply = {'blocked', raw}
+for _, dep in ipairs(task.depends_on or {}) do
+  local other = redis.call('HGET', KEYS[1], dep)
+  if not other or cmsgpack.unpack(other).status ~= 'done' then
+    table.insert(reply, dep)
+  end
+end
+if #reply > 2 then return reply end
+task.status = 'claimed'
+task.assignee = ARGV[2]
+task.reason = ''
+task.updated = now
+local packed = cmsgpack.pack(task)
+redis.call('HSET', KEYS[1], ARGV[1], packed)
+return {'ok', packed}
+"""
+)
+
+# KEYS[1] board; ARGV[1] task id, ARGV[2] agent, ARGV[3] new status (done|failed),
+# ARGV[4] the field to write (result|reason), ARGV[5] its text.
+_FINISH = (
+    _NOW
+    + """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return {'not_found'} end
+local task = cmsgpack.unpack(raw)
+-- Only the holder finishes: a stale agent whose claim was reopened and re-taken
+-- must not close someone else's work.
+if task.status ~= 'claimed' or task.assignee ~= ARGV[2] then return {'claimed', raw} end
+task.status = ARGV[3]
+task[ARGV[4]] = ARGV[5]
+task.updated = now
+local packed = cmsgpack.pack(task)
+redis.call('HSET', KEYS[1], ARGV[1], packed)
+return {'ok', packed}
+"""
+)
+
+# KEYS[1] board; ARGV[1] task id, ARGV[2] the assignee judged lost, ARGV[3] reason.
+_REOPEN = (
+    _NOW
+    + """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return {'not_found'} end
+local task = cmsgpack.unpack(raw)
+-- Only if nothing changed since the caller looked: the agent may have finished it, or
+-- another agent may hold it by now.
+if task.status ~= 'claimed' or task.assignee ~= ARGV[2] then return {'skip', raw} end
+task.status = 'open'
+task.assignee = ''
+task.reason = ARGV[3]
+task.updated = now
+local packed = cmsgpack.pack(task)
+redis.call('HSET', KEYS[1], ARGV[1], packed)
+return {'ok', packed}
+"""
+)
+
+
+def _new_id() -> str:
+    return f"t-{secrets.token_hex(5)}"
+
+
+def _text(name: str, value: object, *, max_bytes: int) -> str:
+    if not isinstance(value, str):
+        raise BadRequest(f"{name} must be a string; got {type(value).__name__}")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise BadRequest(f"{name} is not valid Unicode text (it has a lone surrogate)") from None
+    if size > max_bytes:
+        raise BadRequest(f"{name} is {size} bytes of UTF-8; the limit is {max_bytes}")
+    return value
+
+
+def _title(value: object) -> str:
+    title = _text("title", value, max_bytes=4 * TITLE_MAX_CHARS).strip()
+    if not title:
+        raise BadRequest("title must not be empty")
+    if len(title) > TITLE_MAX_CHARS:
+        raise BadRequest(f"title is {len(title)} characters long; the limit is {TITLE_MAX_CHARS}")
+    return title
+
+
+def _project(value: object) -> str:
+    if not isinstance(value, str):
+        raise BadRequest(f"project must be a string; got {type(value).__name__}")
+    try:
+        return check_name(value, "project")
+    except ValueError as exc:
+        raise BadRequest(f"project: {exc}") from None
+
+
+def _agent(value: object, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequest(f"{name} must be a non-empty agent id (PROJECT/NAME)")
+    return value
+
+
+def _priority(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(f"priority must be a whole number; got {value!r}")
+    return value
+
+
+def _depends(value: Iterable[object]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise BadRequest("depends_on must be a list of task ids, not one string")
+    ids = tuple(dict.fromkeys(value))  # in order, each once
+    if len(ids) > DEPENDS_MAX:
+        raise BadRequest(f"depends_on: {len(ids)} given; the limit is {DEPENDS_MAX}")
+    for dep in ids:
+        if not isinstance(dep, str) or not dep:
+            raise BadRequest(f"depends_on must hold task ids; got {dep!r}")
+    return tuple(str(dep) for dep in ids)
+
+
+def _text_of(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class TaskBoard:
+    """The task boards of every project on one bus."""
+
+    def __init__(
+        self, client: aioredis.Redis, keys: Keys, *, redactor: Redactor | None = None
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._redactor = redactor or Redactor()
+        self._claim = client.register_script(_CLAIM)
+        self._finish = client.register_script(_FINISH)
+        self._reopen = client.register_script(_REOPEN)
+
+    async def add(
+        self,
+        project: str,
+        *,
+        title: str,
+        detail: str = "",
+        priority: int = 0,
+        depends_on: Iterable[str] = (),
+        created_by: str,
+    ) -> BoardTask:
+        """Put an ``open`` task on the project's board.
+
+        Raises:
+            BadRequest: an argument is invalid, or a ``depends_on`` id is not on the
+                board; nothing is stored.
+        """
+        project = _project(project)
+        redact = self._redactor.redact
+        title = redact(_title(title))
+        detail = redact(_text("detail", detail, max_bytes=DETAIL_MAX_BYTES))
+        priority = _priority(priority)
+        deps = _depends(depends_on)
+        created_by = _agent(created_by, "created_by")
+        key = self._keys.board(project)
+        if deps:
+            # Tasks are never deleted, so one that exists now still exists at the HSETNX.
+            found = await self._client.hmget(key, list(deps))
+            missing = [dep for dep, raw in zip(deps, found, strict=True) if raw is None]
+            if missing:
+                raise BadRequest(
+                    f"depends_on: no task {', '.join(missing)} on the board of {project}",
+                    detail={"missing": missing},
+                )
+        sec, usec = await self._client.time()
+        now = int(sec) * 1_000_000 + int(usec)
+        while True:
+            task = BoardTask(
+                id=_new_id(),
+                project=project,
+                title=title,
+                detail=detail,
+                status=TaskStatus.OPEN,
+                priority=priority,
+                depends_on=deps,
+                created_by=created_by,
+                created=now,
+                updated=now,
+            )
+            if await self._client.hsetnx(key, task.id, pack(task.to_wire())):
+                return task  # else an id clash (40 random bits): draw again
+
+    async def get(self, project: str, task_id: str) -> BoardTask | None:
+        raw = await self._client.hget(self._keys.board(_project(project)), task_id)
+        return None if raw is None else _decode(raw)
+
+    async def list(
+        self, project: str, *, status: TaskStatus | str | None = None
+    ) -> list[BoardTask]:
+        """The project's tasks, highest priority first, then oldest first."""
+        wanted = None if status is None else TaskStatus(status)
+        raw = await self._client.hgetall(self._keys.board(_project(project)))
+        tasks = [_decode(value) for value in raw.values()]
+        return sorted(
+            (t for t in tasks if wanted is None or t.status is wanted),
+            key=lambda t: (-t.priority, t.created, t.id),
+        )
+
+    async def claim(self, project: str, task_id: str, *, agent: str) -> BoardTask:
+        """Make ``agent`` the task's one assignee.
+
+        Raises:
+            TaskNotFound: no such task.
+            TaskClaimed: the task is not open (held by someone, or finished).
+            TaskBlocked: a dependency is not done.
+        """
+        agent = _agent(agent, "agent")
+        reply = await self._run(self._claim, project, task_id, agent)
+        outcome, task = reply[0], self._task(reply)
+        if outcome == "claimed":
+            raise _claimed(task, f"task {task_id} is {task.status}{_by(task)}")
+        if outcome == "blocked":
+            blocked = [_text_of(dep) for dep in reply[2:]]
+            raise TaskBlocked(
+                f"task {task_id} waits for {', '.join(blocked)} to be done",
+                detail={"task": task_id, "blocked_by": blocked},
+            )
+        return task
+
+    async def done(self, project: str, task_id: str, *, agent: str, result: str = "") -> BoardTask:
+        """Mark the task ``done``; only its assignee may.
+
+        Raises:
+            TaskNotFound: no such task.
+            TaskClaimed: ``agent`` does not hold the task's claim.
+        """
+        text = self._redactor.redact(_text("result", result, max_bytes=TEXT_MAX_BYTES))
+        return await self._finish_as(project, task_id, agent, TaskStatus.DONE, "result", text)
+
+    async def fail(self, project: str, task_id: str, *, agent: str, reason: str) -> BoardTask:
+        """Mark the task ``failed`` with the reason; only its assignee may.
+
+        Raises:
+            TaskNotFound: no such task.
+            TaskClaimed: ``agent`` does not hold the task's claim.
+        """
+        text = self._redactor.redact(_text("reason", reason, max_bytes=TEXT_MAX_BYTES))
+        return await self._finish_as(project, task_id, agent, TaskStatus.FAILED, "reason", text)
+
+    async def reopen_orphans(
+        self, project: str, alive: Collection[str]
+    ) -> builtins.list[BoardTask]:
+        """Put back to ``open`` every claimed task whose assignee is not in ``alive``.
+
+        Each task is reopened only if it is still claimed by the assignee judged lost
+        when the script runs. Returns the tasks reopened.
+        """
+        reopened: builtins.list[BoardTask] = []
+        for task in await self.list(project, status=TaskStatus.CLAIMED):
+            if task.assignee in alive:
+                continue
+            reason = f"assignee {task.assignee} lost (heartbeat)"
+            reply = await self._run(self._reopen, project, task.id, task.assignee, reason)
+            if reply[0] == "ok":
+                reopened.append(self._task(reply))
+        return reopened
+
+    # ------------------------------------------------------------------ internals
+
+    async def _finish_as(
+        self, project: str, task_id: str, agent: str, status: TaskStatus, field: str, text: str
+    ) -> BoardTask:
+        agent = _agent(agent, "agent")
+        reply = await self._run(self._finish, project, task_id, agent, str(status), field, text)
+        task = self._task(reply)
+        if reply[0] == "claimed":
+            raise _claimed(task, f"task {task_id} is {task.status}{_by(task)}, not by {agent}")
+        return task
+
+    async def _run(self, script: Any, project: str, task_id: str, *args: str) -> builtins.list[Any]:
+        project = _project(project)
+        reply: builtins.list[Any] = await script(
+            keys=[self._keys.board(project)], args=[task_id, *args]
+        )
+        reply[0] = _text_of(reply[0])
+        if reply[0] == "not_found":
+            raise TaskNotFound(
+                f"no task {task_id} on the board of {project}",
+                detail={"task": task_id, "project": project},
+            )
+        return reply
+
+    @staticmethod
+    def _task(reply: builtins.list[Any]) -> BoardTask:
+        return _decode(reply[1])
+
+
+def _decode(raw: bytes | str) -> BoardTask:
+    return BoardTask.from_wire(unpack(raw.encode() if isinstance(raw, str) else raw))
+
+
+def _by(task: BoardTask) -> str:
+    return f" by {task.assignee}" if task.assignee else ""
+
+
+def _claimed(task: BoardTask, message: str) -> TaskClaimed:
+    return TaskClaimed(
+        message,
+        detail={"task": task.id, "status": str(task.status), "assignee": task.assignee},
+    )

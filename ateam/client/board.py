@@ -1,0 +1,73 @@
+"""The team task board (issue 12) as the client sees it: ``team.tasks``.
+
+A thin face on :class:`~ateam.bus.board.TaskBoard`, so front ends (verbs, consoles,
+MCP) never import the bus. Texts are masked with the session's redactor before they
+are stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+from ateam.bus.board import BoardTask, TaskBoard, TaskStatus
+
+__all__ = ["BoardTask", "TaskStatus", "TasksApi"]
+
+
+class TasksApi:
+    """A project's task board: add, list, claim (atomic), finish."""
+
+    def __init__(self, board: TaskBoard) -> None:
+        self._board = board
+
+    async def ls(self, project: str, *, status: TaskStatus | str | None = None) -> list[BoardTask]:
+        """The project's tasks, highest priority first, then oldest first."""
+        return await self._board.list(project, status=status)
+
+    async def get(self, project: str, task_id: str) -> BoardTask | None:
+        return await self._board.get(project, task_id)
+
+    async def add(
+        self,
+        project: str,
+        *,
+        title: str,
+        detail: str = "",
+        priority: int = 0,
+        depends_on: Iterable[str] = (),
+        created_by: str,
+    ) -> BoardTask:
+        """Put an open task on the board.
+
+        Raises:
+            BadRequest: an argument is invalid or a dependency is unknown; nothing is stored.
+        """
+        return await self._board.add(
+            project,
+            title=title,
+            detail=detail,
+            priority=priority,
+            depends_on=depends_on,
+            created_by=created_by,
+        )
+
+    async def claim(self, project: str, task_id: str, *, agent: str) -> BoardTask:
+        """Make ``agent`` the one assignee; of any number of racing claims, one wins.
+
+        Raises:
+            TaskNotFound, TaskClaimed (naming the assignee), TaskBlocked (naming the
+            dependencies not done).
+        """
+        return await self._board.claim(project, task_id, agent=agent)
+
+    async def done(self, project: str, task_id: str, *, agent: str, result: str = "") -> BoardTask:
+        """Mark the task done; only its assignee may (else TaskClaimed)."""
+        return await self._board.done(project, task_id, agent=agent, result=result)
+
+    async def fail(self, project: str, task_id: str, *, agent: str, reason: str) -> BoardTask:
+        """Mark the task failed with a reason; only its assignee may (else TaskClaimed)."""
+        return await self._board.fail(project, task_id, agent=agent, reason=reason)
+
+    async def reopen_orphans(self, project: str, alive: Collection[str]) -> list[BoardTask]:
+        """Reopen every claimed task whose assignee is not in ``alive``; returns them."""
+        return await self._board.reopen_orphans(project, alive)

@@ -1,0 +1,95 @@
+"""Task board: an atomic ``TaskBoard.claim`` vs one raw Redis write round trip.
+
+Issue 12 asks for the claim latency beside a raw baseline. One measured claim is
+``await board.claim(project, id, agent=...)`` of an open task with one finished
+dependency: one Lua script that reads the task, checks its status and its
+dependencies, and writes it back claimed. The baseline is the cheapest single write
+round trip with raw redis-py asyncio: ``HSET`` of one field. Tasks are added (not
+timed) before each pair; iterations interleave the two, alternating which goes first.
+
+    python benchmarks/bench_board.py [--quick] [--tcp]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+import redis.asyncio as aioredis
+from _common import RedisServer, Row, environment, ns_to_ms, parser, percentile, report
+
+from ateam.bus.board import TaskBoard
+from ateam.bus.connection import RedisTarget, make_client
+from ateam.bus.keys import Keys
+
+PROJECT = "bench"
+
+
+async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[str]]:
+    target = RedisTarget(url, "bench", namespace="bench:")
+    client = make_client(target)
+    raw = aioredis.Redis.from_url(url)
+    board = TaskBoard(client, Keys(target.namespace))
+    claim_ns: list[int] = []
+    raw_ns: list[int] = []
+    try:
+        first = await board.add(PROJECT, title="the dependency", created_by="bench/lead")
+        await board.claim(PROJECT, first.id, agent="bench/a")
+        await board.done(PROJECT, first.id, agent="bench/a")
+
+        async def claim_one() -> int:
+            task = await board.add(
+                PROJECT, title="a task", depends_on=(first.id,), created_by="bench/lead"
+            )
+            t0 = time.perf_counter_ns()
+            claimed = await board.claim(PROJECT, task.id, agent="bench/worker")
+            t1 = time.perf_counter_ns()
+            if claimed.status != "claimed" or claimed.assignee != "bench/worker":
+                raise RuntimeError("the claim did not behave as expected")
+            return t1 - t0
+
+        async def raw_write(i: int) -> int:
+            t0 = time.perf_counter_ns()
+            await raw.hset("bench:raw-board", f"t-{i}", b"claimed")
+            return time.perf_counter_ns() - t0
+
+        for i in range(warmup + iterations):
+            if i % 2:
+                a, b = await claim_one(), await raw_write(i)
+            else:
+                b = await raw_write(i)
+                a = await claim_one()
+            if i >= warmup:
+                claim_ns.append(a)
+                raw_ns.append(b)
+        tasks = len(await board.list(PROJECT))
+    finally:
+        await client.aclose()
+        await raw.aclose()
+    c, r = ns_to_ms(claim_ns), ns_to_ms(raw_ns)
+    rows = [
+        Row("board_claim_p99", "task claim p99", percentile(c, 99), "ms",
+            percentile(r, 99), "HSET p99", "(info)", None),
+        Row("board_claim_p50", "task claim p50", percentile(c, 50), "ms",
+            percentile(r, 50), "HSET p50", "(info)", None),
+    ]  # fmt: skip
+    notes = [
+        f"{iterations} interleaved claims after {warmup} warm-up, on a board of {tasks} "
+        f"tasks; max {max(c):.2f} vs {max(r):.2f} ms"
+    ]
+    return rows, notes
+
+
+def main() -> int:
+    args = parser(__doc__ or "").parse_args()
+    iterations, warmup = (1_000, 100) if args.quick else (5_000, 500)
+    print(f"bench_board: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    with RedisServer(tcp=args.tcp) as server:
+        rows, notes = asyncio.run(run(server.url, iterations, warmup))
+    report("Task board claim (issue 12)", rows, notes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
