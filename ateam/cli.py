@@ -1,6 +1,6 @@
 """Every ``ateam …`` command: parse, call, print. The work lives in the packages.
 
-Longer than most modules (~700 lines) on purpose: each verb is a short handler on
+Longer than most modules on purpose: each verb is a short handler on
 :mod:`ateam.client` beside its own arguments, and one file read top to bottom is the
 whole command line. Nothing here talks to Redis; ``tests/unit/test_layers.py`` checks it.
 """
@@ -517,29 +517,62 @@ def _kb_ls_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
-_KB_ACTIONS: list[
-    tuple[str, Callable[[argparse.Namespace], int], Callable[[argparse.ArgumentParser], None], str]
-] = [
+ArgsAdder = Callable[[argparse.ArgumentParser], None]
+Action = tuple[str, Callable[[argparse.Namespace], int], ArgsAdder, str]
+"""A verb's action: name, handler, its own arguments, help."""
+
+
+def _add_actions(
+    sub: Any,
+    verb: str,
+    text: str,
+    table: list[Action],
+    *,
+    common: ArgsAdder,
+    first: ArgsAdder | None = None,
+) -> None:
+    """``ateam VERB ACTION …``: one subparser per action of ``table``.
+
+    ``first`` adds what comes before the action's own arguments (positionals keep that
+    order), ``common`` what every action takes after them.
+    """
+    parser = sub.add_parser(verb, help=text, description=text)
+    actions = parser.add_subparsers(dest=f"{verb}_action", required=True)
+    for name, handler, own_args, help_text in table:
+        p = actions.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(handler=handler)
+        if first is not None:
+            first(p)
+        own_args(p)
+        common(p)
+
+
+def _add_redis_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--redis", metavar="URL", help="redis://, rediss:// or unix:// URL")
+
+
+_KB_ACTIONS: list[Action] = [
     ("add", cmd_kb_add, _kb_add_args, "ingest files and directories (the agent's sandbox only)"),
     ("search", cmd_kb_search, _kb_search_args, "the passages most like a query, best first"),
     ("ls", cmd_kb_ls, _kb_ls_args, "the documents of a scope"),
 ]
-"""``ateam kb`` actions: name, handler, their own arguments, help."""
+"""``ateam kb`` actions."""
+
+
+def _kb_agent(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", help="agent id PROJECT/NAME, or NAME within the current project")
+
+
+def _kb_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scope", choices=SCOPES, default=DEFAULT_SCOPE)
+    _add_redis_option(p)
+    _add_project_option(p)
 
 
 def _add_kb_parser(sub: Any) -> None:
     """``ateam kb add|search|ls``: every action takes every option after its words."""
     text = "knowledge-base operations on an agent's scopes (SPEC §10)"
-    kb = sub.add_parser("kb", help=text, description=text)
-    actions = kb.add_subparsers(dest="kb_action", required=True)
-    for name, handler, own_args, help_text in _KB_ACTIONS:
-        p = actions.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(handler=handler)
-        p.add_argument("id", help="agent id PROJECT/NAME, or NAME within the current project")
-        own_args(p)
-        p.add_argument("--scope", choices=SCOPES, default=DEFAULT_SCOPE)
-        p.add_argument("--redis", metavar="URL", help="redis://, rediss:// or unix:// URL")
-        _add_project_option(p)
+    _add_actions(sub, "kb", text, _KB_ACTIONS, first=_kb_agent, common=_kb_common)
 
 
 # tasks ----------------------------------------------------------------------------------
@@ -655,33 +688,29 @@ def _tasks_done_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--result", default="", metavar="TEXT")
 
 
-_TASKS_ACTIONS: list[
-    tuple[str, Callable[[argparse.Namespace], int], Callable[[argparse.ArgumentParser], None], str]
-] = [
+_TASKS_ACTIONS: list[Action] = [
     ("ls", cmd_tasks_ls, _tasks_ls_args, "the project's tasks, highest priority first"),
     ("add", cmd_tasks_add, _tasks_add_args, "put an open task on the board"),
     ("claim", cmd_tasks_claim, _tasks_claim_args, "take a task: exits 0 only for the winner"),
     ("done", cmd_tasks_done, _tasks_done_args, "finish a task you hold"),
 ]
-"""``ateam tasks`` actions: name, handler, their own arguments, help."""
+"""``ateam tasks`` actions."""
+
+
+def _tasks_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true")
+    _add_redis_option(p)
+    p.add_argument(
+        "--project",
+        metavar="NAME",
+        help="the board's project (default: the nearest .ateam/project.yaml)",
+    )
 
 
 def _add_tasks_parser(sub: Any) -> None:
     """``ateam tasks ls|add|claim|done``: the project's task board (issue 12)."""
     text = "the project's task board: tasks agents claim one at a time"
-    tasks = sub.add_parser("tasks", help=text, description=text)
-    actions = tasks.add_subparsers(dest="tasks_action", required=True)
-    for name, handler, own_args, help_text in _TASKS_ACTIONS:
-        p = actions.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(handler=handler)
-        own_args(p)
-        p.add_argument("--json", action="store_true")
-        p.add_argument("--redis", metavar="URL", help="redis://, rediss:// or unix:// URL")
-        p.add_argument(
-            "--project",
-            metavar="NAME",
-            help="the board's project (default: the nearest .ateam/project.yaml)",
-        )
+    _add_actions(sub, "tasks", text, _TASKS_ACTIONS, common=_tasks_common)
 
 
 def _add_project_option(p: argparse.ArgumentParser) -> None:
@@ -759,7 +788,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text, description=text)
         p.set_defaults(handler=handler)
         if name != "server":
-            p.add_argument("--redis", metavar="URL", help="redis://, rediss:// or unix:// URL")
+            _add_redis_option(p)
         return p
 
     p = add("agent", cmd_agent, "run one agent in the foreground")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ateam.console.session import ConsoleSession, ConsoleView
 from ateam.errors import UsageError
@@ -16,6 +17,8 @@ from ateam.errors import UsageError
 __all__ = ["Call", "Command", "Handler", "Parsed", "csv", "int_option"]
 
 Handler = Callable[["Call"], Awaitable[None]]
+
+_H = TypeVar("_H")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,17 @@ class Call:
     @property
     def view(self) -> ConsoleView:
         return self.console.view
+
+    def action(self, table: Mapping[str, _H], default: str) -> _H:
+        """The handler of a sub-action the first word names (``default`` without one).
+
+        ``/queue clear``, ``/sys edit``, ``/plan append``, ``/kb search``: a word the table
+        does not know is a usage error naming the command's usage.
+        """
+        handler = table.get(self.args[0] if self.args else default)
+        if handler is None:
+            raise self.bad()
+        return handler
 
     def bad(self, note: str = "") -> UsageError:
         """The error for arguments that do not fit the command's usage."""

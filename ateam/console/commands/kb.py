@@ -15,9 +15,7 @@ KB_SCOPE = "agent"
 
 
 async def kb(call: Call) -> None:
-    handler = _ACTIONS.get(call.args[0] if call.args else "")
-    if handler is None:
-        raise call.bad()
+    handler = call.action(_ACTIONS, "")
     parsed = call.parse(call.args[1:], options=("--scope", "--ids", "--k"))
     await handler(call, parsed)
 

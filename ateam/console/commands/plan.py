@@ -16,11 +16,7 @@ PLAN_LIST_TIMEOUT_S = 2.0
 
 
 async def plan(call: Call) -> None:
-    action, text = (call.args[0], " ".join(call.args[1:])) if call.args else ("read", "")
-    handler = _ACTIONS.get(action)
-    if handler is None:
-        raise call.bad()
-    await handler(call, text)
+    await call.action(_ACTIONS, "read")(call, " ".join(call.args[1:]))
 
 
 async def _read(call: Call, text: str) -> None:

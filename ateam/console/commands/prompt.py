@@ -33,11 +33,7 @@ async def add_overlay_line(console: ConsoleSession, text: str) -> None:
 
 
 async def sys(call: Call) -> None:
-    action = call.args[0] if call.args else "show"
-    handler = _SYS_ACTIONS.get(action)
-    if handler is None:
-        raise call.bad()
-    await handler(call)
+    await call.action(_SYS_ACTIONS, "show")(call)
 
 
 async def _sys_show(call: Call) -> None:

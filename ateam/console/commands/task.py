@@ -34,11 +34,7 @@ async def cancel(call: Call) -> None:
 
 
 async def queue(call: Call) -> None:
-    action = call.args[0] if call.args else "list"
-    handler = _QUEUE_ACTIONS.get(action)
-    if handler is None:
-        raise call.bad()
-    await handler(call)
+    await call.action(_QUEUE_ACTIONS, "list")(call)
 
 
 async def _queue_list(call: Call) -> None:
