@@ -24,6 +24,7 @@ from typing import Any
 from ateam import __version__
 from ateam.client import (
     BoardTask,
+    ContextItem,
     Gap,
     KbProgress,
     Target,
@@ -238,6 +239,42 @@ def cmd_ps(args: argparse.Namespace) -> int:
         return 0
 
     return _run_verb(args, "ps", work)
+
+
+SESSION_AGENT_COLUMNS = ["id", "state", "model", "queue_len", "current_task", "host", "last_seen"]
+SESSION_TASK_COLUMNS = ["id", "status", "priority", "assignee", "title"]
+
+
+def cmd_session(args: argparse.Namespace) -> int:
+    """``ateam session``: the snapshot ``~/.ateam/session.json`` holds, fresh from the bus."""
+
+    async def work(team: Team) -> int:
+        document = await team.snapshot(None if args.project is None else [args.project])
+        if args.json:
+            print(json.dumps(document, indent=2, ensure_ascii=False))
+        else:
+            _print_session(document)
+        return 0
+
+    return _run_verb(args, "session", work)
+
+
+def _print_session(document: dict[str, Any]) -> None:
+    print(f"session on {document['bus']} at {document['generated_at']}")
+    if not document["projects"]:
+        print("no agents")
+    for name, project in document["projects"].items():
+        counts = ", ".join(f"{n} {status}" for status, n in project["task_counts"].items())
+        print(f"\nproject {name}: agents {len(project['agents'])}; tasks {counts}")
+        for rows, columns in (
+            (project["agents"], SESSION_AGENT_COLUMNS),
+            (project["tasks"], SESSION_TASK_COLUMNS),
+        ):
+            for line in table_lines(rows, columns) if rows else []:
+                print(f"  {line}")
+        for item in project["attention"]:
+            source = item["source_agent"] or item["source_runtime"]
+            print(f"  ! [{item['urgency']}] {item['title']} ({item['id']}, from {source})")
 
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -582,7 +619,7 @@ TaskWork = Callable[[Team, str], Awaitable[int]]
 TASK_COLUMNS = ["id", "status", "priority", "assignee", "depends_on", "title"]
 
 
-def _run_tasks(args: argparse.Namespace, work: TaskWork) -> int:
+def _run_tasks(args: argparse.Namespace, work: TaskWork, verb: str = "tasks") -> int:
     """The project (``--project`` or the nearest one), then ``work`` on a team session."""
     try:
         project = _project_name(args.project)
@@ -593,7 +630,7 @@ def _run_tasks(args: argparse.Namespace, work: TaskWork) -> int:
     async def on_team(team: Team) -> int:
         return await work(team, project)
 
-    return _run_verb(args, "tasks", on_team)
+    return _run_verb(args, verb, on_team)
 
 
 def _as_agent(value: str) -> str:
@@ -666,6 +703,15 @@ def cmd_tasks_done(args: argparse.Namespace) -> int:
     return _run_tasks(args, work)
 
 
+def cmd_tasks_fail(args: argparse.Namespace) -> int:
+    async def work(team: Team, project: str) -> int:
+        task = await team.tasks.fail(project, args.task_id, agent=args.agent, reason=args.reason)
+        _print_task(task, args.json, "failed")
+        return 0
+
+    return _run_tasks(args, work)
+
+
 def _tasks_ls_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--status", choices=["open", "claimed", "done", "failed"])
 
@@ -688,11 +734,17 @@ def _tasks_done_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--result", default="", metavar="TEXT")
 
 
+def _tasks_fail_args(p: argparse.ArgumentParser) -> None:
+    _tasks_claim_args(p)
+    p.add_argument("--reason", required=True, metavar="TEXT", help="why it could not be done")
+
+
 _TASKS_ACTIONS: list[Action] = [
     ("ls", cmd_tasks_ls, _tasks_ls_args, "the project's tasks, highest priority first"),
     ("add", cmd_tasks_add, _tasks_add_args, "put an open task on the board"),
     ("claim", cmd_tasks_claim, _tasks_claim_args, "take a task: exits 0 only for the winner"),
     ("done", cmd_tasks_done, _tasks_done_args, "finish a task you hold"),
+    ("fail", cmd_tasks_fail, _tasks_fail_args, "give up a task you hold, saying why"),
 ]
 """``ateam tasks`` actions."""
 
@@ -703,14 +755,107 @@ def _tasks_common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--project",
         metavar="NAME",
-        help="the board's project (default: the nearest .ateam/project.yaml)",
+        help="the project (default: the nearest .ateam/project.yaml)",
     )
 
 
 def _add_tasks_parser(sub: Any) -> None:
-    """``ateam tasks ls|add|claim|done``: the project's task board (issue 12)."""
+    """``ateam tasks ls|add|claim|done|fail``: the project's task board (issue 12)."""
     text = "the project's task board: tasks agents claim one at a time"
     _add_actions(sub, "tasks", text, _TASKS_ACTIONS, common=_tasks_common)
+
+
+# context --------------------------------------------------------------------------------
+
+CONTEXT_COLUMNS = ["id", "urgency", "type", "scope", "source", "title"]
+
+
+def _print_items(items: list[ContextItem], as_json: bool, empty: str) -> None:
+    rows = [item.to_wire() for item in items]
+    if as_json:
+        print(json.dumps(rows, indent=2, sort_keys=True))
+    elif not rows:
+        print(empty)
+    else:
+        for row in rows:
+            row["source"] = row["source_agent"] or row["source_runtime"]
+        for line in table_lines(rows, CONTEXT_COLUMNS):
+            print(line)
+
+
+def cmd_context_ls(args: argparse.Namespace) -> int:
+    async def work(team: Team, project: str) -> int:
+        items = await team.context.ls(project, min_urgency=args.urgency, limit=args.limit)
+        _print_items(items, args.json, f"no context items in {project}")
+        return 0
+
+    return _run_tasks(args, work, "context")
+
+
+def cmd_context_search(args: argparse.Namespace) -> int:
+    async def work(team: Team, project: str) -> int:
+        query = " ".join(args.query)
+        items = await team.context.search(project, query, limit=args.limit)
+        _print_items(items, args.json, f"no context item in {project} matches {query!r}")
+        return 0
+
+    return _run_tasks(args, work, "context")
+
+
+def cmd_context_post(args: argparse.Namespace) -> int:
+    async def work(team: Team, project: str) -> int:
+        item = await team.context.post(
+            project,
+            type=args.type,
+            title=" ".join(args.title),
+            content=args.content,
+            urgency=args.urgency or "background",
+            scope=args.scope,
+            tags=[t.strip() for t in (args.tags or "").split(",") if t.strip()],
+            source_runtime="cli",
+        )
+        if args.json:
+            print(json.dumps(item.to_wire(), indent=2, sort_keys=True))
+        else:
+            print(f"posted {item.id} to {project} ({item.scope}, {item.urgency})")
+        return 0
+
+    return _run_tasks(args, work, "context")
+
+
+def _context_ls_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--urgency", choices=["background", "attention", "blocking"])
+    p.add_argument("--limit", type=int, default=50, metavar="N")
+
+
+def _context_search_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", nargs="+", metavar="WORD")
+    p.add_argument("--limit", type=int, default=20, metavar="N")
+
+
+def _context_post_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("title", nargs="+", metavar="WORD")
+    p.add_argument("--type", default="status", choices=CONTEXT_TYPES)
+    p.add_argument("--urgency", choices=["background", "attention", "blocking"])
+    p.add_argument("--scope", default="project", choices=["task", "project", "global"])
+    p.add_argument("--tags", metavar="A,B")
+    p.add_argument("--content", default="", metavar="TEXT")
+
+
+CONTEXT_TYPES = ["discovery", "decision", "status", "request", "alert"]
+
+_CONTEXT_ACTIONS: list[Action] = [
+    ("ls", cmd_context_ls, _context_ls_args, "the project's live items, newest first"),
+    ("search", cmd_context_search, _context_search_args, "items ranked by meaning"),
+    ("post", cmd_context_post, _context_post_args, "share an item with the team"),
+]
+"""``ateam context`` actions."""
+
+
+def _add_context_parser(sub: Any) -> None:
+    """``ateam context ls|search|post``: the team's context items (SPEC §9)."""
+    text = "the team's context items: what agents and people share (SPEC §9)"
+    _add_actions(sub, "context", text, _CONTEXT_ACTIONS, common=_tasks_common)
 
 
 def _add_project_option(p: argparse.ArgumentParser) -> None:
@@ -728,6 +873,68 @@ def _add_init_parser(sub: Any) -> None:
     p.add_argument("dir", nargs="?", default=".")
     p.add_argument("--name", help="the project's name (default: the directory's name)")
     p.add_argument("--agent", default="zeus", help="the first agent's name (default: zeus)")
+
+
+# mcp ------------------------------------------------------------------------------------
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """``ateam mcp``: the team as a Model Context Protocol server (stdio, or HTTP + token)."""
+    try:
+        from ateam.mcp import DEFAULT_PORT, HttpOptions, read_token, serve
+    except ImportError as exc:  # the SDK is an extra
+        need = f"ateam mcp needs the mcp extra: pip install 'ateam[mcp]' ({exc})"
+        raise UsageError(need) from None
+    if not args.http and (args.host, args.port, args.token_file) != (None, None, None):
+        raise UsageError("--host, --port and --token-file go with --http")
+    http = None
+    if args.http:
+        token = {} if args.token_file is None else {"token": read_token(args.token_file)}
+        http = HttpOptions(
+            host=args.host or "127.0.0.1",
+            port=DEFAULT_PORT if args.port is None else args.port,
+            token_from=args.token_file,
+            **token,
+        )
+    try:  # the default project: --project, else the nearest one, else each call names one
+        project: str | None = _project_name(args.project)
+    except UsageError:
+        project = None
+    except AteamError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return cli_exit_code(exc)
+
+    async def work(team: Team) -> int:
+        return await serve(team, project, http=http)
+
+    return _run_verb(args, "mcp", work, redactor=local_redactor())
+
+
+def _port(value: str) -> int:
+    port = int(value)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535; got {port}")
+    return port
+
+
+def _add_mcp_parser(sub: Any) -> None:
+    text = "serve the team to MCP clients (Claude Code, Codex CLI, Cursor) on stdio"
+    p = sub.add_parser("mcp", help=text, description=text)
+    p.set_defaults(handler=cmd_mcp)
+    _add_redis_option(p)
+    p.add_argument(
+        "--project",
+        metavar="NAME",
+        help="the project tools mean when they name none (default: the nearest .ateam/)",
+    )
+    p.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    p.add_argument("--host", metavar="ADDR", help="with --http (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, metavar="N", help="with --http (default 8765; 0: any)")
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --http: the bearer token clients send (default: a new one, printed)",
+    )
 
 
 # up / down ------------------------------------------------------------------------------
@@ -812,6 +1019,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("ps", cmd_ps, "list agents")
     p.add_argument("--json", action="store_true")
 
+    p = add("session", cmd_session, "the team snapshot (~/.ateam/session.json), fresh")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--project", metavar="NAME", help="only this project (default: every one)")
+
     p = add("send", cmd_send, "queue text for an agent")
     p.add_argument("id")
     _add_project_option(p)
@@ -848,6 +1059,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_init_parser(sub)
     _add_kb_parser(sub)
     _add_tasks_parser(sub)
+    _add_context_parser(sub)
+    _add_mcp_parser(sub)
     return parser
 
 

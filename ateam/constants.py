@@ -82,6 +82,16 @@ SWITCH_BACK_CHECK_S = 2.0
 """How often an idle agent on a fallback checks whether it can return to its primary
 (a probe call is made at most once per ``switching.cooldown_s``)."""
 
+SNAPSHOT_INTERVAL_S = 1.0
+"""How often the host's snapshot writer rebuilds ``~/.ateam/session.json`` (issue 12 §4):
+a change shows in the file within about this plus one build."""
+SNAPSHOT_WRITER_TTL_S = 3.0
+"""The writer's seat lapses unless renewed; another agent on the host then takes it."""
+SNAPSHOT_ITEMS = 20
+"""Newest ``attention``/``blocking`` context items the snapshot shows per project."""
+SNAPSHOT_TASKS = 200
+"""Most open and claimed board tasks the snapshot lists per project (counts cover all)."""
+
 HANDOFF_LOCK_WAIT_S = 1.0
 """The agent skips a handoff write (and says so in its log) rather than wait longer."""
 HANDOFF_BLOCK_TOKENS = 600

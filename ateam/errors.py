@@ -93,6 +93,7 @@ class Code(StrEnum):
     TASK_NOT_FOUND = "task.not_found"
     TASK_CLAIMED = "task.claimed"
     TASK_BLOCKED = "task.blocked"
+    TEAM_HOP_LIMIT = "team.hop_limit"
 
 
 class AteamError(Exception):
@@ -456,6 +457,17 @@ class BadRequest(RpcError, UsageError):
     hint = ""  # the agent's message says what was wrong; /help is about the console
 
 
+class HopLimit(RpcError):
+    """A message between agents went round too many times (``team.send``, SPEC §9).
+
+    Every message of a conversation thread carries its hop count; an agent refuses one
+    past its ``team.max_hops``, so two agents cannot keep each other busy for ever.
+    """
+
+    code = Code.TEAM_HOP_LIMIT
+    hint = "answer the person who started the thread instead of passing it on"
+
+
 _RPC_ERRORS: dict[str, type[RpcError]] = {
     Code.OWNERSHIP_DENIED: OwnershipDenied,
     Code.AGENT_NOT_FOUND: AgentNotFound,
@@ -463,6 +475,7 @@ _RPC_ERRORS: dict[str, type[RpcError]] = {
     Code.TIMEOUT: RpcTimeout,
     Code.NO_SUCH_METHOD: NoSuchMethod,
     Code.BAD_REQUEST: BadRequest,
+    Code.TEAM_HOP_LIMIT: HopLimit,
 }
 
 

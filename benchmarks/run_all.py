@@ -22,7 +22,8 @@ from _common import Row, environment, render
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = [
-    "rpc", "events", "queue", "ps", "ownership", "board", "restart", "redact", "pty", "console",
+    "rpc", "events", "queue", "ps", "ownership", "board", "context", "restart", "redact", "pty",
+    "console",
 ]  # fmt: skip
 
 

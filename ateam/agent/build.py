@@ -27,12 +27,14 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 
 from ateam._fs import DamageLog
+from ateam.agent.board_puller import BoardPuller
 from ateam.agent.compaction import MARKER_FILE, Compactor, read_marker
 from ateam.agent.fence import StateDirLock, WriteFence
 from ateam.agent.handoff import HandoffStore
 from ateam.agent.history import History, SummaryLog
 from ateam.agent.hooks import AgentHooks, AgentSources
 from ateam.agent.kb import AgentKb
+from ateam.agent.messenger import TeamMessenger
 from ateam.agent.offload import HandoffKeeper, HandoffMirror
 from ateam.agent.port import AgentPort
 from ateam.agent.prompt_reload import PromptReloader
@@ -41,6 +43,7 @@ from ateam.agent.queue import DurableQueue
 from ateam.agent.router import ModelRouter
 from ateam.agent.runner import TaskRunner
 from ateam.agent.service import build_methods
+from ateam.agent.snapshot_keeper import SnapshotKeeper
 from ateam.agent.status import AgentState, AgentStatus
 from ateam.agent.switching import ModelSwitcher
 from ateam.agent.teamfeed import TeamFeed
@@ -51,6 +54,7 @@ from ateam.agent.watchdog import StallWatch
 from ateam.agent.window import ContextWindow
 from ateam.agent.workctx import WorkingContext
 from ateam.agent.worker import Worker
+from ateam.bus.board import TaskBoard
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.context import ContextStore
 from ateam.bus.events import EventType
@@ -61,6 +65,7 @@ from ateam.bus.registry import AgentEntry, Heartbeat, Registry
 from ateam.bus.rpc import RpcServer
 from ateam.config import AgentConfig
 from ateam.constants import HANDOFF_LOCK_WAIT_S
+from ateam.kb.similar import meaning_ranker
 from ateam.paths import ateam_home
 from ateam.providers import build_provider
 from ateam.providers.base import Provider
@@ -104,6 +109,10 @@ class Parts:
     mirror: HandoffMirror
     handoff: HandoffStore
     team: TeamFeed
+    board: TaskBoard
+    """The team's task board (issue 12): the ``tasks.*`` tools and the upkeep's reconcile."""
+    puller: BoardPuller
+    """Takes board tasks when idle (``take_tasks``)."""
     workctx: WorkingContext
     tool_registry: ToolRegistry
     plugin_warnings: list[str]
@@ -122,6 +131,8 @@ class Parts:
     reloader: PromptReloader
     upkeep: BusUpkeep
     worker: Worker
+    snapshot: SnapshotKeeper
+    """Keeps ``~/.ateam/session.json`` while this agent holds the host's writer seat."""
     rpc: RpcFactory
     repl: ReplRunner | None
     """``None``: no local REPL (no terminal, or ``--no-repl``)."""
@@ -263,8 +274,20 @@ def build_parts(
             scrub=redactor.redact_obj,
         ),
     )
-    context_items = ContextStore(client, keys, redactor=redactor)
-    team = swap("team", lambda: TeamFeed(context_items, config.project, agent_id))
+    context_items = ContextStore(client, keys, redactor=redactor, ranker=meaning_ranker())
+    board = swap("board", lambda: TaskBoard(client, keys, redactor=redactor))
+    team = swap(
+        "team",
+        lambda: TeamFeed(
+            context_items, client, keys, config.project, agent_id, config.spec.context, events.emit
+        ),
+    )
+    puller = swap(
+        "puller",
+        lambda: BoardPuller(
+            board, client, keys, config.project, agent_id, enabled=config.spec.take_tasks
+        ),
+    )
     workctx = swap(
         "workctx", lambda: WorkingContext(state_dir, fence=fence, scrub=redactor.redact_obj)
     )
@@ -362,6 +385,8 @@ def build_parts(
         context_items=context_items,
         kb=kb,
         list_agents=functools.partial(_list_agents, client, keys),
+        board=board,
+        teammates=TeamMessenger(client, keys, agent_id, config.spec.team.max_hops),
         keeper=keeper,
         switcher=switcher,
         compactor=compactor,
@@ -407,6 +432,7 @@ def build_parts(
             router=router,
             ledger=ledger,
             write_fence=fence,
+            board=board,
         ),
     )
     router.on_usage = upkeep.usage_changed
@@ -418,6 +444,7 @@ def build_parts(
             runner=runner,
             stall=stall,
             team=team,
+            puller=puller,
             workctx=workctx,
             status=status,
             events=events,
@@ -428,6 +455,21 @@ def build_parts(
             reloader=reloader,
             upkeep=upkeep,
             write_fence=fence,
+        ),
+    )
+
+    team.on_blocking = worker.wake  # a blocking item wakes an idle worker to take it
+    puller.on_news = worker.wake  # so does news on the board, when it takes tasks
+
+    snapshot = swap(
+        "snapshot",
+        lambda: SnapshotKeeper(
+            client,
+            keys,
+            agent_id=agent_id,
+            project=config.project,
+            home=ateam_home(),
+            bus=target.describe(),
         ),
     )
 
@@ -461,6 +503,8 @@ def build_parts(
         mirror=mirror,
         handoff=handoff,
         team=team,
+        board=board,
+        puller=puller,
         workctx=workctx,
         tool_registry=tool_registry,
         plugin_warnings=plugin_warnings,
@@ -479,6 +523,7 @@ def build_parts(
         reloader=reloader,
         upkeep=upkeep,
         worker=worker,
+        snapshot=snapshot,
         rpc=swap("rpc", lambda: serve),
         repl=swap("repl", lambda: _run_repl if repl else None),
     )

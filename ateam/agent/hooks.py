@@ -28,7 +28,13 @@ from ateam.config import AgentConfig
 from ateam.config.schema import Approval
 from ateam.redact import Redactor
 from ateam.tools.fs import Sandbox
-from ateam.tools.ports import AgentLister, ContextItems, KnowledgeBases
+from ateam.tools.ports import (
+    AgentLister,
+    ContextItems,
+    KnowledgeBases,
+    TaskBoardPort,
+    Teammates,
+)
 from ateam.tools.pty import ExecLimits
 from ateam.tools.registry import ToolContext
 
@@ -81,6 +87,8 @@ class AgentHooks:
     context_items: ContextItems
     kb: KnowledgeBases
     list_agents: AgentLister
+    board: TaskBoardPort
+    teammates: Teammates
     keeper: HandoffKeeper
     switcher: ModelSwitcher
     compactor: Compactor
@@ -110,6 +118,7 @@ class AgentHooks:
             cwd=self.config.cwd,
             task_id=item.id,
             trace_id=item.trace_id,
+            hops=item.hops,
             sandbox=self.sandbox,
             approval=approval,
             on_output=on_output,
@@ -121,6 +130,8 @@ class AgentHooks:
             memory=self.workctx,
             context_items=self.context_items,
             kb=self.kb,
+            teammates=self.teammates,
+            board=self.board,
         )
 
     def on_turn(self, item: QueueItem, turn: dict[str, Any]) -> None:

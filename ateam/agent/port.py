@@ -98,7 +98,12 @@ class AgentPort(Protocol):
         rid: str | None = None,
         caller: str | None = None,
         trace_id: str | None = None,
+        hops: int = 0,
     ) -> Queued: ...
+
+    async def external_input_allowed(self) -> bool:
+        """Whether an external runtime may queue input now (no owner, or one who allows it)."""
+        ...
 
     def enqueue_wakeup(self) -> None: ...
 

@@ -220,7 +220,10 @@ class Agent:
         upkeep = parts.upkeep
         self._tasks.append(asyncio.create_task(upkeep.maintain(), name="maintain"))
         self._tasks.append(asyncio.create_task(upkeep.lock_watch(), name="lock-watch"))
+        self._tasks.append(asyncio.create_task(parts.team.listen(), name="team-context"))
+        self._tasks.append(asyncio.create_task(parts.puller.listen(), name="board"))
         parts.stall.start()
+        parts.snapshot.start()
         self._tasks.append(asyncio.create_task(parts.reloader.watch(), name="prompts"))
         self._worker = asyncio.create_task(parts.worker.supervise(), name="worker")
         status.set(AgentState.IDLE)
@@ -239,6 +242,7 @@ class Agent:
             await cancel_quietly(task)
         await cancel_quietly(self._worker)
         await self.parts.stall.aclose()
+        await self.parts.snapshot.aclose()
         with contextlib.suppress(Exception):
             await self.events.aclose(flush_timeout=0.5)
         self.parts.state_lock.release()
@@ -291,6 +295,8 @@ class Agent:
         # Each bus step is bounded: a frozen Redis must not keep a stopping agent alive
         # (the lock then simply expires on its own).
         await _bounded(parts.heartbeat.leave(), bus_wait)
+        # After the leave, so a holder's last snapshot no longer lists this agent.
+        await _bounded(parts.snapshot.aclose(), bus_wait)
         # The files go before the identity: a successor that wins the lock finds them free.
         parts.state_lock.release()
         await _bounded(self.lock.release(), bus_wait)
@@ -343,6 +349,7 @@ class Agent:
         rid: str | None = None,
         caller: str | None = None,
         trace_id: str | None = None,
+        hops: int = 0,
     ) -> Queued:
         """Durably queue an input, its secrets redacted first. A repeated rid is not re-added.
 
@@ -350,8 +357,12 @@ class Agent:
         secret reaches the queue file, the history, the handoff or an event.
         """
         return self.parts.worker.enqueue(
-            text, source=source, rid=rid, caller=caller, trace_id=trace_id
+            text, source=source, rid=rid, caller=caller, trace_id=trace_id, hops=hops
         )
+
+    async def external_input_allowed(self) -> bool:
+        await self.parts.upkeep.current_owner()  # read fresh: the owner may just have said no
+        return self.parts.upkeep.owner_allows_external
 
     def enqueue_wakeup(self) -> None:
         """Tell the worker that items were added behind its back (e.g. a retry)."""

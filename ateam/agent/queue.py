@@ -150,6 +150,9 @@ class QueueItem:
     """Correlates the item's events across processes."""
     attempts: int = 0
     """How many times processing started."""
+    hops: int = 0
+    """How many agent-to-agent steps brought it here (``team.send``): 0 for input from a
+    person or script. A ``team.send`` made while working on it carries ``hops + 1``."""
     kills: int = 0
     """How many times the process was killed from outside (SIGKILL, SIGTERM that could not
     finish) while this item was in progress: not held against it as crashes are."""
@@ -169,6 +172,7 @@ class QueueItem:
             "trace_id": self.trace_id,
             "attempts": self.attempts,
             "kills": self.kills,
+            "hops": self.hops,
         }
 
     @classmethod
@@ -183,8 +187,8 @@ class QueueItem:
         item = cls(**{key: value for key, value in data.items() if key in known})
         if not all(isinstance(v, str) for v in (item.id, item.text, item.source)):
             raise ValueError("queue item: id, text and source must be strings")
-        if not all(_is_int(v) for v in (item.priority, item.attempts, item.kills)):
-            raise ValueError("queue item: priority, attempts and kills must be integers")
+        if not all(_is_int(v) for v in (item.priority, item.attempts, item.kills, item.hops)):
+            raise ValueError("queue item: priority, attempts, kills and hops must be integers")
         if not (_is_int(item.enqueued_at) or isinstance(item.enqueued_at, float)):
             raise ValueError("queue item: enqueued_at must be a number")
         # The rid is a dict key once loaded: a list there would fail open() as a TypeError.
@@ -454,6 +458,7 @@ class DurableQueue:
         caller: str | None = None,
         trace_id: str | None = None,
         priority: int = 0,
+        hops: int = 0,
     ) -> QueueItem:
         """Enqueue ``text``; returns only once the item is written and fsynced.
 
@@ -470,6 +475,7 @@ class DurableQueue:
             rid=rid,
             caller=caller,
             trace_id=trace_id,
+            hops=hops,
         )
         # Advanced before the write: an id that may have reached the disk is never reissued.
         self._last_id = item.id

@@ -23,7 +23,7 @@ from ateam.agent.port import AgentPort
 from ateam.bus.events import EventType
 from ateam.bus.rpc import Call, Method
 from ateam.config import AgentConfig
-from ateam.errors import AteamError, BadRequest, StorageIoError
+from ateam.errors import AteamError, BadRequest, HopLimit, OwnershipDenied, StorageIoError
 from ateam.kb import DEFAULT_K
 from ateam.tools.approvals import parse_decision
 from ateam.wire.results import (
@@ -80,6 +80,7 @@ from ateam.wire.rpc import (
     OffloadProposeParams,
     Params,
     ShutdownParams,
+    TeamInputParams,
     TextParams,
 )
 
@@ -109,6 +110,12 @@ def save_model(config: AgentConfig, model: str) -> str:
 
 _MODEL_LINE = re.compile(r"^model:.*$", re.MULTILINE)
 
+_FROM = {
+    "agent": "[from teammate {sender}, through team.send]",
+    "mcp": "[from {sender}, an external runtime, through ateam mcp]",
+}
+"""The first line of a ``team.input`` task, by source kind."""
+
 
 class AgentService:
     """RPC handlers of one agent; :func:`build_methods` lays them out as the catalogue."""
@@ -127,6 +134,47 @@ class AgentService:
             rid=call.id,
             caller=call.caller,
             trace_id=params.trace_id,
+        )
+        return {
+            "id": queued.item.id,
+            "trace_id": queued.item.trace_id,
+            "queued": len(self.agent.queue),
+            "created": queued.created,
+            "redacted": queued.redacted,
+        }
+
+    async def team_input(self, call: Call) -> dict[str, Any]:
+        """Text from a teammate (``agent:NAME``) or an external runtime (``mcp:NAME``).
+
+        No ownership is needed: a teammate's message is part of the team's work and
+        its source is shown to the owner; an external runtime gets in only while
+        nobody owns the agent or the owner allowed external input.
+        """
+        params = call.args(TeamInputParams)
+        kind = params.source.split(":", 1)[0]
+        if kind == "mcp" and not await self.agent.external_input_allowed():
+            raise OwnershipDenied(
+                f"{self.agent.id} is owned by a console that has not allowed external input "
+                "(its owner can run /allow external on)",
+                detail={"owner": self.agent.status().get("owner")},
+            )
+        limit = self.agent.config.spec.team.max_hops
+        if params.hops > limit:
+            raise HopLimit(
+                f"message refused: hop {params.hops} of its thread, over {self.agent.id}'s "
+                f"limit of {limit} (team.max_hops)",
+                detail={"hops": params.hops, "max_hops": limit},
+            )
+        sender = params.source.split(":", 1)[1]
+        # The model reads the task as text: it must know who asked, to answer the right one.
+        heading = _FROM[kind].format(sender=sender)
+        queued = self.agent.enqueue(
+            f"{heading}\n{params.text}",
+            source=params.source,
+            rid=call.id,
+            caller=call.caller,
+            trace_id=params.trace_id,
+            hops=params.hops if kind == "agent" else 0,
         )
         return {
             "id": queued.item.id,
@@ -381,6 +429,14 @@ def build_methods(agent: AgentPort) -> dict[str, Method]:
             InputResult,
             True,
             "queue text as a task {text, source?, trace_id?}",
+        ),
+        (
+            "team.input",
+            svc.team_input,
+            TeamInputParams,
+            InputResult,
+            False,
+            "queue text from a teammate or external runtime {text, source, hops?, trace_id?}",
         ),
         (
             "interrupt",

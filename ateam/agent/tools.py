@@ -1,8 +1,10 @@
 """The built-in tools over the agent's own state (SPEC §5.5): plan, memory, context, kb, agents.
 
 ``plan.*`` edits the agent's ``plan.md``; ``memory.*`` writes its working context (SPEC
-§8); ``context.*`` posts and reads the team's context items (SPEC §9); ``kb.*`` searches
-and fills its knowledge bases (SPEC §10); ``agents.list`` reads the live registry. Each
+§8); ``context.*`` posts and reads the team's context items (SPEC §9); ``tasks.*`` adds,
+claims and finishes tasks of the team's board (issue 12); ``kb.*`` searches
+and fills its knowledge bases (SPEC §10); ``agents.list`` reads the live registry and
+``team.send`` queues work at a teammate. Each
 reaches that state through the :class:`~ateam.tools.registry.ToolContext` the agent fills
 in, whose fields are the protocols of :mod:`ateam.tools.ports`, so the tools package never
 imports the agent. :data:`BUILTIN_TOOLS` is every built-in tool, the workspace ones of
@@ -21,7 +23,7 @@ from ateam.agent.kb import check_scope
 from ateam.agent.plan import append_plan, read_plan, write_plan
 from ateam.errors import BadRequest
 from ateam.tools.builtin import WORKSPACE_TOOLS
-from ateam.tools.ports import ContextItems, Memory
+from ateam.tools.ports import ContextItems, Memory, TaskBoardPort
 from ateam.tools.registry import Tool, ToolContext, ToolRegistry, tool
 
 __all__ = ["BUILTIN_TOOLS", "STATE_TOOLS", "default_registry"]
@@ -74,6 +76,23 @@ async def agents_list(ctx: ToolContext) -> list[dict[str, Any]]:
     return await ctx.list_agents()
 
 
+@tool("team.send", timeout_s=15.0)
+async def team_send(ctx: ToolContext, to: str, text: str) -> dict[str, Any]:
+    """Give a teammate (another agent of this project) work: queue text as its next task.
+
+    It arrives in the teammate's durable queue marked as coming from you. Use it to
+    hand off a piece of work, not to chat: each thread may pass between agents only a
+    few times (team.max_hops).
+
+    Args:
+        to: The teammate's name (or project/name), as agents.list shows it.
+        text: The task, complete enough to do without asking back.
+    """
+    if ctx.teammates is None:
+        raise BadRequest("this agent cannot reach its teammates (no bus)")
+    return await ctx.teammates.send(to, ctx.redact(text), hops=ctx.hops + 1, trace_id=ctx.trace_id)
+
+
 def _memory(ctx: ToolContext) -> Memory:
     if ctx.memory is None:
         raise BadRequest("this agent keeps no working context")
@@ -121,12 +140,25 @@ async def context_post(
     return {"id": item.id, "expires_at": item.expires_at}
 
 
-@tool("context.read", timeout_s=5.0)
-async def context_read(ctx: ToolContext, query: str = "", limit: int = 10) -> list[dict[str, Any]]:
-    """Read the team's recent context items, newest first; with a query, only matching ones.
+@tool("context.search", timeout_s=10.0)
+async def context_search(ctx: ToolContext, query: str, limit: int = 10) -> list[dict[str, Any]]:
+    """Find what the team shared about something: context items ranked by meaning.
 
     Args:
-        query: Words that must all appear (title, summary, content or tags).
+        query: What you are looking for, in a few words.
+        limit: At most this many items, best match first.
+    """
+    store, project = _context_items(ctx)
+    items = await store.search(project, query, limit=max(1, min(limit, 50)))
+    return [item.to_wire() for item in items]
+
+
+@tool("context.read", timeout_s=5.0)
+async def context_read(ctx: ToolContext, query: str = "", limit: int = 10) -> list[dict[str, Any]]:
+    """Read the team's recent context items, newest first; with a query, the best matches.
+
+    Args:
+        query: What to look for; items are then ranked by meaning, as context.search does.
         limit: At most this many items.
     """
     store, project = _context_items(ctx)
@@ -137,6 +169,91 @@ async def context_read(ctx: ToolContext, query: str = "", limit: int = 10) -> li
         else await store.list(project, limit=limit)
     )
     return [item.to_wire() for item in items]
+
+
+def _board(ctx: ToolContext) -> tuple[TaskBoardPort, str]:
+    if ctx.board is None:
+        raise BadRequest("the team's task board is not available")
+    return ctx.board, ctx.agent_id.split("/", 1)[0]
+
+
+@tool("tasks.list", timeout_s=5.0)
+async def tasks_list(ctx: ToolContext, status: str = "", limit: int = 50) -> list[dict[str, Any]]:
+    """List the project's task board, highest priority first, then oldest first.
+
+    Args:
+        status: open, claimed, done or failed; every task when empty.
+        limit: At most this many tasks.
+    """
+    board, project = _board(ctx)
+    tasks = await board.list(project, status=status or None)
+    return [task.to_wire() for task in tasks[: max(1, min(limit, 200))]]
+
+
+@tool("tasks.add", timeout_s=5.0)
+async def tasks_add(
+    ctx: ToolContext,
+    title: str,
+    detail: str = "",
+    priority: int = 0,
+    depends_on: list[str] | None = None,
+) -> dict[str, Any]:
+    """Put a task on the project's board for any teammate (or you) to claim.
+
+    Args:
+        title: One line saying what is to be done.
+        detail: What a teammate needs to do it without asking back.
+        priority: Higher is taken first.
+        depends_on: Ids of tasks that must be done before this one can be claimed.
+    """
+    board, project = _board(ctx)
+    task = await board.add(
+        project,
+        title=title,
+        detail=detail,
+        priority=priority,
+        depends_on=depends_on or (),
+        created_by=ctx.agent_id,
+    )
+    return task.to_wire()
+
+
+@tool("tasks.claim", timeout_s=5.0)
+async def tasks_claim(ctx: ToolContext, id: str) -> dict[str, Any]:
+    """Take an open task from the board: you become its one assignee, or you are told who is.
+
+    Finish it with tasks.done, or give it up with tasks.fail. A task whose dependencies
+    are not done yet cannot be claimed.
+
+    Args:
+        id: The task's id, as tasks.list shows it.
+    """
+    board, project = _board(ctx)
+    return (await board.claim(project, id, agent=ctx.agent_id)).to_wire()
+
+
+@tool("tasks.done", timeout_s=5.0)
+async def tasks_done(ctx: ToolContext, id: str, result: str = "") -> dict[str, Any]:
+    """Mark a task you hold as done, with what came of it.
+
+    Args:
+        id: The task's id.
+        result: What was done, where to find it.
+    """
+    board, project = _board(ctx)
+    return (await board.done(project, id, agent=ctx.agent_id, result=result)).to_wire()
+
+
+@tool("tasks.fail", timeout_s=5.0)
+async def tasks_fail(ctx: ToolContext, id: str, reason: str) -> dict[str, Any]:
+    """Mark a task you hold as failed, saying why, so the team can plan around it.
+
+    Args:
+        id: The task's id.
+        reason: Why it could not be done.
+    """
+    board, project = _board(ctx)
+    return (await board.fail(project, id, agent=ctx.agent_id, reason=reason)).to_wire()
 
 
 @tool("kb.search")
@@ -252,11 +369,18 @@ STATE_TOOLS: tuple[Tool, ...] = (
     plan_write,
     plan_append,
     agents_list,
+    team_send,
     memory_decide,
     memory_failure,
     memory_constrain,
     context_post,
     context_read,
+    context_search,
+    tasks_list,
+    tasks_add,
+    tasks_claim,
+    tasks_done,
+    tasks_fail,
     kb_search,
     kb_ingest,
 )

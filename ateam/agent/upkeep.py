@@ -1,10 +1,12 @@
-"""Bus upkeep: heartbeat, registry entry, instance lock, console owner and usage counts.
+"""Bus upkeep: heartbeat, registry entry, instance lock, console owner, usage counts, board.
 
 One loop (:meth:`BusUpkeep.maintain`) refreshes the lock, reads the owner, publishes the
 registry entry and saves the usage counts every :data:`HEARTBEAT_INTERVAL_S`, or sooner
-when the entry changed. A second (:meth:`BusUpkeep.lock_watch`) only watches the lock's
-local deadline, because on a silent network partition the first can hang in a call for
-as long as TCP takes to give up, and an agent whose lock may have lapsed must stop.
+when the entry changed; after the heartbeat it reopens the project's board tasks whose
+holders are gone (issue 12), at most once an interval. A second
+(:meth:`BusUpkeep.lock_watch`) only watches the lock's local deadline, because on a
+silent network partition the first can hang in a call for as long as TCP takes to give
+up, and an agent whose lock may have lapsed must stop.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from ateam.agent.fence import WriteFence
 from ateam.agent.queue import DurableQueue
@@ -21,13 +25,14 @@ from ateam.agent.router import ModelRouter
 from ateam.agent.status import AgentStatus
 from ateam.agent.usage import UsageLedger
 from ateam.bus.backoff import CONNECTION_ERRORS
+from ateam.bus.board import TaskBoard
 from ateam.bus.events import EventType
 from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock
 from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import Heartbeat
 from ateam.constants import BACKOFF_WARN_AFTER, GRACE_MARKER_S, HEARTBEAT_INTERVAL_S
-from ateam.errors import LockLost
+from ateam.errors import AteamError, LockLost
 
 __all__ = ["BusUpkeep"]
 
@@ -50,6 +55,7 @@ class BusUpkeep:
         router: ModelRouter,
         ledger: UsageLedger,
         write_fence: WriteFence,
+        board: TaskBoard | None = None,
     ) -> None:
         self._client = client
         self._keys = keys
@@ -61,8 +67,13 @@ class BusUpkeep:
         self._router = router
         self._ledger = ledger
         self._write_fence = write_fence
+        self._board = board
+        self._reconciled_at = -HEARTBEAT_INTERVAL_S
         self.owner: str | None = None
         """The session that owns the agent's console, as last read."""
+        self.owner_allows_external = True
+        """Whether input from external runtimes (``mcp:``) is let in, as last read:
+        always when nobody owns the agent, else only when the owner said so."""
         self.bus_connected = True
         self._usage_dirty = False
 
@@ -73,8 +84,11 @@ class BusUpkeep:
         check runs this on every mutating call.
         """
         key = self._keys.owner(self._status.id)
-        raw, digest = await self._client.hmget(key, ["session", "token_sha256"])
+        raw, digest, external = await self._client.hmget(
+            key, ["session", "token_sha256", "external"]
+        )
         owner = raw.decode() if isinstance(raw, bytes) else None
+        self.owner_allows_external = owner is None or external == b"1"
         if owner != self.owner:
             self._events.emit(EventType.OWNERSHIP, owner=owner, previous=self.owner)
             self.owner = owner
@@ -110,9 +124,33 @@ class BusUpkeep:
                 return
             except CONNECTION_ERRORS as exc:
                 log.warning("heartbeat failed: %s", exc)
+            else:
+                await self.reconcile_board()
             if self._lock.expired_locally():
                 status.lock_lost("could not refresh the instance lock before it expired")
                 return
+
+    async def reconcile_board(self) -> None:
+        """Reopen the project's claimed tasks whose holders are gone; never raises.
+
+        At most once per heartbeat interval, however often the entry changes; bounded
+        by the interval, so a slow bus never holds up the next heartbeat for long. The
+        agent's own claims are always spared, even if its heartbeat lapsed meanwhile.
+        """
+        now = time.monotonic()
+        if self._board is None or now - self._reconciled_at < HEARTBEAT_INTERVAL_S:
+            return
+        self._reconciled_at = now
+        entry = self._status.entry
+        try:
+            async with asyncio.timeout(HEARTBEAT_INTERVAL_S):
+                reopened = await self._board.reconcile(entry.project, keep=(entry.id,))
+        # The timeout and a dropped link (OSError), a refusal (RedisError), a bad record.
+        except (OSError, RedisError, AteamError) as exc:
+            log.warning("could not reconcile the task board of %s: %s", entry.project, exc)
+            return
+        for task in reopened:
+            log.info("task %s back to open: %s", task.id, task.reason)
 
     async def lock_watch(self) -> None:
         """Stop work when the lock may have lapsed, even if a Redis call hangs."""

@@ -28,6 +28,8 @@ from typing import Any
 
 from ateam._fs import probe_room
 from ateam._jsonl import storage_error
+from ateam.agent.board_puller import SOURCE_PREFIX as BOARD_SOURCE
+from ateam.agent.board_puller import BoardPuller, board_task_text
 from ateam.agent.compaction import Compactor
 from ateam.agent.control import TaskControl
 from ateam.agent.fence import WriteFence
@@ -37,7 +39,7 @@ from ateam.agent.queue import DurableQueue, QueueItem
 from ateam.agent.runner import TaskOutcome, TaskRunner
 from ateam.agent.status import AgentState, AgentStatus
 from ateam.agent.switching import ModelSwitcher
-from ateam.agent.teamfeed import TeamFeed
+from ateam.agent.teamfeed import TeamFeed, blocking_task_text
 from ateam.agent.upkeep import BusUpkeep
 from ateam.agent.watchdog import StallWatch
 from ateam.agent.workctx import WorkingContext
@@ -81,6 +83,7 @@ class Worker:
         runner: TaskRunner,
         stall: StallWatch,
         team: TeamFeed,
+        puller: BoardPuller,
         workctx: WorkingContext,
         status: AgentStatus,
         events: EventPublisher,
@@ -97,6 +100,7 @@ class Worker:
         self.runner = runner
         self._stall = stall
         self._team = team
+        self._puller = puller
         self._workctx = workctx
         self._status = status
         self._events = events
@@ -122,6 +126,7 @@ class Worker:
         rid: str | None = None,
         caller: str | None = None,
         trace_id: str | None = None,
+        hops: int = 0,
     ) -> Queued:
         """Durably queue an input, its secrets redacted first. A repeated rid is not re-added."""
         if rid is not None:
@@ -136,6 +141,7 @@ class Worker:
                 rid=rid,
                 caller=caller,
                 trace_id=trace_id or os.urandom(6).hex(),
+                hops=hops,
             )
         except StorageFull as exc:
             # Refused, not acknowledged; an idle worker turns blocked too, so /ps and
@@ -213,6 +219,8 @@ class Worker:
 
     async def _idle(self) -> None:
         self._reloader.apply_pending("deferred until the agent was idle")
+        if await self._take_team_work():
+            return
         self._status.set(AgentState.IDLE)
         self._work.clear()
         await self._step("switch-back check", self._switcher.maybe_switch_back(self._work))
@@ -221,13 +229,41 @@ class Worker:
             async with asyncio.timeout(SWITCH_BACK_CHECK_S):
                 await self._work.wait()
 
+    async def _take_team_work(self) -> bool:
+        """Give an idle agent the team's work: a blocking context item first.
+
+        Returns whether an item was queued (the loop then takes it).
+        """
+        blocking = self._team.take_blocking()
+        if blocking is None:
+            return await self._take_board_task()
+        try:
+            self.enqueue(blocking_task_text(blocking), source=f"context:{blocking.id}")
+        except StorageFull:
+            self._team.inbox[blocking.id] = blocking  # fed once there is room
+            return False
+        await self._team.mark_fed(blocking)
+        return True
+
+    async def _take_board_task(self) -> bool:
+        """With ``take_tasks``, claim a task from the board and queue it."""
+        task = await self._puller.next_task()
+        if task is None:
+            return False
+        try:
+            self.enqueue(board_task_text(task), source=f"{BOARD_SOURCE}{task.id}")
+        except StorageFull as exc:
+            await self._puller.finished(task.id, ok=False, text="", error=exc.message)
+            return False
+        return True
+
     async def _process(self, item: QueueItem) -> None:
         status = self._status
         status.control = control = TaskControl()
         status.entry.current_task = item.id
         status.entry.queue_len = len(self._queue)
         status.set(AgentState.BUSY)
-        await self._team.refresh()  # what the team shared since, for this task's turns
+        await self._team.begin_task(time.time())  # what the team shared, for this task
 
         def stop_stalled() -> None:
             control.interrupt(hard=True, reason=f"stalled: no progress for {self._stall_s()}")
@@ -293,6 +329,11 @@ class Worker:
             entry.last_error = self._redactor.redact(outcome.error)
             self._remember("failure", self._workctx.add_failure, outcome.error, task=item.id)
         self._keeper.task_finished(item, outcome.ok)
+        if item.source.startswith(BOARD_SOURCE):
+            task_id = item.source.removeprefix(BOARD_SOURCE)
+            await self._puller.finished(
+                task_id, ok=outcome.ok, text=outcome.text, error=outcome.error
+            )
         self._upkeep.save_usage()
         entry.queue_len = len(self._queue)
         self._status.touch()

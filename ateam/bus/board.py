@@ -13,6 +13,18 @@ Every change of a task's state is one Lua script, so two agents never both win:
 * ``reopen``: a claimed task goes back to ``open`` only while still claimed by the agent
   judged lost, so a re-claim in between is never undone.
 
+Lost claims (:meth:`TaskBoard.reconcile`): a claim lives as long as its holder's registry
+heartbeat (the ``alive`` key the agent refreshes every :data:`HEARTBEAT_INTERVAL_S
+<ateam.constants.HEARTBEAT_INTERVAL_S>` with a :data:`HEARTBEAT_TTL_S
+<ateam.constants.HEARTBEAT_TTL_S>` expiry) or its restart marker (the ``grace`` key a
+planned restart sets). A claim whose holder has neither, and which is older than the
+TTL (a holder that never beats, such as ``ateam tasks claim --as`` for an agent that is
+not running, gets the TTL to show up), goes back to ``open`` with the reason. Every
+running agent reconciles its own project's board, and so does every listing through the
+client, so the board tells the truth even when no agent runs. A second hash per project
+(``board:{<project>}:claims``, task id -> assignee, kept by the same scripts in the same
+slot) is the index reconciling reads, so it costs one small read however big the board.
+
 The scripts edit the record with Redis's built-in ``cmsgpack``: empty strings stand for
 "none" (``assignee``, ``result``, ``reason``) because a msgpack ``nil`` vanishes from a
 Lua table. Times are the Redis server's clock (``TIME``, µs since the epoch), as the
@@ -20,7 +32,8 @@ registry and the context store use, so hosts need not agree on the time.
 
 Key layout (see :class:`~ateam.bus.keys.Keys`)::
 
-    board:{<project>}   hash task id -> msgpack task
+    board:{<project>}          hash task id -> msgpack task
+    board:{<project>}:claims   hash task id -> assignee, for the claimed tasks only
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ import redis.asyncio as aioredis
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
 from ateam.config.schema import check_name
+from ateam.constants import HEARTBEAT_TTL_S
 from ateam.errors import BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
 from ateam.redact import Redactor
 
@@ -142,7 +156,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 """
 
-# KEYS[1] board; ARGV[1] task id, ARGV[2] agent.
+# KEYS[1] board, KEYS[2] its claims index; ARGV[1] task id, ARGV[2] agent.
 _CLAIM = (
     _NOW
     + """
@@ -165,11 +179,13 @@ task.reason = ''
 task.updated = now
 local packed = cmsgpack.pack(task)
 redis.call('HSET', KEYS[1], ARGV[1], packed)
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 return {'ok', packed}
 """
 )
 
-# KEYS[1] board; ARGV[1] task id, ARGV[2] agent, ARGV[3] new status (done|failed),
+# KEYS[1] board, KEYS[2] its claims index; ARGV[1] task id, ARGV[2] agent, ARGV[3] new
+# status (done|failed),
 # ARGV[4] the field to write (result|reason), ARGV[5] its text.
 _FINISH = (
     _NOW
@@ -185,26 +201,41 @@ task[ARGV[4]] = ARGV[5]
 task.updated = now
 local packed = cmsgpack.pack(task)
 redis.call('HSET', KEYS[1], ARGV[1], packed)
+redis.call('HDEL', KEYS[2], ARGV[1])
 return {'ok', packed}
 """
 )
 
-# KEYS[1] board; ARGV[1] task id, ARGV[2] the assignee judged lost, ARGV[3] reason.
+# KEYS[1] board, KEYS[2] its claims index; ARGV[1] task id, ARGV[2] the assignee
+# judged lost, ARGV[3] reason, ARGV[4] the least age of the claim (µs) to reopen it.
 _REOPEN = (
     _NOW
     + """
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return {'not_found'} end
+if not raw then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  return {'not_found'}
+end
 local task = cmsgpack.unpack(raw)
 -- Only if nothing changed since the caller looked: the agent may have finished it, or
--- another agent may hold it by now.
-if task.status ~= 'claimed' or task.assignee ~= ARGV[2] then return {'skip', raw} end
+-- another agent may hold it by now (the index is set right on the way).
+if task.status ~= 'claimed' then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  return {'skip', raw}
+end
+if task.assignee ~= ARGV[2] then
+  redis.call('HSET', KEYS[2], ARGV[1], task.assignee)
+  return {'skip', raw}
+end
+-- A holder that never beat is given the TTL from its claim to show up.
+if now - task.updated < tonumber(ARGV[4]) then return {'young', raw} end
 task.status = 'open'
 task.assignee = ''
 task.reason = ARGV[3]
 task.updated = now
 local packed = cmsgpack.pack(task)
 redis.call('HSET', KEYS[1], ARGV[1], packed)
+redis.call('HDEL', KEYS[2], ARGV[1])
 return {'ok', packed}
 """
 )
@@ -268,19 +299,41 @@ def _depends(value: Iterable[object]) -> tuple[str, ...]:
     return tuple(str(dep) for dep in ids)
 
 
+def _status(value: str) -> TaskStatus:
+    try:
+        return TaskStatus(value)
+    except ValueError:
+        known = ", ".join(TaskStatus)
+        raise BadRequest(f"status must be one of {known}; got {value!r}") from None
+
+
 def _text_of(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
 class TaskBoard:
-    """The task boards of every project on one bus."""
+    """The task boards of every project on one bus.
+
+    Args:
+        client: The bus.
+        keys: Its key names.
+        redactor: Masks secrets in the texts stored (title, detail, result, reason).
+        lost_after_s: How old a claim must be before :meth:`reconcile` may reopen it
+            (the heartbeat TTL; tests shorten it).
+    """
 
     def __init__(
-        self, client: aioredis.Redis, keys: Keys, *, redactor: Redactor | None = None
+        self,
+        client: aioredis.Redis,
+        keys: Keys,
+        *,
+        redactor: Redactor | None = None,
+        lost_after_s: float = HEARTBEAT_TTL_S,
     ) -> None:
         self._client = client
         self._keys = keys
         self._redactor = redactor or Redactor()
+        self._lost_after_s = lost_after_s
         self._claim = client.register_script(_CLAIM)
         self._finish = client.register_script(_FINISH)
         self._reopen = client.register_script(_REOPEN)
@@ -334,6 +387,7 @@ class TaskBoard:
                 updated=now,
             )
             if await self._client.hsetnx(key, task.id, pack(task.to_wire())):
+                await self._announce(task)
                 return task  # else an id clash (40 random bits): draw again
 
     async def get(self, project: str, task_id: str) -> BoardTask | None:
@@ -343,8 +397,12 @@ class TaskBoard:
     async def list(
         self, project: str, *, status: TaskStatus | str | None = None
     ) -> list[BoardTask]:
-        """The project's tasks, highest priority first, then oldest first."""
-        wanted = None if status is None else TaskStatus(status)
+        """The project's tasks, highest priority first, then oldest first.
+
+        Raises:
+            BadRequest: ``status`` is not a task status.
+        """
+        wanted = None if status is None else _status(status)
         raw = await self._client.hgetall(self._keys.board(_project(project)))
         tasks = [_decode(value) for value in raw.values()]
         return sorted(
@@ -371,6 +429,7 @@ class TaskBoard:
                 f"task {task_id} waits for {', '.join(blocked)} to be done",
                 detail={"task": task_id, "blocked_by": blocked},
             )
+        await self._announce(task)
         return task
 
     async def done(self, project: str, task_id: str, *, agent: str, result: str = "") -> BoardTask:
@@ -399,19 +458,59 @@ class TaskBoard:
         """Put back to ``open`` every claimed task whose assignee is not in ``alive``.
 
         Each task is reopened only if it is still claimed by the assignee judged lost
-        when the script runs. Returns the tasks reopened.
+        when the script runs. Returns the tasks reopened. (:meth:`reconcile` judges
+        liveness itself, from the registry's keys.)
         """
         reopened: builtins.list[BoardTask] = []
         for task in await self.list(project, status=TaskStatus.CLAIMED):
-            if task.assignee in alive:
-                continue
-            reason = f"assignee {task.assignee} lost (heartbeat)"
-            reply = await self._run(self._reopen, project, task.id, task.assignee, reason)
-            if reply[0] == "ok":
-                reopened.append(self._task(reply))
+            if task.assignee not in alive:
+                found = await self._reopen_lost(project, task.id, task.assignee, min_age_s=0)
+                if found is not None:
+                    reopened.append(found)
+        return reopened
+
+    async def reconcile(
+        self, project: str, *, keep: Collection[str] = ()
+    ) -> builtins.list[BoardTask]:
+        """Reopen the claims of the project's board whose holders are gone; returns them.
+
+        A holder is gone when its registry heartbeat has lapsed (no ``alive`` key) and
+        no planned restart is under way (no ``grace`` key), and its claim is older than
+        ``lost_after_s`` (the heartbeat TTL). ``keep`` names holders to spare
+        whatever Redis says: an agent reconciling never reopens its own claims. One read
+        of the claims index when nothing is claimed; Redis errors reach the caller.
+        """
+        project = _project(project)
+        claims = await self._client.hgetall(_claims_key(self._keys.board(project)))
+        if not claims:
+            return []
+        held = {_text_of(task_id): _text_of(holder) for task_id, holder in claims.items()}
+        holders = sorted(set(held.values()) - set(keep))
+        if not holders:
+            return []
+        pipe = self._client.pipeline(transaction=False)
+        for holder in holders:
+            pipe.exists(self._keys.alive(holder), self._keys.grace(holder))
+        present = await pipe.execute()
+        lost = {holder for holder, n in zip(holders, present, strict=True) if not n}
+        reopened: builtins.list[BoardTask] = []
+        for task_id, holder in sorted(held.items()):
+            if holder in lost:
+                found = await self._reopen_lost(project, task_id, holder, self._lost_after_s)
+                if found is not None:
+                    reopened.append(found)
         return reopened
 
     # ------------------------------------------------------------------ internals
+
+    async def _announce(self, task: BoardTask) -> None:
+        """Tell idle agents that take tasks (``take_tasks``) that the board changed.
+
+        After the change, not in its script: a notice is a hint to look, and a reader
+        told of a change always finds it.
+        """
+        notice = {"project": task.project, "id": task.id, "status": str(task.status)}
+        await self._client.publish(self._keys.board_channel, pack(notice))
 
     async def _finish_as(
         self, project: str, task_id: str, agent: str, status: TaskStatus, field: str, text: str
@@ -421,14 +520,25 @@ class TaskBoard:
         task = self._task(reply)
         if reply[0] == "claimed":
             raise _claimed(task, f"task {task_id} is {task.status}{_by(task)}, not by {agent}")
+        await self._announce(task)  # a task done may unblock others
+        return task
+
+    async def _reopen_lost(
+        self, project: str, task_id: str, holder: str, min_age_s: float
+    ) -> BoardTask | None:
+        """Reopen one claim of ``holder`` judged lost; None when it changed meanwhile."""
+        reason = f"assignee {holder} lost (heartbeat)"
+        reply = await self._script(
+            self._reopen, project, task_id, holder, reason, str(int(min_age_s * 1_000_000))
+        )
+        if reply[0] != "ok":
+            return None
+        task = self._task(reply)
+        await self._announce(task)
         return task
 
     async def _run(self, script: Any, project: str, task_id: str, *args: str) -> builtins.list[Any]:
-        project = _project(project)
-        reply: builtins.list[Any] = await script(
-            keys=[self._keys.board(project)], args=[task_id, *args]
-        )
-        reply[0] = _text_of(reply[0])
+        reply = await self._script(script, project, task_id, *args)
         if reply[0] == "not_found":
             raise TaskNotFound(
                 f"no task {task_id} on the board of {project}",
@@ -436,9 +546,24 @@ class TaskBoard:
             )
         return reply
 
+    async def _script(
+        self, script: Any, project: str, task_id: str, *args: str
+    ) -> builtins.list[Any]:
+        board = self._keys.board(_project(project))
+        reply: builtins.list[Any] = await script(
+            keys=[board, _claims_key(board)], args=[task_id, *args]
+        )
+        reply[0] = _text_of(reply[0])
+        return reply
+
     @staticmethod
     def _task(reply: builtins.list[Any]) -> BoardTask:
         return _decode(reply[1])
+
+
+def _claims_key(board: str) -> str:
+    """The claims index of a board: the board's key (and so its hash tag, its slot) + suffix."""
+    return f"{board}:claims"
 
 
 def _decode(raw: bytes | str) -> BoardTask:

@@ -1,5 +1,8 @@
 """Team context items (SPEC §9): what agents tell each other, kept in Redis with TTLs.
 
+One module, long on purpose: the item, its validation, the store and its search share
+their limits and wire format, and change together.
+
 An item is a msgpack value under its own key with a PX TTL, so Redis forgets it on
 time without any sweeper. Items are found through sorted-set indexes scored by creation
 time: one per project (``task`` and ``project`` scope) and one team-wide (``global``
@@ -22,12 +25,13 @@ Key layout (see :class:`~ateam.bus.keys.Keys`)::
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import math
 import re
 import secrets
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
@@ -55,6 +59,7 @@ __all__ = [
     "ContextItem",
     "ContextStore",
     "ContextType",
+    "Ranker",
     "Scope",
     "Urgency",
 ]
@@ -120,6 +125,9 @@ _US = 1_000_000
 _TTL_MAX_US = int(TTL_MAX_S * _US)
 
 _E = TypeVar("_E", bound=StrEnum)
+
+Ranker = Callable[[str, Sequence[str], int], builtins.list[tuple[int, float]]]
+"""``(query, texts, limit)`` → ``(index, score)`` best first: a search by meaning."""
 
 
 @dataclass(frozen=True)
@@ -396,6 +404,10 @@ class _IndexCursor:
         self._max = lowest
 
 
+def _searchable(item: ContextItem) -> str:
+    return "\n".join((item.title, item.summary, item.content, " ".join(item.tags)))
+
+
 def _decode(raw: bytes | None) -> ContextItem | None:
     """An item from its stored bytes; ``None`` for a missing or unreadable one."""
     if raw is None:
@@ -420,12 +432,20 @@ class ContextStore:
     """
 
     def __init__(
-        self, client: aioredis.Redis, keys: Keys, *, redactor: Redactor | None = None
+        self,
+        client: aioredis.Redis,
+        keys: Keys,
+        *,
+        redactor: Redactor | None = None,
+        ranker: Ranker | None = None,
     ) -> None:
         self._client = client
         self._keys = keys
         self._redactor = redactor or Redactor()
         """Items are shared with every agent and console: none may carry a secret."""
+        self._ranker = ranker
+        """How :meth:`search` ranks by meaning (the KB's embedder, passed in from above
+        the bus); without one it matches words."""
 
     async def post(
         self,
@@ -575,19 +595,52 @@ class ContextStore:
     async def search(
         self, project: str, query: str, *, limit: int = 20
     ) -> builtins.list[ContextItem]:
-        """Items (as :meth:`list` sees them) containing every word of ``query``.
+        """Items (as :meth:`list` sees them) that match ``query``, best first.
 
-        Words match case-insensitively anywhere in the title, summary, content or tags,
-        each word in any of them. A plain scan: indexes are bounded, and a model's query
-        is rarely worth a full-text index.
+        With a ranker (the knowledge base's embedder) the newest :data:`LIMIT_MAX` live
+        items are ranked by meaning; without one, items containing every word of the
+        query (case-insensitively, in the title, summary, content or tags) are returned
+        newest first. A scan either way: indexes are bounded, and items live for hours,
+        so a vector index would cost more than it saves.
 
         Raises:
             BadRequest: the query is empty or too long, or an argument is invalid.
         """
-        words = tuple(_text("query", query, max_chars=QUERY_MAX_CHARS).casefold().split())
+        text = _text("query", query, max_chars=QUERY_MAX_CHARS)
+        words = tuple(text.casefold().split())
         if not words:
             raise BadRequest("query must contain at least one word")
-        return await self._collect(_project(project), _Filter(words=words), _limit(limit))
+        wanted = _limit(limit)
+        if self._ranker is None:
+            return await self._collect(_project(project), _Filter(words=words), wanted)
+        candidates = await self._collect(_project(project), _Filter(), LIMIT_MAX)
+        texts = [_searchable(item) for item in candidates]
+        # Embedding a few hundred short texts takes tens of ms: off the event loop.
+        ranked = await asyncio.to_thread(self._ranker, text, texts, wanted)
+        return [candidates[index] for index, _score in ranked]
+
+    async def fed(self, project: str, agent: str) -> set[str]:
+        """Ids of the live items already fed to ``agent``'s model (never fed twice)."""
+        key = self._keys.context_fed(_project(project), agent)
+        now_us = await self._now_us()
+        ids = await self._client.zrangebyscore(key, now_us, "+inf")
+        return {_text_of(cast(bytes, member)) for member in ids}
+
+    async def mark_fed(self, project: str, agent: str, items: Iterable[ContextItem]) -> None:
+        """Remember that ``items`` reached ``agent``'s model, until each expires."""
+        scores = {item.id: int(item.expires_at * _US) for item in items}
+        if not scores:
+            return
+        key = self._keys.context_fed(_project(project), agent)
+        now_us = await self._now_us()
+        pipe = self._client.pipeline(transaction=True)
+        pipe.zadd(key, scores)
+        pipe.zremrangebyscore(key, "-inf", f"({now_us}")
+        pipe.zremrangebyrank(key, 0, -(INDEX_MAX + 1))
+        # Outlives any member (30 days at most), then a gone agent's set goes too. Not
+        # PEXPIREAT ... GT: that needs Redis 7, and ateam runs on 6.2 as well.
+        pipe.pexpire(key, _TTL_MAX_US // 1000)
+        await pipe.execute()
 
     async def _collect(self, project: str, flt: _Filter, limit: int) -> builtins.list[ContextItem]:
         """Merge the wanted indexes newest first until ``limit`` items match ``flt``."""

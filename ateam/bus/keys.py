@@ -67,6 +67,15 @@ class Keys:
         """Pub/sub channel of post notices for every project, so one subscription sees all."""
         return f"{self.ns}context:events"
 
+    def context_fed(self, project: str, agent: str) -> str:
+        """Sorted set of the item ids fed to one agent's model, scored by expiry (µs)."""
+        return f"{self.ns}context:{{{project}}}:fed:{agent}"
+
+    @property
+    def board_channel(self) -> str:
+        """Pub/sub channel of board changes (``{project, id, status}``), for every project."""
+        return f"{self.ns}board:events"
+
     # task board (issue 12). One hash per project, hash-tagged, so one project's board
     # is one Cluster slot and a Lua script may read a task and its dependencies at once.
     def board(self, project: str) -> str:

@@ -35,14 +35,19 @@ from ateam.errors import OwnershipDenied
 # Claim when free or already ours (same session *and* token: a copied session id is
 # somebody else), or when replacing ``ARGV[5]`` on a takeover. Otherwise report the
 # holder and its kind, so a waiting caller needs no second round trip to learn them.
-# Every field is written on each claim, so nothing of a previous holder survives.
+# Every field is written on each claim, so nothing of a previous holder survives (the
+# holder's own "allow external input" choice survives its re-claims).
 _CLAIM = """
 local cur = redis.call('HMGET', KEYS[1], 'session', 'token_sha256', 'kind')
 if cur[1] and not (cur[1] == ARGV[1] and cur[2] == ARGV[7]) and cur[1] ~= ARGV[5] then
   return {cur[1], cur[3] or ''}
 end
+local external = '0'
+if cur[1] == ARGV[1] and cur[2] == ARGV[7] then
+  external = redis.call('HGET', KEYS[1], 'external') or '0'
+end
 redis.call('HSET', KEYS[1], 'session', ARGV[1], 'since', ARGV[2], 'host', ARGV[3],
-           'user', ARGV[4], 'token_sha256', ARGV[7], 'kind', ARGV[8])
+           'user', ARGV[4], 'token_sha256', ARGV[7], 'kind', ARGV[8], 'external', external)
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return false
 """
@@ -58,6 +63,16 @@ _RELEASE = """
 local cur = redis.call('HMGET', KEYS[1], 'session', 'token_sha256')
 if cur[1] == ARGV[1] and cur[2] == ARGV[2] then
   return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+# Only the owner decides whether external runtimes (MCP clients) may queue input.
+_ALLOW_EXTERNAL = """
+local cur = redis.call('HMGET', KEYS[1], 'session', 'token_sha256')
+if cur[1] == ARGV[1] and cur[2] == ARGV[2] then
+  redis.call('HSET', KEYS[1], 'external', ARGV[3])
+  return 1
 end
 return 0
 """
@@ -88,6 +103,8 @@ class OwnerInfo:
     user: str
     kind: OwnerKind = OwnerKind.CONSOLE
     """Claims written before kinds existed were all treated as consoles."""
+    external: bool = False
+    """Whether the owner lets external runtimes (``ateam mcp`` clients) queue input."""
 
     @classmethod
     def from_hash(cls, data: dict[bytes, bytes]) -> OwnerInfo | None:
@@ -103,6 +120,7 @@ class OwnerInfo:
             data.get(b"host", b"").decode(),
             data.get(b"user", b"").decode(),
             kind,
+            data.get(b"external") == b"1",
         )
 
     def describe(self) -> str:
@@ -138,6 +156,7 @@ class Ownership:
         self._claim = client.register_script(_CLAIM)
         self._refresh = client.register_script(_REFRESH)
         self._release = client.register_script(_RELEASE)
+        self._allow_external = client.register_script(_ALLOW_EXTERNAL)
         self._host = socket.gethostname()
         try:
             self._user = getpass.getuser()
@@ -241,6 +260,14 @@ class Ownership:
         return bool(
             await self._release(keys=[self._keys.owner(agent)], args=[self.session, self._digest])
         )
+
+    async def allow_external(self, agent: str, allowed: bool) -> bool:
+        """Let external runtimes queue input to ``agent`` (or stop them); owner only.
+
+        Returns False when this session does not own the agent (nothing changes).
+        """
+        args = [self.session, self._digest, "1" if allowed else "0"]
+        return bool(await self._allow_external(keys=[self._keys.owner(agent)], args=args))
 
     async def notify(self, session: str, message: dict[str, Any]) -> None:
         await self._client.publish(self._keys.console_channel(session), pack(message))

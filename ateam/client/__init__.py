@@ -30,7 +30,7 @@ from ateam.client.agent import (
     Written,
 )
 from ateam.client.board import BoardTask, TasksApi, TaskStatus
-from ateam.client.notices import Notice, NoticeKind, Notices
+from ateam.client.notices import RESUMED, Notice, NoticeKind, Notices
 from ateam.client.redaction import local_redactor, project_at, redactor_for
 from ateam.client.tail import Tail
 from ateam.client.target import (
@@ -56,6 +56,7 @@ from ateam.wire.turns import Turn
 __all__ = [
     "CONNECTION_ERRORS",
     "KB_INGEST_TIMEOUT_S",
+    "RESUMED",
     "AgentHandle",
     "AgentStatus",
     "Attachment",

@@ -272,6 +272,49 @@ class AgentHandle:
             created=reply.created,
         )
 
+    async def relay(
+        self,
+        text: str,
+        *,
+        source: str,
+        hops: int = 1,
+        trace_id: str | None = None,
+        request_id: str | None = None,
+        timeout: float | None = None,
+    ) -> Sent:
+        """Queue ``text`` from a teammate or an external runtime, without ownership.
+
+        ``source`` is ``agent:NAME`` (a teammate; hop-limited by the receiver's
+        ``team.max_hops``) or ``mcp:RUNTIME`` (an MCP client; refused while a console
+        owns the agent unless its owner allowed external input). The receiving agent
+        records the source, and its owner's console shows it.
+
+        Raises:
+            OwnershipDenied: an external source and an owner who has not allowed it.
+            HopLimit: the thread already ran ``max_hops`` steps.
+        """
+        clean, masked = await self._clean(text)
+        params: dict[str, Any] = {"text": clean, "source": source, "hops": hops}
+        if trace_id is not None:
+            params["trace_id"] = trace_id
+        reply = await self.request(
+            "team.input", InputResult, params, timeout=timeout, request_id=request_id
+        )
+        return Sent(
+            id=reply.id,
+            redacted=masked + reply.redacted,
+            trace_id=reply.trace_id,
+            queued=reply.queued,
+            created=reply.created,
+        )
+
+    async def allow_external(self, allowed: bool = True) -> bool:
+        """As the agent's owner, let external runtimes queue input (or stop them).
+
+        Returns False when this session does not hold the agent.
+        """
+        return await self._session.ownership.allow_external(self.id, allowed)
+
     async def interrupt(self, *, claim: bool = True, takeover: bool = False) -> str | None:
         """Stop the current task after its current chunk; its id, or None when idle."""
         reply = await self.request("interrupt", InterruptResult, claim=claim, takeover=takeover)

@@ -3,6 +3,12 @@
 A thin face on :class:`~ateam.bus.board.TaskBoard`, so front ends (verbs, consoles,
 MCP) never import the bus. Texts are masked with the session's redactor before they
 are stored.
+
+A claim lasts as long as its holder's registry heartbeat: :meth:`TasksApi.ls` first puts
+back to ``open`` the claims of agents that are gone (see
+:meth:`~ateam.bus.board.TaskBoard.reconcile`), so a listing is true even when no agent
+runs. A claim made for an id that never heartbeats (a script, an external runtime that
+is not an ateam agent) is therefore reopened once it is older than the heartbeat TTL.
 """
 
 from __future__ import annotations
@@ -21,7 +27,11 @@ class TasksApi:
         self._board = board
 
     async def ls(self, project: str, *, status: TaskStatus | str | None = None) -> list[BoardTask]:
-        """The project's tasks, highest priority first, then oldest first."""
+        """The project's tasks, highest priority first, then oldest first.
+
+        Claims whose holders are gone are reopened first (:meth:`reconcile`).
+        """
+        await self._board.reconcile(project)
         return await self._board.list(project, status=status)
 
     async def get(self, project: str, task_id: str) -> BoardTask | None:
@@ -67,6 +77,10 @@ class TasksApi:
     async def fail(self, project: str, task_id: str, *, agent: str, reason: str) -> BoardTask:
         """Mark the task failed with a reason; only its assignee may (else TaskClaimed)."""
         return await self._board.fail(project, task_id, agent=agent, reason=reason)
+
+    async def reconcile(self, project: str) -> list[BoardTask]:
+        """Reopen the claims whose holders' heartbeats are lost; returns the tasks reopened."""
+        return await self._board.reconcile(project)
 
     async def reopen_orphans(self, project: str, alive: Collection[str]) -> list[BoardTask]:
         """Reopen every claimed task whose assignee is not in ``alive``; returns them."""

@@ -23,7 +23,11 @@ from ateam.bus.codec import unpack
 from ateam.bus.keys import Keys
 from ateam.errors import BadRequest
 
-__all__ = ["Notice", "NoticeKind", "Notices"]
+__all__ = ["RESUMED", "Notice", "NoticeKind", "Notices"]
+
+
+RESUMED = "resumed"
+"""The event of the notice yielded after a reconnect: notices may have been missed."""
 
 
 class NoticeKind(StrEnum):
@@ -43,7 +47,8 @@ class Notice:
 
     kind: NoticeKind
     event: str
-    """``join``/``update``/``leave``, ``takeover``/``lost``, or ``post``."""
+    """``join``/``update``/``leave``, ``takeover``/``lost``, or ``post``; ``resumed``
+    (kind ``context``) after a reconnect, when notices may have been missed."""
     agent: str
     """The agent concerned; empty for a context item posted by a console."""
     data: dict[str, Any] = field(default_factory=dict)
@@ -78,10 +83,16 @@ class Notices:
 
     async def __aiter__(self) -> AsyncIterator[Notice]:
         backoff = Backoff()
+        opened = self._pubsub is not None
         while True:
             try:
                 if self._pubsub is None:
                     await self.open()
+                    if opened:
+                        # Pub/sub keeps nothing for the absent: say so, so a reader can
+                        # read what it missed (the console re-lists context items).
+                        yield Notice(NoticeKind.CONTEXT, RESUMED, "")
+                    opened = True
                 backoff.reset()
                 assert self._pubsub is not None
                 while True:

@@ -22,6 +22,7 @@ from ateam.bus.context import ContextItem, ContextStore, ContextType, Scope, Urg
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
 from ateam.bus.registry import AgentView
+from ateam.bus.snapshot import build_snapshot
 from ateam.bus.tail import EventTail
 from ateam.client._session import Session
 from ateam.client.agent import AgentHandle
@@ -31,6 +32,7 @@ from ateam.client.redaction import local_redactor
 from ateam.client.tail import Tail
 from ateam.client.target import Target
 from ateam.constants import TAKEOVER_GRACE_S
+from ateam.kb.similar import meaning_ranker
 from ateam.redact import Redactor
 
 __all__ = ["ContextApi", "Team", "session_id"]
@@ -69,7 +71,9 @@ class Team:
         self._keys = Keys(target.namespace)
         self._session = Session.open(client, self._keys, session, redactor, takeover_grace_s)
         self._on_connection = on_connection
-        self.context = ContextApi(ContextStore(client, self._keys, redactor=redactor))
+        self.context = ContextApi(
+            ContextStore(client, self._keys, redactor=redactor, ranker=meaning_ranker())
+        )
         self.tasks = TasksApi(TaskBoard(client, self._keys, redactor=redactor))
 
     @classmethod
@@ -182,6 +186,23 @@ class Team:
     async def status(self, agent_id: str) -> AgentView | None:
         return await self._session.registry.get(agent_id)
 
+    async def snapshot(self, projects: Iterable[str] | None = None) -> dict[str, Any]:
+        """The session snapshot, fresh from the bus: the document ``~/.ateam/session.json`` holds.
+
+        Per project: its agents (state, current task, model, last_seen, host, queue
+        length), the open and claimed board tasks, and the newest ``attention`` and
+        ``blocking`` context items; see "Session snapshot" in ``docs/protocol.md``.
+
+        Args:
+            projects: only these (each shown even without agents); ``None``: every
+                project with an agent in the registry.
+        """
+        chosen = None if projects is None else list(projects)
+        snapshot = await build_snapshot(
+            self._client, self._keys, bus=self.target.describe(), projects=chosen
+        )
+        return snapshot.to_json()
+
     async def has_events(self, agent_id: str) -> bool:
         """Whether the agent's event stream exists (a stopped agent's events remain)."""
         return bool(await self._client.exists(self._keys.events(agent_id)))
@@ -278,5 +299,5 @@ class ContextApi:
         return await self._store.get(project, item_id)
 
     async def search(self, project: str, query: str, *, limit: int = 20) -> list[ContextItem]:
-        """Items containing every word of ``query`` (title, summary, content or tags)."""
+        """Live items ranked by meaning (the knowledge base's offline embedder), best first."""
         return await self._store.search(project, query, limit=limit)

@@ -108,7 +108,8 @@ description: General-purpose coding agent
 tools:
   # Tools are denied unless allowed here (globs work); tools.yaml can deny for all.
   # Built-ins: os.exec, fs.read, fs.list, fs.write, fs.patch, plan.*, kb.search,
-  # kb.ingest, context.post, context.read, agents.list, memory.*.
+  # kb.ingest, context.post, context.read, agents.list, memory.*, tasks.list,
+  # tasks.add, tasks.claim, tasks.done, tasks.fail (the team's task board).
   allow:
     - fs.*
     - os.exec
@@ -117,6 +118,7 @@ tools:
     - context.*
     - memory.*
     - agents.list
+    - tasks.*
   # approval: tool glob -> allow | ask | deny; `ask` waits for the attached console.
   approval:
     fs.patch: ask

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -403,6 +403,42 @@ class WatchdogSpec(_Spec):
     the stall threshold also raises the stall alert first."""
 
 
+ContextScope = Literal["task", "project", "global"]
+ContextUrgency = Literal["background", "attention", "blocking"]
+_TAG = re.compile(r"[A-Za-z0-9._-]{1,40}")
+
+
+class ContextSubscriptionSpec(_Spec):
+    """Which team context items (SPEC §9) reach this agent's model, and how many."""
+
+    scopes: tuple[ContextScope, ...] = ("task", "project", "global")
+    """Item scopes the agent is fed. ``task`` and ``project`` items stay in the project;
+    ``global`` ones are for every project (an outage, a freeze)."""
+    tags: tuple[str, ...] = ()
+    """Only items carrying at least one of these tags; empty: any tag."""
+    min_urgency: ContextUrgency = "attention"
+    """The least urgent items fed; ``background`` ones are for people unless asked for."""
+    budget_tokens: int = Field(default=500, ge=50, le=8000)
+    """The most the team's items may cost in each call's context, within the working
+    context budget (SPEC §8)."""
+
+    @field_validator("tags")
+    @classmethod
+    def _tag_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for tag in value:
+            if not _TAG.fullmatch(tag):
+                raise ValueError(f"{tag!r} is not a tag (1-40 of A-Z a-z 0-9 . _ -)")
+        return tuple(tag.lower() for tag in value)
+
+
+class TeamSpec(_Spec):
+    """How the agent works with its teammates (``team.send``, the task board)."""
+
+    max_hops: int = Field(default=4, ge=1, le=64)
+    """The longest chain of agent-to-agent messages one thread may run: a message that
+    would be hop ``max_hops + 1`` is refused with ``team.hop_limit``."""
+
+
 class AgentSpec(_Spec):
     """``agents/<name>/agent.yaml``."""
 
@@ -421,4 +457,9 @@ class AgentSpec(_Spec):
     max_iterations: int = Field(default=25, ge=1, le=1000)
     """Model calls per task before the loop stops (a runaway tool loop ends here)."""
     watchdog: WatchdogSpec = WatchdogSpec()
+    context: ContextSubscriptionSpec = ContextSubscriptionSpec()
+    """The team context items this agent is fed (SPEC §9)."""
+    team: TeamSpec = TeamSpec()
+    take_tasks: bool = False
+    """Take open tasks from the project's board when idle (claim, do, mark done)."""
     description: str = ""

@@ -166,7 +166,14 @@ def _tool_end(end: wire.ToolEnd, event: Event) -> Rendered:
 
 @_renders(wire.TaskStart, EventType.TASK_START)
 def _task_start(start: wire.TaskStart, event: Event) -> Rendered:
-    return (Line(f"task {start.task_id}: {start.text}", Tone.RULE),)
+    # Input from a teammate, an MCP client, the board or a blocking context item says so:
+    # the owner must see that this task was not typed at a console.
+    origin = f" (from {start.source})" if start.source.startswith(_FOREIGN) else ""
+    return (Line(f"task {start.task_id}{origin}: {start.text}", Tone.RULE),)
+
+
+_FOREIGN = ("agent:", "mcp:", "board:", "context:")
+"""Sources of input that did not come from a person at a console or a script."""
 
 
 @_renders(wire.TaskEnd, EventType.TASK_END)
@@ -245,6 +252,14 @@ def _context(change: wire.ContextChange, event: Event) -> Rendered:
         why = f": {change.error}" if change.error else ""
         return (Line(f"working context {change.action}{why}", Tone.QUIET),)
     return (Line(f"context {_json(event.data, ascii=True)}", Tone.QUIET),)
+
+
+@_renders(wire.TeamContextFed, EventType.TEAM_CONTEXT)
+def _team_context(fed: wire.TeamContextFed, event: Event) -> Rendered:
+    return tuple(
+        Line(f"fed {i.id}: [{i.urgency}/{i.type}] {i.title} (from {i.source})", Tone.QUIET)
+        for i in fed.items
+    )
 
 
 @_renders(wire.Handoff, EventType.HANDOFF)

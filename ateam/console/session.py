@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Protocol
 
 from ateam.client import (
     CONNECTION_ERRORS,
+    RESUMED,
     AgentHandle,
     AgentStatus,
     Event,
@@ -43,7 +44,7 @@ from ateam.constants import (
     OWNER_REFRESH_S,
     TAKEOVER_GRACE_S,
 )
-from ateam.errors import AgentNotFound, OwnershipDenied, UsageError
+from ateam.errors import AgentNotFound, AteamError, OwnershipDenied, UsageError
 from ateam.redact import Redactor, Scrubbed
 from ateam.wire.results import R
 
@@ -136,6 +137,9 @@ class ConsoleSession:
         """Follow up to this many other live agents unasked (panes mode's right column)."""
         self.auto_tailed: set[str] = set()
         self.known: dict[str, AgentStatus] = {}
+        self._context_shown: set[str] = set()
+        """Context items already shown as banners (a catch-up shows each once)."""
+        self._started_at = time.time()
         self.pending_tasks: set[str] = set()
         self._ended: deque[str] = deque(maxlen=1000)
         self.quit_requested = False
@@ -481,16 +485,39 @@ class ConsoleSession:
 
     def _on_context_item(self, notice: Notice) -> None:
         """An ``attention`` or ``blocking`` item is a banner; ``blocking`` also rings."""
-        data = notice.data
-        level = ALERT_URGENCIES.get(str(data.get("urgency")))
-        if level is None:
+        if notice.event == RESUMED:
+            task = asyncio.create_task(self._context_missed(), name="console:context-missed")
+            self._background.append(task)
             return
-        source = data.get("source_agent") or "a console"
+        self._context_banner(notice.data)
+
+    def _context_banner(self, data: dict[str, Any]) -> None:
+        level = ALERT_URGENCIES.get(str(data.get("urgency")))
+        item_id = str(data.get("id", ""))
+        if level is None or item_id in self._context_shown:
+            return
+        self._context_shown.add(item_id)
+        source = data.get("source_agent") or data.get("source_runtime") or "a console"
         self.view.banner(
             f"{str(data.get('urgency')).upper()} {data.get('type')} from {source}: "
             f"{data.get('title')} (/context ls)",
             level=level,
         )
+
+    async def _context_missed(self) -> None:
+        """After a reconnect: the urgent items posted while this console could not hear.
+
+        Items are kept in Redis with their TTL, so the console reads what it missed
+        instead of losing it with the pub/sub notice: those of the projects of the
+        agents it knows, posted since it started.
+        """
+        projects = {agent.split("/", 1)[0] for agent in self.known}
+        with contextlib.suppress(*CONNECTION_ERRORS, AteamError):
+            for project in sorted(projects):
+                items = await self.team.context.ls(project, min_urgency="attention", limit=20)
+                for item in reversed(items):  # oldest first, as they were posted
+                    if item.created_at >= self._started_at:
+                        self._context_banner(item.to_wire())
 
     _NOTICES: ClassVar[dict[NoticeKind, Callable[[ConsoleSession, Notice], None]]] = {
         NoticeKind.REGISTRY: _on_registry,

@@ -11,7 +11,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-__all__ = ["AgentLister", "ContextItems", "KnowledgeBases", "Memory", "SharedItem"]
+__all__ = [
+    "AgentLister",
+    "BoardTaskItem",
+    "ContextItems",
+    "KnowledgeBases",
+    "Memory",
+    "SharedItem",
+    "TaskBoardPort",
+    "Teammates",
+]
 
 AgentLister = Callable[[], Awaitable[list[dict[str, Any]]]]
 """The live registry as ``agents.list`` reports it: one dict per running agent."""
@@ -85,3 +94,51 @@ class KnowledgeBases(Protocol):
     async def search(self, scope: str, query: str, *, k: int = 8) -> list[dict[str, Any]]: ...
 
     async def ingest(self, scope: str, paths: Sequence[str]) -> dict[str, Any]: ...
+
+
+class BoardTaskItem(Protocol):
+    """One task of the team's board (issue 12)."""
+
+    @property
+    def id(self) -> str: ...
+
+    def to_wire(self) -> dict[str, Any]: ...
+
+
+class TaskBoardPort(Protocol):
+    """The team's task board (issue 12), as the ``tasks.*`` tools use it.
+
+    Claims are atomic and only the holder finishes a task; refusals are raised as the
+    board's errors (``task.claimed``, ``task.blocked``, ``task.not_found``).
+    """
+
+    async def list(self, project: str, *, status: str | None = None) -> Sequence[BoardTaskItem]: ...
+
+    async def add(
+        self,
+        project: str,
+        *,
+        title: str,
+        detail: str = "",
+        priority: int = 0,
+        depends_on: Iterable[str] = (),
+        created_by: str,
+    ) -> BoardTaskItem: ...
+
+    async def claim(self, project: str, task_id: str, *, agent: str) -> BoardTaskItem: ...
+
+    async def done(
+        self, project: str, task_id: str, *, agent: str, result: str = ""
+    ) -> BoardTaskItem: ...
+
+    async def fail(
+        self, project: str, task_id: str, *, agent: str, reason: str
+    ) -> BoardTaskItem: ...
+
+
+class Teammates(Protocol):
+    """The agent's teammates, as ``team.send`` queues work for them (SPEC §9)."""
+
+    async def send(
+        self, to: str, text: str, *, hops: int, trace_id: str | None
+    ) -> dict[str, Any]: ...

@@ -53,7 +53,14 @@ from ateam.tools.approvals import Answer
 
 if TYPE_CHECKING:
     from ateam.tools.fs import Sandbox
-    from ateam.tools.ports import AgentLister, ContextItems, KnowledgeBases, Memory
+    from ateam.tools.ports import (
+        AgentLister,
+        ContextItems,
+        KnowledgeBases,
+        Memory,
+        TaskBoardPort,
+        Teammates,
+    )
     from ateam.tools.pty import ExecLimits
 
 __all__ = [
@@ -114,6 +121,8 @@ class ToolContext:
     """The task the call belongs to, when there is one."""
     trace_id: str | None = None
     """The trace id carried by every event of the task."""
+    hops: int = 0
+    """How many agent-to-agent steps brought the task here (0: from a person)."""
     sandbox: Sandbox | None = field(default=None, repr=False)
     """The agent's file sandbox (cwd plus ``fs.whitelist``)."""
     approval: Approval = Approval.ALLOW
@@ -138,6 +147,10 @@ class ToolContext:
     """The team's context items (SPEC §9), for ``context.*``."""
     kb: KnowledgeBases | None = field(default=None, repr=False)
     """The agent's knowledge bases (SPEC §10), for ``kb.*``."""
+    board: TaskBoardPort | None = field(default=None, repr=False)
+    """The team's task board (issue 12), for ``tasks.*``."""
+    teammates: Teammates | None = field(default=None, repr=False)
+    """The project's other agents, for ``team.send``."""
 
 
 @dataclass(frozen=True)

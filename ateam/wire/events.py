@@ -37,6 +37,8 @@ class EventType(StrEnum):
     OWNERSHIP = "ownership"
     CONTEXT = "context"
     KB_PROGRESS = "kb.progress"
+    TEAM_CONTEXT = "team.context"
+    """Team context items fed to the agent's model for a task (SPEC §9)."""
 
 
 class Payload(BaseModel):
@@ -176,6 +178,23 @@ class KbProgress(Payload):
     path: str = ""
 
 
+class FedItem(BaseModel):
+    """One team context item as fed to an agent (the item itself stays in Redis)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    id: str
+    type: str = ""
+    urgency: str = ""
+    scope: str = ""
+    title: str = ""
+    source: str = ""
+
+
+class TeamContextFed(Payload):
+    items: list[FedItem] = []
+
+
 class Malformed(Payload):
     """A payload that did not fit its type's model; ``problem`` says how."""
 
@@ -201,6 +220,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     EventType.OWNERSHIP: OwnershipChange,
     EventType.CONTEXT: ContextChange,
     EventType.KB_PROGRESS: KbProgress,
+    EventType.TEAM_CONTEXT: TeamContextFed,
 }
 """Event type → the model of its payload; a type not listed (a newer agent's) is a bare
 :class:`Payload` with every field kept as extra."""

@@ -58,6 +58,26 @@ class InputParams(Params):
     trace_id: str | None = None
 
 
+MAX_HOPS_CEILING = 64
+"""No configuration may let a thread between agents run longer than this."""
+
+
+class TeamInputParams(Params):
+    """``team.input``: text from another agent or an external runtime (SPEC §9).
+
+    Unlike ``input`` it needs no ownership: the agent decides by the ``source`` kind
+    (``agent:NAME`` from a teammate, ``mcp:RUNTIME`` from an MCP client) whether to
+    queue it, and refuses a thread that went round more than its hop limit.
+    """
+
+    text: Text
+    source: Annotated[str, Field(pattern=r"^(agent|mcp):[A-Za-z0-9._/@:-]{1,120}$")]
+    hops: int = Field(default=1, ge=1, le=MAX_HOPS_CEILING)
+    """How many agent-to-agent steps this message is into its thread (1: the first)."""
+    trace_id: str | None = Field(default=None, max_length=64)
+    """The thread: the sender's task trace, so the whole exchange shares one id."""
+
+
 class CancelParams(Params):
     hard: bool = False
 

@@ -34,9 +34,16 @@ def test_the_pty_benchmark_runs_and_loses_no_byte(tmp_path: Path) -> None:
     assert "none lost" in done.stdout and "PROBLEMS" not in done.stdout
 
 
-def test_the_board_benchmark_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("script", "rows"),
+    [
+        ("bench_board.py", {"name=board_claim_p99", "name=board_claim_p50"}),
+        ("bench_context.py", {"name=context_visible_p99", "name=context_visible_p50"}),
+    ],
+)
+def test_the_team_benchmarks_run(tmp_path: Path, script: str, rows: set[str]) -> None:
     done = subprocess.run(
-        [sys.executable, str(BENCH / "bench_board.py"), "--quick"],
+        [sys.executable, str(BENCH / script), "--quick"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -44,4 +51,4 @@ def test_the_board_benchmark_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     names = {line.split()[1] for line in done.stdout.splitlines() if line.startswith("BENCH ")}
-    assert names == {"name=board_claim_p99", "name=board_claim_p50"}
+    assert names == rows

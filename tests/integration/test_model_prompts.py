@@ -235,23 +235,44 @@ def test_a_team_context_item_reaches_the_agents_model_in_its_next_turn(
     wire: OpenAIWireServer,
 ) -> None:
     root = write_openai_project(tmp_path / "c", "c", wire.base_url)
+    # hera subscribes to frontend news only: the DB item is not hers.
+    hera = root / ".ateam" / "agents" / "hera"
+    hera.mkdir()
+    (hera / "agent.yaml").write_text("model: gpt\ncontext: {tags: [frontend]}\n")
+    (hera / "system_base.md").write_text("You are hera, the frontend agent.\n")
     start_agent("c/zeus", cwd=root)
-    wire.reply_text("First done.")
-    wire.reply_text("Second done.")
+    start_agent("c/hera", cwd=root)
+    for _ in range(4):
+        wire.reply_text("Done.")
     console = start_console()
     attach_and_send(console, "c/zeus", "first task")
-    console.wait_line("[A:c/zeus] First done.")
+    wait_for(lambda: len(wire.chat_requests) == 1, 15, "zeus's first request")
     assert "Team context" not in system_of(wire.chat_requests[0])
 
-    # Posted between two tasks (SPEC §9): the next turn carries it.
+    # Posted between two tasks (SPEC §9): pushed to zeus, fed to its next turn only.
     console.send("/context post --urgency attention --tags db the staging DB moved to db2")
     console.send("/context post --urgency background just a note nobody must act on")
     console.wait_line(lambda _: sum("posted " in line for line in console.lines) == 2)
     console.send("second task")
-    console.wait_line("[A:c/zeus] Second done.")
-
+    wait_for(lambda: len(wire.chat_requests) == 2, 15, "zeus's second request")
     system = system_of(wire.chat_requests[1])
+    assert "You are zeus" in system
     assert "Team context" in system
     assert "[attention/status] the staging DB moved to db2" in system
     assert "#db" in system
     assert "just a note" not in system  # below the default minimum urgency
+    console.wait_line(lambda line: "fed c-" in line and "the staging DB moved" in line)
+
+    # hera is not subscribed to it; and zeus is not fed the same item twice.
+    console.send("/attach c/hera")
+    console.wait_line(lambda line: "attached to c/hera" in line)
+    console.send("a frontend task")
+    wait_for(lambda: len(wire.chat_requests) == 3, 15, "hera's request")
+    assert "You are hera" in system_of(wire.chat_requests[2])
+    assert "staging DB" not in system_of(wire.chat_requests[2])
+    console.send("/attach c/zeus")
+    console.wait_line(lambda _: console.output().count("attached to c/zeus") >= 2)
+    console.send("third task")
+    wait_for(lambda: len(wire.chat_requests) == 4, 15, "zeus's third request")
+    assert "You are zeus" in system_of(wire.chat_requests[3])
+    assert "staging DB" not in system_of(wire.chat_requests[3])

@@ -145,7 +145,7 @@ def test_tools_import_nothing_above_them() -> None:
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("ateam.__main__",),
     ("ateam.cli",),
-    ("ateam.console",),
+    ("ateam.console", "ateam.mcp"),
     ("ateam.fleet",),
     ("ateam.client", "ateam.agent", "ateam.supervisor"),
     ("ateam.kb", "ateam.bus"),

@@ -8,6 +8,7 @@ One module per family of commands, each exporting its :class:`Command` records:
   clearhistory (and ``# text`` overlay lines)
 - :mod:`.approval`: approve, apply, reject, edit, pending
 - :mod:`.plan`, :mod:`.kb`, :mod:`.context`: the plan, knowledge bases, team context
+- :mod:`.board`: tasks (the team's task board)
 - :mod:`.fleet`, :mod:`.offload`: agents, agent, spawn, stop; offload
 """
 
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 from ateam.client import bus_errors
 from ateam.console.commands import (
     approval,
+    board,
     context,
     fleet,
     kb,
@@ -49,7 +51,7 @@ __all__ = [
 
 COMMANDS: Mapping[str, Command] = {
     command.name: command
-    for family in (session, task, prompt, approval, plan, kb, context, fleet, offload)
+    for family in (session, task, prompt, approval, plan, kb, context, board, fleet, offload)
     for command in family.COMMANDS
 }
 """Every console command by name, in the order ``/help`` lists them."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from ateam.client import ContextItem
 from ateam.console.commands.base import Call, Command, Parsed, csv
 from ateam.console.projects import home_project
 
@@ -17,6 +18,8 @@ async def context(call: Call) -> None:
     parsed = call.parse(args[1:] if args and args[0] == action else args, options=_OPTIONS)
     if action == "post":
         await _post(call, parsed)
+    elif action == "search" and parsed.positional:
+        await _search(call, parsed)
     elif action == "ls" and not parsed.positional:
         await _ls(call, parsed)
     else:
@@ -54,8 +57,20 @@ async def _ls(call: Call, parsed: Parsed) -> None:
         tags=csv(options.get("--tag") or options.get("--tags")),
         min_urgency=options.get("--urgency"),
     )
+    _show(call, items, f"no context items in {project}")
+
+
+async def _search(call: Call, parsed: Parsed) -> None:
+    console = call.console
+    project = (await home_project(console)).name
+    query = " ".join(parsed.positional)
+    items = await console.team.context.search(project, query)
+    _show(call, items, f"no context item in {project} matches {query!r}")
+
+
+def _show(call: Call, items: list[ContextItem], empty: str) -> None:
     if not items:
-        call.view.info(f"no context items in {project}")
+        call.view.info(empty)
         return
     now = time.time()
     rows = [
@@ -77,7 +92,8 @@ COMMANDS = (
     Command(
         "context",
         context,
-        "[ls|post] [--type T] [--urgency U] [--scope S] [--tags A,B] [--content C] [TITLE]",
-        "the team's context items; post shares one",
+        "[ls|post|search] [--type T] [--urgency U] [--scope S] [--tags A,B] [--content C] "
+        "[TITLE|QUERY]",
+        "the team's context items; post shares one, search ranks them by meaning",
     ),
 )

@@ -54,7 +54,26 @@ async def who(call: Call) -> None:
     owner = await console.agent(agent).owner()
     me = " (this console)" if owner and owner.session == console.session else ""
     call.view.info(f"{agent}: owner {owner.describe()}{me}" if owner else f"{agent}: no owner")
+    if owner is not None:
+        door = "allowed" if owner.external else "refused"
+        call.view.info(f"external input (ateam mcp): {door}")
     call.view.info(f"this console: {console.session}")
+
+
+async def allow(call: Call) -> None:
+    """``/allow external on|off``: let MCP clients queue input to the attached agent."""
+    if len(call.args) != 2 or call.args[0] != "external" or call.args[1] not in _ON_OFF:
+        raise call.bad()
+    console = call.console
+    agent = console.require_attached()
+    allowed = _ON_OFF[call.args[1]]
+    if not await console.agent(agent).allow_external(allowed):
+        raise UsageError(f"this console no longer owns {agent}; /attach it first")
+    state = "may now queue input to" if allowed else "can no longer queue input to"
+    call.view.info(f"external runtimes (ateam mcp clients) {state} {agent}")
+
+
+_ON_OFF = {"on": True, "off": False}
 
 
 async def tail(call: Call) -> None:
@@ -104,6 +123,12 @@ COMMANDS = (
     Command("attach", attach, "ID [--takeover]", "become the agent's writer", takes_agent=True),
     Command("detach", detach, "", "release the attached agent"),
     Command("who", who, "[ID]", "which console owns an agent", takes_agent=True),
+    Command(
+        "allow",
+        allow,
+        "external on|off",
+        "let external runtimes (ateam mcp) queue input to the attached agent",
+    ),
     Command("tail", tail, "ID", "watch an agent read-only (several allowed)", takes_agent=True),
     Command("untail", untail, "ID", "stop watching an agent", takes_agent=True),
     Command("ui", ui, "panes on|off", "switch between panes and plain mode live"),

@@ -42,6 +42,7 @@ from ateam.console.panes.command_input import CommandInput
 from ateam.console.panes.lines import Kind, Lines, fit, visible
 from ateam.console.panes.palette import PaletteScreen
 from ateam.console.panes.stream_log import StreamLog
+from ateam.console.panes.tasks import TasksScreen, board_loader, opens_board
 from ateam.console.panes.view import DEFAULT_SCROLLBACK, TAIL_LINES, PanesView
 from ateam.console.session import ConsoleView
 from ateam.errors import AteamError, cli_exit_code
@@ -101,6 +102,7 @@ class ConsoleApp(App[str]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f1", "palette", "agents", priority=True),
+        Binding("f2", "tasks", "tasks", show=False),
         Binding("ctrl+c", "interrupt", "interrupt", priority=True),
         Binding("ctrl+q", "quit", "quit", priority=True),
     ]
@@ -230,6 +232,9 @@ class ConsoleApp(App[str]):
         controller = self.controller
         if controller is None:
             return
+        if opens_board(line):  # ``/tasks`` alone: the board as a screen, not a table
+            self.action_tasks()
+            return
         self.query_one("#message", Static).update("")
         try:
             await controller.execute(line)
@@ -342,6 +347,20 @@ class ConsoleApp(App[str]):
             self._commands.put_nowait(command_line("attach", choice))
 
         self.push_screen(PaletteScreen(self._agent_ids, palette_entries), chosen)
+
+    def action_tasks(self) -> None:
+        """F2: the project's task board; Enter leaves the next step in the command bar."""
+        if self.controller is None or len(self.screen_stack) > 1:
+            return
+
+        def chosen(line: str | None) -> None:
+            if line:
+                bar = self.query_one("#command", CommandInput)
+                bar.value = line
+                bar.cursor_position = len(line)
+                bar.focus()
+
+        self.push_screen(TasksScreen(board_loader(self.controller)), chosen)
 
     def _agent_ids(self) -> list[str]:
         return sorted(self.controller.known) if self.controller is not None else []

@@ -25,7 +25,8 @@ def test_tab_completes_names_arguments_and_agents_from_the_table() -> None:
     assert [c.text for c in tab.complete("/stop he")] == ["proj/hera "]
     assert [c.text for c in tab.complete("/queue c")] == ["clear "]
     assert [c.text for c in tab.complete("/spawn x --wor")] == ["--worktree "]
-    assert {c.text for c in tab.complete("/help ta")} == {"tail "}
+    assert {c.text for c in tab.complete("/help ta")} == {"tail", "tasks"}
+    assert {c.text for c in tab.complete("/help tai")} == {"tail "}
 
 
 def test_palettes_build_their_lines_from_the_table() -> None:

@@ -356,3 +356,60 @@ async def test_auto_tail_follows_other_live_agents_up_to_its_limit(
             if other.state.value != "stopped":
                 other.request_shutdown()
                 await other._shutdown()
+
+
+async def test_allow_external_opens_and_closes_the_door_for_mcp_clients(
+    agent: Agent, target: RedisTarget, console: tuple[ConsoleController, RecordingView]
+) -> None:
+    from ateam.client import Team
+
+    c, view = console
+    with pytest.raises(UsageError):
+        await c.execute("/allow external on")  # nothing attached
+    await c.execute("/attach proj/zeus")
+    async with await Team.connect(target) as outsider:
+        handle = outsider.agent("proj/zeus")
+        with pytest.raises(OwnershipDenied):
+            await handle.relay("from cursor", source="mcp:cursor")
+        await c.execute("/allow external on")
+        assert "may now queue input to proj/zeus" in view.lines[-1]
+        await c.execute("/who")
+        assert "external input (ateam mcp): allowed" in view.lines[-3:]
+        sent = await handle.relay("from cursor", source="mcp:cursor")
+        assert sent.created
+        await c.execute("/allow external off")
+        with pytest.raises(OwnershipDenied):
+            await handle.relay("again", source="mcp:cursor")
+    with pytest.raises(UsageError):
+        await c.execute("/allow external maybe")
+
+
+async def test_a_console_that_reconnects_shows_the_urgent_items_it_missed(
+    agent: Agent,
+    target: RedisTarget,
+    console: tuple[ConsoleController, RecordingView],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import redis.asyncio as aioredis
+
+    import ateam.client.notices as notices_mod
+    from ateam.client import Team
+
+    c, view = console
+    await c.execute("/ps")  # knows proj/zeus, so it knows project proj
+    # A slow first retry leaves time to post while the console cannot hear.
+    monkeypatch.setattr(
+        notices_mod, "Backoff", lambda: notices_mod.Backoff(initial=1.0, jitter=0.0)
+    )
+    raw = aioredis.Redis.from_url(target.url)
+    try:
+        await raw.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+    finally:
+        await raw.aclose()
+    async with await Team.connect(target) as poster:
+        await poster.context.post(
+            "proj", type="alert", title="prod is down", urgency="blocking", source_runtime="cli"
+        )
+    await view.wait_for(lambda: any("prod is down" in b for b in view.banners), timeout=10)
+    banner = next(b for b in view.banners if "prod is down" in b)
+    assert banner.startswith("BLOCKING alert from cli")

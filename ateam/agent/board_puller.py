@@ -1,0 +1,166 @@
+"""``take_tasks: true``: an idle agent takes work from its project's task board (issue 12).
+
+A lead plans on the board; teammates pull. When the agent is idle and the board may
+have changed (at start, after each of its tasks, and whenever the board's channel
+announces a change), it claims the most important open task whose dependencies are
+done — the claim is the board's atomic Lua claim, so of several idle agents exactly one
+gets each task — and queues it as its own input with source ``board:<id>``. When that
+input's task ends the agent marks the board task done with its final answer, or failed
+with the error, unless the model already did so with the ``tasks.*`` tools.
+
+Nothing polls: with no news the board is not read. A bus error costs one chance to
+pull, never the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
+from ateam.bus.board import TEXT_MAX_BYTES, BoardTask, TaskBoard, TaskStatus
+from ateam.bus.codec import unpack
+from ateam.bus.keys import Keys
+from ateam.errors import AteamError, TaskBlocked, TaskClaimed, TaskNotFound
+
+__all__ = ["SOURCE_PREFIX", "BoardPuller", "board_task_text"]
+
+log = logging.getLogger(__name__)
+
+SOURCE_PREFIX = "board:"
+"""Queue items taken from the board carry ``board:<task id>`` as their source."""
+
+_SOFT: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, TimeoutError, AteamError)
+_LOST_RACE = (TaskClaimed, TaskBlocked, TaskNotFound)
+_READ_TIMEOUT_S = 2.0
+
+
+class BoardPuller:
+    """Claims board tasks for one agent while it is idle.
+
+    Args:
+        board: the team's task boards.
+        client, keys: for the board channel's change notices.
+        project: the agent's project.
+        agent_id: the claimant.
+        enabled: ``agent.yaml`` ``take_tasks``; when false nothing is read or claimed.
+    """
+
+    def __init__(
+        self,
+        board: TaskBoard,
+        client: aioredis.Redis,
+        keys: Keys,
+        project: str,
+        agent_id: str,
+        *,
+        enabled: bool,
+    ) -> None:
+        self._board = board
+        self._client = client
+        self._keys = keys
+        self.project = project
+        self.agent_id = agent_id
+        self.enabled = enabled
+        self.dirty = enabled
+        """The board may hold work for us (set by news, cleared by a fruitless look)."""
+        self.on_news: Callable[[], None] | None = None
+        """Wakes the idle worker (set by the composition root)."""
+        self.listening = asyncio.Event()
+
+    async def next_task(self) -> BoardTask | None:
+        """Claim the most important claimable open task, if the board may have one."""
+        if not (self.enabled and self.dirty):
+            return None
+        self.dirty = False
+        try:
+            async with asyncio.timeout(_READ_TIMEOUT_S):
+                tasks = await self._board.list(self.project)
+                done = {t.id for t in tasks if t.status is TaskStatus.DONE}
+                for task in tasks:  # highest priority first, then oldest
+                    if task.status is not TaskStatus.OPEN or not set(task.depends_on) <= done:
+                        continue
+                    try:
+                        return await self._board.claim(self.project, task.id, agent=self.agent_id)
+                    except _LOST_RACE:
+                        continue  # another agent was quicker; try the next one
+        except _SOFT as exc:
+            self.dirty = True  # look again on the next wake
+            log.warning("board not read: %s", exc)
+        return None
+
+    async def finished(self, task_id: str, *, ok: bool, text: str, error: str | None) -> None:
+        """Record the end of the queue item that carried board task ``task_id``."""
+        self.dirty = self.enabled
+        try:
+            if ok:
+                result = _clip(text or "done")
+                await self._board.done(self.project, task_id, agent=self.agent_id, result=result)
+            else:
+                reason = _clip(error or "failed")
+                await self._board.fail(self.project, task_id, agent=self.agent_id, reason=reason)
+        except _LOST_RACE:
+            pass  # finished by the model through tasks.done/fail, or reopened meanwhile
+        except _SOFT as exc:
+            log.warning("board task %s not marked finished: %s", task_id, exc)
+
+    async def listen(self) -> None:
+        """Mark the board dirty and wake the worker on every change of our project."""
+        if not self.enabled:
+            return
+        backoff = Backoff()
+        while True:
+            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self._keys.board_channel)
+                self._news()  # what changed while we could not hear
+                self.listening.set()
+                backoff.reset()
+                async for message in pubsub.listen():
+                    if self._ours(message):
+                        self._news()
+            except asyncio.CancelledError:
+                raise
+            except _SOFT as exc:
+                log.warning("board subscription lost: %s", exc)
+            finally:
+                self.listening.clear()
+                with contextlib.suppress(*CONNECTION_ERRORS, RuntimeError):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await asyncio.sleep(backoff.next_delay())
+
+    def _ours(self, message: dict[str, Any]) -> bool:
+        try:
+            notice = unpack(message["data"])
+        except Exception:  # anyone may publish: noise is ignored
+            return False
+        return isinstance(notice, dict) and notice.get("project") == self.project
+
+    def _news(self) -> None:
+        self.dirty = True
+        if self.on_news is not None:
+            self.on_news()
+
+
+def _clip(text: str) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= TEXT_MAX_BYTES:
+        return text
+    return data[: TEXT_MAX_BYTES - 4].decode("utf-8", "ignore") + " …"
+
+
+def board_task_text(task: BoardTask) -> str:
+    """The input an agent is given for a board task it claimed."""
+    lines = [f"[board task {task.id}, claimed by you from the {task.project} board]", task.title]
+    if task.detail:
+        lines += ["", task.detail]
+    lines += [
+        "",
+        "Your final answer is recorded as the task's result; if you cannot do it, say why.",
+    ]
+    return "\n".join(lines)

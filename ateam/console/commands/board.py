@@ -1,0 +1,171 @@
+"""``/tasks``: the team's task board (issue 12) from the console.
+
+The board is the project's of the attached agent (else of the console's directory).
+Claims name an agent: ``--as PROJECT/NAME`` (or a bare name of that project), else the
+attached agent. A task added from the console is created by the console's session.
+Panes mode shows the same board in a screen of its own (:mod:`ateam.console.panes.tasks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from ateam.client import BoardTask
+from ateam.console.commands.base import Call, Command, Parsed, csv, int_option
+from ateam.console.projects import home_project
+from ateam.errors import UsageError
+
+__all__ = ["COMMANDS", "TASK_COLUMNS", "task_rows"]
+
+TASK_COLUMNS = ["id", "status", "prio", "assignee", "after", "title", "note"]
+"""The columns of ``/tasks`` (and of the panes' board)."""
+TITLE_SHOWN = 60
+NOTE_SHOWN = 60
+
+
+def task_rows(tasks: Sequence[BoardTask]) -> list[dict[str, Any]]:
+    """The board as table rows: the note is why it failed or was reopened, or its result."""
+    return [
+        {
+            "id": task.id,
+            "status": str(task.status),
+            "prio": task.priority,
+            "assignee": task.assignee or None,
+            "after": ",".join(task.depends_on) or None,
+            "title": _cut(task.title, TITLE_SHOWN),
+            "note": _cut(task.reason or task.result, NOTE_SHOWN) or None,
+        }
+        for task in tasks
+    ]
+
+
+def _cut(text: str, width: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+async def tasks(call: Call) -> None:
+    handler = call.action(_ACTIONS, "ls")
+    await handler(call, call.args[1:])
+
+
+async def _project(call: Call) -> str:
+    return (await home_project(call.console)).name
+
+
+async def _assignee(call: Call, parsed: Parsed, project: str) -> str:
+    """``--as`` (a full id, or a name of the board's project), else the attached agent."""
+    named = parsed.options.get("--as")
+    if named is not None:
+        return named if "/" in named else f"{project}/{named}"
+    if call.console.attached is None:
+        raise UsageError("name the agent: --as PROJECT/NAME, or /attach it first")
+    return call.console.attached
+
+
+def _one_id(call: Call, parsed: Parsed) -> str:
+    if len(parsed.positional) != 1:
+        raise call.bad("name one TASK id")
+    return parsed.positional[0]
+
+
+def _said(call: Call, verb: str, task: BoardTask) -> None:
+    who = f" by {task.assignee}" if task.assignee else ""
+    call.view.info(f"{verb} {task.id}{who}: {task.title}")
+
+
+async def _ls(call: Call, words: list[str]) -> None:
+    parsed = call.parse(words, options=("--status",))
+    if parsed.positional:
+        raise call.bad()
+    project = await _project(call)
+    listed = await call.console.team.tasks.ls(project, status=parsed.options.get("--status"))
+    if not listed:
+        call.view.info(f"no tasks on the board of {project}")
+        return
+    call.view.table(task_rows(listed), TASK_COLUMNS)
+
+
+async def _add(call: Call, words: list[str]) -> None:
+    title_words: list[str] = []
+    after: list[str] = []
+    options: dict[str, str] = {}
+    stream = iter(words)
+    for word in stream:
+        if word in ("--after", "--priority", "--detail"):
+            value = next(stream, None)
+            if value is None:
+                raise call.bad(f"{word} needs a value")
+            if word == "--after":
+                after.extend(csv(value))
+            else:
+                options[word] = value
+        elif word.startswith("--"):
+            raise call.bad(f"unknown option {word}")
+        else:
+            title_words.append(word)
+    if not title_words:
+        raise call.bad("add needs a TITLE")
+    console = call.console
+    priority = int_option(options["--priority"], "--priority") if "--priority" in options else 0
+    title, detail = console.clean(" ".join(title_words), options.get("--detail", ""))
+    project = await _project(call)
+    task = await console.team.tasks.add(
+        project,
+        title=title,
+        detail=detail,
+        priority=priority,
+        depends_on=after,
+        created_by=console.session,
+    )
+    call.view.info(f"added {task.id} to the board of {project}: {task.title}")
+
+
+async def _claim(call: Call, words: list[str]) -> None:
+    parsed = call.parse(words, options=("--as",))
+    task_id = _one_id(call, parsed)
+    project = await _project(call)
+    agent = await _assignee(call, parsed, project)
+    _said(call, "claimed", await call.console.team.tasks.claim(project, task_id, agent=agent))
+
+
+async def _done(call: Call, words: list[str]) -> None:
+    parsed = call.parse(words, options=("--as", "--result"))
+    task_id = _one_id(call, parsed)
+    project = await _project(call)
+    agent = await _assignee(call, parsed, project)
+    [result] = call.console.clean(parsed.options.get("--result", ""))
+    task = await call.console.team.tasks.done(project, task_id, agent=agent, result=result)
+    _said(call, "done", task)
+
+
+async def _fail(call: Call, words: list[str]) -> None:
+    parsed = call.parse(words, options=("--as", "--reason"))
+    task_id = _one_id(call, parsed)
+    if not parsed.options.get("--reason", "").strip():
+        raise call.bad("fail needs --reason TEXT")
+    project = await _project(call)
+    agent = await _assignee(call, parsed, project)
+    [reason] = call.console.clean(parsed.options["--reason"])
+    task = await call.console.team.tasks.fail(project, task_id, agent=agent, reason=reason)
+    _said(call, "failed", task)
+
+
+_ACTIONS: dict[str, Callable[[Call, list[str]], Awaitable[None]]] = {
+    "ls": _ls,
+    "add": _add,
+    "claim": _claim,
+    "done": _done,
+    "fail": _fail,
+}
+
+COMMANDS = (
+    Command(
+        "tasks",
+        tasks,
+        "ls|add|claim|done|fail … (ls [--status S]; add TITLE [--priority N] [--after T,T] "
+        "[--detail TEXT]; claim|done|fail TASK [--as ID] [--result TEXT] [--reason TEXT])",
+        "the team's task board; claims are the attached agent's unless --as names one",
+    ),
+)

@@ -1,0 +1,95 @@
+"""Agent A gives agent B a task with ``team.send``; B does it (issue 12 point 3).
+
+Two real ``ateam agent`` processes with scripted models; what is checked is what the
+agents wrote: B's file, both histories, and the line B's owner console printed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests._wait import wait_for
+from tests.integration.conftest import (
+    AgentFactory,
+    ConsoleFactory,
+    history_turns,
+    run_ateam,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def write_team(root: Path) -> Path:
+    """Project ``t``: zeus hands work to hera through team.send; hera writes a file."""
+    ateam = root / ".ateam"
+    for name in ("zeus", "hera"):
+        (ateam / "agents" / name).mkdir(parents=True)
+    (ateam / "project.yaml").write_text("name: t\n")
+    (ateam / "models.yaml").write_text(
+        "models:\n"
+        "  - {id: lead, provider: scripted, script: lead.yaml}\n"
+        "  - {id: mate, provider: scripted, script: mate.yaml}\n"
+    )
+    handoff = {"to": "hera", "text": "create done.txt containing ok"}
+    lead = [
+        {"text": "Handing off.", "tool_calls": [{"name": "team.send", "args": handoff}]},
+        {"text": "Sent it to hera."},
+    ]
+    write = {"path": "done.txt", "content": "ok\n"}
+    mate = [
+        {"text": "Writing it.", "tool_calls": [{"name": "fs.write", "args": write}]},
+        {"text": "Wrote done.txt."},
+    ]
+    (ateam / "lead.yaml").write_text(yaml.safe_dump({"turns": lead}))
+    (ateam / "mate.yaml").write_text(yaml.safe_dump({"turns": mate}))
+    specs = {
+        "zeus": {"model": "lead", "tools": {"allow": ["team.send"]}},
+        "hera": {"model": "mate", "tools": {"allow": ["fs.*"]}, "cwd": "work"},
+    }
+    for name, spec in specs.items():
+        (ateam / "agents" / name / "agent.yaml").write_text(yaml.safe_dump(spec))
+    (root / "work").mkdir()
+    return root
+
+
+def test_agent_a_hands_agent_b_a_task_and_b_does_it(
+    start_agent: AgentFactory, start_console: ConsoleFactory, tmp_path: Path, redis_url: str
+) -> None:
+    root = write_team(tmp_path / "t")
+    start_agent("t/zeus", cwd=root)
+    start_agent("t/hera", cwd=root)
+    # hera's owner watches: the task must say it came from zeus.
+    console = start_console()
+    console.send("/attach t/hera")
+    console.wait_line(lambda line: "attached to t/hera" in line)
+
+    sent = run_ateam("send", "t/zeus", "get done.txt made", "--redis", redis_url)
+    assert sent.returncode == 0, sent.stderr
+
+    done = root / "work" / "done.txt"
+    wait_for(done.exists, 30, "hera to write done.txt")
+    assert done.read_text() == "ok\n"
+    console.wait_line(lambda line: "(from agent:zeus): [from teammate zeus" in line)
+
+    # zeus's history: the tool call and the teammate's acknowledgement.
+    zeus = history_turns(root, "zeus")
+    calls = [c for t in zeus if t.get("role") == "assistant" for c in t.get("tool_calls") or ()]
+    assert [c["name"] for c in calls] == ["team.send"]
+    results = [t for t in zeus if t.get("role") == "tool" and t.get("source") == "team.send"]
+    assert results and '"to": "t/hera"' in results[0]["content"]
+
+    # hera's history: the task, marked as coming from zeus, in zeus's thread.
+    hera = history_turns(root, "hera")
+    asked = [t for t in hera if t.get("role") == "user"]
+    assert asked[0]["source"] == "agent:zeus"
+    assert asked[0]["content"].startswith("[from teammate zeus, through team.send]")
+    zeus_trace = {t.get("trace_id") for t in zeus if t.get("role") == "user"}
+    assert asked[0].get("trace_id") in zeus_trace
+    wait_for(
+        lambda: any(t.get("content") == "Wrote done.txt." for t in history_turns(root, "hera")),
+        15,
+        "hera's final answer",
+    )

@@ -1,0 +1,146 @@
+"""Agents message each other (issue 12 point 3): ``team.input``, ``relay`` and ``team.send``.
+
+Real agents on a real Redis: the receiver's durable queue is read back, never a value
+the test wrote itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from ateam.agent.messenger import TeamMessenger
+from ateam.agent.process import Agent
+from ateam.client import Target, Team
+from ateam.config import standalone_agent
+from ateam.errors import AgentNotFound, BadRequest, HopLimit, OwnershipDenied
+from ateam.providers import EchoProvider
+from ateam.redact import Redactor
+
+
+@pytest.fixture
+async def other_team(target: Target) -> AsyncIterator[Team]:
+    """A second console session (an MCP client or a teammate's view of the bus)."""
+    async with await Team.connect(target, redactor=Redactor(), takeover_grace_s=0.1) as t:
+        yield t
+
+
+def pending_texts(agent: Agent) -> list[tuple[str, str, int]]:
+    items = [*agent.queue.pending()]
+    if agent.queue.current is not None:
+        items.insert(0, agent.queue.current)
+    return [(item.source, item.text, item.hops) for item in items]
+
+
+async def test_a_teammate_reaches_an_owned_agent_and_says_who_it_is(
+    agent: Agent, team: Team, other_team: Team
+) -> None:
+    async with team.agent(agent.id).attach():
+        sent = await other_team.agent(agent.id).relay(
+            "run the migrations", source="agent:athena", hops=2, trace_id="thread-1"
+        )
+    assert sent.created and sent.trace_id == "thread-1"
+    turns = [t for t in agent.history.tail(50) if t.get("role") == "user"]
+    queued = pending_texts(agent) + [(t["source"], t["content"], -1) for t in turns]
+    mine = [q for q in queued if q[0] == "agent:athena"]
+    assert mine, queued
+    _, text, _ = mine[0]
+    assert text.startswith("[from teammate athena, through team.send]\n")
+    assert text.endswith("run the migrations")
+
+
+async def test_an_external_runtime_is_refused_while_the_owner_has_not_allowed_it(
+    agent: Agent, team: Team, other_team: Team
+) -> None:
+    outsider = other_team.agent(agent.id)
+    # Unowned: an MCP client may queue input, like `ateam send` may.
+    first = await outsider.relay("first", source="mcp:claude-code")
+    assert first.created
+    async with team.agent(agent.id).attach():
+        with pytest.raises(OwnershipDenied, match="has not allowed external input"):
+            await outsider.relay("second", source="mcp:claude-code")
+        # Only the owner may open the door.
+        assert await outsider.allow_external(True) is False
+        assert await team.agent(agent.id).allow_external(True) is True
+        third = await outsider.relay("third", source="mcp:claude-code")
+        assert third.created
+        assert await team.agent(agent.id).allow_external(False) is True
+        with pytest.raises(OwnershipDenied):
+            await outsider.relay("fourth", source="mcp:claude-code")
+
+
+async def test_a_new_owner_does_not_inherit_the_allowance(
+    agent: Agent, team: Team, other_team: Team
+) -> None:
+    async with team.agent(agent.id).attach():
+        assert await team.agent(agent.id).allow_external(True)
+        owner = await team.agent(agent.id).owner()
+        assert owner is not None and owner.external
+    async with other_team.agent(agent.id).attach():
+        owner = await other_team.agent(agent.id).owner()
+        assert owner is not None and not owner.external
+        with pytest.raises(OwnershipDenied):
+            await team.agent(agent.id).relay("sneaky", source="mcp:cursor")
+
+
+async def test_a_thread_past_the_hop_limit_is_refused(agent: Agent, team: Team) -> None:
+    limit = agent.config.spec.team.max_hops
+    handle = team.agent(agent.id)
+    await handle.relay("at the limit", source="agent:athena", hops=limit)
+    with pytest.raises(HopLimit, match=r"team\.max_hops") as caught:
+        await handle.relay("one too many", source="agent:athena", hops=limit + 1)
+    assert caught.value.code == "team.hop_limit"
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"text": "x", "source": "console"}, "source"),
+        ({"text": "x", "source": "agent:"}, "source"),
+        ({"text": " ", "source": "agent:athena"}, "text"),
+        ({"text": "x", "source": "agent:athena", "hops": 0}, "hops"),
+        ({"text": "x", "source": "agent:athena", "hops": "2"}, "hops"),
+    ],
+)
+async def test_malformed_team_input_is_a_bad_request(
+    agent: Agent, team: Team, params: dict[str, object], field: str
+) -> None:
+    with pytest.raises(BadRequest, match=field):
+        await team.agent(agent.id).call("team.input", params)
+
+
+@pytest.fixture
+async def mate(target: Target, tmp_path: Path) -> AsyncIterator[Agent]:
+    config = standalone_agent("proj", "hera", tmp_path / "hera")
+    a = Agent(config, target, EchoProvider())
+    await a._start()
+    yield a
+    a.request_shutdown()
+    await a._shutdown()
+
+
+async def test_the_messenger_queues_at_a_teammate_and_keeps_the_thread(
+    agent: Agent, mate: Agent
+) -> None:
+    parts = agent.parts
+    messenger = TeamMessenger(parts.client, parts.keys, agent.id, max_hops=3)
+    reply = await messenger.send("hera", "check the logs", hops=1, trace_id="t-42")
+    assert reply["to"] == "proj/hera" and reply["trace_id"] == "t-42"
+    queued = pending_texts(mate)
+    history = [
+        (t["source"], t["content"]) for t in mate.history.tail(20) if t.get("role") == "user"
+    ]
+    assert ("agent:zeus" in {q[0] for q in queued}) or any(s == "agent:zeus" for s, _ in history)
+
+    with pytest.raises(HopLimit):
+        await messenger.send("hera", "again", hops=4, trace_id="t-42")
+    with pytest.raises(BadRequest, match="project"):
+        await messenger.send("other/hera", "x", hops=1, trace_id=None)
+    with pytest.raises(BadRequest, match="itself"):
+        await messenger.send("zeus", "x", hops=1, trace_id=None)
+    with pytest.raises(BadRequest, match="agent name"):
+        await messenger.send("bad name!", "x", hops=1, trace_id=None)
+    with pytest.raises(AgentNotFound):
+        await messenger.send("nobody", "x", hops=1, trace_id=None)

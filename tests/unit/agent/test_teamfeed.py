@@ -1,0 +1,157 @@
+"""Context items reach the agents (issue 12 point 1): pushed, filtered, fed once, in budget.
+
+Real agents on a real Redis; items are posted through the client as a console posts
+them, and what is checked is what the agent holds, fed, recorded and ran.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from ateam.agent.process import Agent
+from ateam.agent.teamfeed import TeamFeed
+from ateam.client import Target, Team
+from ateam.config import standalone_agent
+from ateam.config.schema import ContextSubscriptionSpec
+from ateam.providers import EchoProvider
+from tests._wait import async_wait_for
+
+
+async def started(target: Target, config_dir: Path, name: str, **context: object) -> Agent:
+    config = standalone_agent("proj", name, config_dir)
+    if context:
+        spec = config.spec.model_copy(update={"context": ContextSubscriptionSpec(**context)})
+        config = dataclasses.replace(config, spec=spec)
+    agent = Agent(config, target, EchoProvider())
+    await agent._start()
+    await async_wait_for(agent.parts.team.listening.is_set, 10)
+    return agent
+
+
+@pytest.fixture
+async def agents(target: Target, tmp_path: Path) -> AsyncIterator[list[Agent]]:
+    made: list[Agent] = []
+    yield made
+    for agent in made:
+        agent.request_shutdown()
+        await agent._shutdown()
+
+
+async def make(
+    agents: list[Agent], target: Target, tmp_path: Path, name: str, **ctx: object
+) -> Agent:
+    agent = await started(target, tmp_path / name, name, **ctx)
+    agents.append(agent)
+    return agent
+
+
+def inbox_of(feed: TeamFeed) -> set[str]:
+    return {item.title for item in feed.inbox.values()}
+
+
+def inbox_titles(agent: Agent) -> set[str]:
+    return {item.title for item in agent.parts.team.inbox.values()}
+
+
+async def test_items_are_pushed_to_the_subscribers_that_want_them(
+    agents: list[Agent], team: Team, target: Target, tmp_path: Path
+) -> None:
+    zeus = await make(agents, target, tmp_path, "zeus")  # default: attention and up
+    hera = await make(
+        agents, target, tmp_path, "hera", tags=("frontend",), min_urgency="background"
+    )
+    post = team.context.post
+    await post("proj", type="status", title="db moved", urgency="attention", tags=["db"])
+    await post("proj", type="status", title="css note", urgency="background", tags=["frontend"])
+    await post("other", type="alert", title="not ours", urgency="blocking", tags=["frontend"])
+    await post("other", type="alert", title="everyone", urgency="attention", scope="global")
+    await post("proj", type="status", title="by zeus", urgency="attention", source_agent=zeus.id)
+    # No task ran and nobody asked: the items arrived by themselves.
+    await async_wait_for(lambda: inbox_titles(zeus) == {"db moved", "everyone"}, 5)
+    await async_wait_for(lambda: inbox_titles(hera) == {"css note"}, 5)
+
+
+async def test_an_item_is_fed_once_recorded_and_not_fed_again_after_a_restart(
+    agents: list[Agent], team: Team, target: Target, tmp_path: Path
+) -> None:
+    zeus = await make(agents, target, tmp_path, "zeus")
+    item = await team.context.post("proj", type="decision", title="use db2", urgency="attention")
+    await async_wait_for(lambda: item.id in zeus.parts.team.inbox, 5)
+    feed = zeus.parts.team
+    await feed.begin_task(time.time())
+    assert [i.id for i in feed.items] == [item.id]
+    assert "use db2" in feed.render()
+    await feed.begin_task(time.time())
+    assert feed.items == ()
+    # The agent's stream records what was fed.
+    events = [e async for e in team.agent(zeus.id).tail(0, follow=False)]
+    fed = [e for e in events if e.type == "team.context"]
+    assert fed and fed[-1].data["items"][0]["id"] == item.id
+    # A new feed (a restarted agent) catches up without the fed item.
+    again = TeamFeed(feed.store, zeus.parts.client, zeus.parts.keys, "proj", zeus.id)
+    await again.catch_up()
+    assert item.id not in again.inbox
+    assert item.id in await feed.store.fed("proj", zeus.id)
+
+
+async def test_the_feed_fits_its_budget_most_urgent_first_and_keeps_the_rest(
+    agents: list[Agent], team: Team, target: Target, tmp_path: Path
+) -> None:
+    zeus = await make(agents, target, tmp_path, "zeus")
+    # A feed of its own (no worker takes from it): budget 150 tokens.
+    spec = ContextSubscriptionSpec(min_urgency="background", budget_tokens=150)
+    parts = zeus.parts
+    feed = TeamFeed(parts.team.store, parts.client, parts.keys, "proj", "proj/athena", spec)
+    body = "word " * 60  # ~75 tokens: one such item fits beside the header, not two
+    post = team.context.post
+    await post("proj", type="status", title="older big", content=body, urgency="attention")
+    await post("proj", type="status", title="newer big", content=body, urgency="attention")
+    await post("proj", type="alert", title="urgent", urgency="blocking")
+    await post("proj", type="status", title="quiet", urgency="background")
+    await feed.catch_up()
+    assert inbox_of(feed) == {"older big", "newer big", "urgent", "quiet"}
+    await feed.begin_task(time.time())
+    titles = [i.title for i in feed.items]
+    # Most urgent first, then the newest; the second big item does not fit and waits.
+    assert titles == ["urgent", "newer big", "quiet"]
+    assert inbox_of(feed) == {"older big"}
+    await feed.begin_task(time.time())
+    assert [i.title for i in feed.items] == ["older big"]
+
+
+async def test_a_blocking_item_interrupts_an_idle_agent_with_a_task_of_its_own(
+    agents: list[Agent], team: Team, target: Target, tmp_path: Path
+) -> None:
+    zeus = await make(agents, target, tmp_path, "zeus")
+    item = await team.context.post(
+        "proj", type="alert", title="prod is down", content="stop deploys", urgency="blocking"
+    )
+
+    def ran() -> list[dict[str, object]]:
+        return [t for t in zeus.history.tail(20) if t.get("source") == f"context:{item.id}"]
+
+    await async_wait_for(lambda: bool(ran()), 10)
+    text = str(ran()[0]["content"])
+    assert text.startswith(f"[blocking team context item {item.id}")
+    assert "prod is down" in text and "stop deploys" in text
+    # Taken as a task, it is fed: not again in the next task's context.
+    assert item.id in await zeus.parts.team.store.fed("proj", zeus.id)
+    await zeus.parts.team.begin_task(time.time())
+    assert item.id not in {i.id for i in zeus.parts.team.items}
+
+
+async def test_search_ranks_items_by_meaning(team: Team) -> None:
+    post = team.context.post
+    await post("proj", type="discovery", title="staging database moved to db2.internal")
+    await post("proj", type="status", title="lunch is at noon")
+    await post("proj", type="alert", title="login test flaky on CI")
+    found = await team.context.search("proj", "where does the staging database live now")
+    assert [i.title for i in found][:1] == ["staging database moved to db2.internal"]
+    assert "lunch is at noon" not in [i.title for i in found]
+    flaky = await team.context.search("proj", "failing CI test for login")
+    assert flaky and flaky[0].title == "login test flaky on CI"
