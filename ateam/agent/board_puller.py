@@ -18,15 +18,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import redis.asyncio as aioredis
 
-from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.board import TEXT_MAX_BYTES, BoardTask, TaskBoard, TaskStatus
 from ateam.bus.codec import unpack
 from ateam.bus.keys import Keys
-from ateam.errors import AteamError, TaskBlocked, TaskClaimed, TaskNotFound
+from ateam.bus.subscription import SOFT_ERRORS, listen_forever
+from ateam.errors import TaskBlocked, TaskClaimed, TaskNotFound
 
 __all__ = ["SOURCE_PREFIX", "BoardPuller", "board_task_text"]
 
@@ -35,7 +34,6 @@ log = logging.getLogger(__name__)
 SOURCE_PREFIX = "board:"
 """Queue items taken from the board carry ``board:<task id>`` as their source."""
 
-_SOFT: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, TimeoutError, AteamError)
 _LOST_RACE = (TaskClaimed, TaskBlocked, TaskNotFound)
 _READ_TIMEOUT_S = 2.0
 
@@ -81,17 +79,33 @@ class BoardPuller:
         try:
             async with asyncio.timeout(_READ_TIMEOUT_S):
                 tasks = await self._board.list(self.project)
-                done = {t.id for t in tasks if t.status is TaskStatus.DONE}
-                for task in tasks:  # highest priority first, then oldest
-                    if task.status is not TaskStatus.OPEN or not set(task.depends_on) <= done:
-                        continue
-                    try:
-                        return await self._board.claim(self.project, task.id, agent=self.agent_id)
-                    except _LOST_RACE:
-                        continue  # another agent was quicker; try the next one
-        except _SOFT as exc:
+        except SOFT_ERRORS as exc:
             self.dirty = True  # look again on the next wake
             log.warning("board not read: %s", exc)
+            return None
+        done = {t.id for t in tasks if t.status is TaskStatus.DONE}
+        for task in tasks:  # highest priority first, then oldest
+            if task.status is not TaskStatus.OPEN or not set(task.depends_on) <= done:
+                continue
+            try:
+                # No timeout here: one cut short after the script ran would leave a claim
+                # nobody works on (the reconcile spares a live agent's own claims).
+                return await self._board.claim(self.project, task.id, agent=self.agent_id)
+            except _LOST_RACE:
+                continue  # another agent was quicker; try the next one
+            except SOFT_ERRORS as exc:
+                self.dirty = True
+                log.warning("board claim of %s not confirmed: %s", task.id, exc)
+                return await self._mine_after_all(task.id)
+        return None
+
+    async def _mine_after_all(self, task_id: str) -> BoardTask | None:
+        """After a claim whose reply was lost: the task, if the claim went through."""
+        with contextlib.suppress(*SOFT_ERRORS):
+            task = await self._board.get(self.project, task_id)
+            if task is not None and task.status is TaskStatus.CLAIMED:
+                if task.assignee == self.agent_id:
+                    return task
         return None
 
     async def finished(self, task_id: str, *, ok: bool, text: str, error: str | None) -> None:
@@ -106,40 +120,29 @@ class BoardPuller:
                 await self._board.fail(self.project, task_id, agent=self.agent_id, reason=reason)
         except _LOST_RACE:
             pass  # finished by the model through tasks.done/fail, or reopened meanwhile
-        except _SOFT as exc:
+        except SOFT_ERRORS as exc:
             log.warning("board task %s not marked finished: %s", task_id, exc)
 
     async def listen(self) -> None:
         """Mark the board dirty and wake the worker on every change of our project."""
         if not self.enabled:
             return
-        backoff = Backoff()
-        while True:
-            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.subscribe(self._keys.board_channel)
-                self._news()  # what changed while we could not hear
-                self.listening.set()
-                backoff.reset()
-                async for message in pubsub.listen():
-                    if self._ours(message):
-                        self._news()
-            except asyncio.CancelledError:
-                raise
-            except _SOFT as exc:
-                log.warning("board subscription lost: %s", exc)
-            finally:
-                self.listening.clear()
-                with contextlib.suppress(*CONNECTION_ERRORS, RuntimeError):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
-            await asyncio.sleep(backoff.next_delay())
+        await listen_forever(
+            self._client,
+            self._keys.board_channel,
+            on_open=self._caught_up,
+            on_message=self._on_notice,
+            listening=self.listening,
+            what="board",
+        )
 
-    def _ours(self, message: dict[str, Any]) -> bool:
-        try:
-            notice = unpack(message["data"])
-        except Exception:  # anyone may publish: noise is ignored
-            return False
-        return isinstance(notice, dict) and notice.get("project") == self.project
+    async def _caught_up(self) -> None:
+        self._news()  # what changed while we could not hear: look once
+
+    async def _on_notice(self, data: bytes) -> None:
+        notice = unpack(data)
+        if isinstance(notice, dict) and notice.get("project") == self.project:
+            self._news()
 
     def _news(self) -> None:
         self.dirty = True

@@ -151,7 +151,16 @@ class AgentService:
         nobody owns the agent or the owner allowed external input.
         """
         params = call.args(TeamInputParams)
-        kind = params.source.split(":", 1)[0]
+        kind, sender = params.source.split(":", 1)
+        teammate = f"agent:{self.agent.config.project}/{sender}"
+        if kind == "agent" and call.caller != teammate:
+            # A message "from agent:X" must come from agent X's own session, of this
+            # project: a console or script cannot pass for a teammate to skip ownership.
+            raise OwnershipDenied(
+                f"source {params.source} must be sent by {teammate[6:]} itself "
+                "(consoles and scripts send with `input`, MCP clients as mcp:NAME)",
+                detail={"caller": call.caller},
+            )
         if kind == "mcp" and not await self.agent.external_input_allowed():
             raise OwnershipDenied(
                 f"{self.agent.id} is owned by a console that has not allowed external input "
@@ -165,7 +174,6 @@ class AgentService:
                 f"limit of {limit} (team.max_hops)",
                 detail={"hops": params.hops, "max_hops": limit},
             )
-        sender = params.source.split(":", 1)[1]
         # The model reads the task as text: it must know who asked, to answer the right one.
         heading = _FROM[kind].format(sender=sender)
         queued = self.agent.enqueue(

@@ -22,19 +22,24 @@ Reading never fails a task: with the bus down the agent works with what it has.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis.asyncio as aioredis
 
-from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.codec import unpack
-from ateam.bus.context import URGENCY_ORDER, ContextItem, ContextStore, Scope, Urgency
+from ateam.bus.context import (
+    LOCAL_RUNTIMES,
+    URGENCY_ORDER,
+    ContextItem,
+    ContextStore,
+    Scope,
+    Urgency,
+)
 from ateam.bus.keys import Keys
+from ateam.bus.subscription import SOFT_ERRORS, listen_forever
 from ateam.config.schema import ContextSubscriptionSpec
-from ateam.errors import AteamError
 from ateam.providers.base import estimate_tokens
 
 __all__ = ["HEADER", "TeamFeed"]
@@ -51,9 +56,6 @@ _INBOX_MAX = 200
 _ITEM_MAX_CHARS = 600
 
 Emit = Callable[..., Any]
-
-_SOFT: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, TimeoutError, AteamError)
-"""Failures that cost the feed a moment, never the agent."""
 
 
 class TeamFeed:
@@ -92,8 +94,13 @@ class TeamFeed:
         """Matching items not fed yet, by id."""
         self.items: tuple[ContextItem, ...] = ()
         """What the current (or last) task was fed, in the order shown."""
-        self._fed: set[str] = set()
-        """Ids fed by this process: the Redis record may be out of reach for a moment."""
+        self._fed: dict[str, float] = {}
+        """Ids fed (from Redis, or by this process while Redis was out of reach), with
+        their expiry: forgotten once the item is gone."""
+        self._held: set[str] = set()
+        """Blocking items from outside that may not wake the agent: fed, not run."""
+        self._seen_at = 0.0
+        """The newest creation time read from the store: what a task start tops up from."""
         self.on_blocking: Callable[[], None] | None = None
         """Wakes the worker when a blocking item arrives (set by the composition root)."""
         self.listening = asyncio.Event()
@@ -103,7 +110,7 @@ class TeamFeed:
 
     def wants(self, item: ContextItem) -> bool:
         """Whether the subscription takes ``item`` (not the agent's own, live or not)."""
-        if item.source_agent == self.agent_id or item.id in self._fed:
+        if item.source_agent == self.agent_id or item.id in self._fed or item.id in self.inbox:
             return False
         if item.scope is not Scope.GLOBAL and item.project != self.project:
             return False
@@ -117,11 +124,14 @@ class TeamFeed:
         if scope != Scope.GLOBAL and notice.get("project") != self.project:
             return False
         urgency = notice.get("urgency")
-        if urgency not in URGENCY_ORDER or URGENCY_ORDER[Urgency(urgency)] < self._min_rank:
+        if not isinstance(urgency, str) or urgency not in URGENCY_ORDER:
+            return False
+        if URGENCY_ORDER[Urgency(urgency)] < self._min_rank:
             return False
         return notice.get("source_agent") != self.agent_id
 
     def _add(self, item: ContextItem) -> None:
+        self._seen_at = max(self._seen_at, item.created_at)
         if not self.wants(item):
             return
         self.inbox[item.id] = item
@@ -144,49 +154,46 @@ class TeamFeed:
                 limit=_CATCH_UP,
             )
             fed = await self.store.fed(self.project, self.agent_id)
-        self._fed |= fed
+        for item_id in fed:
+            self._fed.setdefault(item_id, float("inf"))  # pruned when Redis forgets it
         for item in reversed(found):  # oldest first, so the inbox keeps the newest
+            self._add(item)
+
+    async def _top_up(self) -> None:
+        """At a task start: anything posted since the newest item read, in one page.
+
+        Closes the race between a post and an input sent right after it: the notice may
+        still be on its way when the task starts, but the item is already stored.
+        """
+        found = await self.store.list(
+            self.project,
+            scopes=self._scopes,
+            tags=self._tags or None,
+            min_urgency=Urgency(self.spec.min_urgency),
+            limit=_CATCH_UP,
+            newer_than=self._seen_at,
+        )
+        for item in reversed(found):
             self._add(item)
 
     async def listen(self) -> None:
         """Subscribe to the context channel for good; reconnects and catches up."""
-        backoff = Backoff()
-        while True:
-            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.subscribe(self._keys.context_channel)
-                await self.catch_up()
-                self.listening.set()
-                backoff.reset()
-                async for message in pubsub.listen():
-                    await self._on_message(message)
-            except asyncio.CancelledError:
-                raise
-            except _SOFT as exc:
-                log.warning("team context subscription lost: %s", exc)
-            finally:
-                self.listening.clear()
-                with contextlib.suppress(*CONNECTION_ERRORS, RuntimeError):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
-            await asyncio.sleep(backoff.next_delay())
+        await listen_forever(
+            self._client,
+            self._keys.context_channel,
+            on_open=self.catch_up,
+            on_message=self._on_notice,
+            listening=self.listening,
+            what="team context",
+        )
 
-    async def _on_message(self, message: dict[str, Any]) -> None:
-        if message.get("type") != "message":
-            return
-        try:
-            notice = unpack(message["data"])
-        except Exception:  # anyone may publish here: a bad notice is dropped, not fatal
-            log.warning("undecodable context notice dropped")
-            return
+    async def _on_notice(self, data: bytes) -> None:
+        notice = unpack(data)
         if not isinstance(notice, dict) or notice.get("event") != "post":
             return
         if not self._notice_may_fit(notice):
             return
-        try:
-            item = await self.store.get(str(notice.get("project", "")), str(notice.get("id")))
-        except AteamError as exc:
-            log.warning("context notice with a bad id dropped: %s", exc)
-            return
+        item = await self.store.get(str(notice.get("project", "")), str(notice.get("id")))
         if item is not None:
             self._add(item)
 
@@ -194,6 +201,13 @@ class TeamFeed:
 
     async def begin_task(self, now: float) -> None:
         """Choose the items this task is fed, mark them fed and record it."""
+        try:
+            async with asyncio.timeout(_READ_TIMEOUT_S):
+                await self._top_up()
+        except SOFT_ERRORS as exc:
+            log.warning("team context not topped up: %s", exc)
+        self._fed = {i: at for i, at in self._fed.items() if at > now}
+        self._held &= self.inbox.keys()
         live = [item for item in self.inbox.values() if item.expires_at > now]
         live.sort(key=_priority, reverse=True)
         chosen: list[ContextItem] = []
@@ -209,23 +223,37 @@ class TeamFeed:
         if chosen:
             await self._mark_fed(chosen)
 
-    def take_blocking(self) -> ContextItem | None:
-        """The most urgent blocking item waiting, for an idle agent's own task."""
-        blocking = [i for i in self.inbox.values() if i.urgency is Urgency.BLOCKING]
-        if not blocking:
-            return None
-        item = max(blocking, key=_priority)
-        del self.inbox[item.id]
-        return item
+    async def take_blocking(
+        self, outsiders_allowed: Callable[[], Awaitable[bool]]
+    ) -> ContextItem | None:
+        """The newest blocking item that may wake an idle agent with a task of its own.
+
+        An item posted from outside the team (an MCP client) is input like any other
+        from there: it wakes the agent only if ``outsiders_allowed()`` (nobody owns the
+        agent, or its owner allowed external input); otherwise it waits in the inbox
+        for the next task's context like any item.
+        """
+        waiting = [
+            i
+            for i in self.inbox.values()
+            if i.urgency is Urgency.BLOCKING and i.id not in self._held
+        ]
+        for item in sorted(waiting, key=_priority, reverse=True):
+            if from_outside(item) and not await outsiders_allowed():
+                self._held.add(item.id)
+                continue
+            del self.inbox[item.id]
+            return item
+        return None
 
     async def _mark_fed(self, items: list[ContextItem]) -> None:
-        self._fed.update(item.id for item in items)
+        self._fed.update((item.id, item.expires_at) for item in items)
         if self._emit is not None:
             self._emit("team.context", items=[_summary(item) for item in items])
         try:
             async with asyncio.timeout(_READ_TIMEOUT_S):
                 await self.store.mark_fed(self.project, self.agent_id, items)
-        except _SOFT as exc:
+        except SOFT_ERRORS as exc:
             # Remembered in this process; after a restart the item may come once more.
             log.warning("fed context items not recorded: %s", exc)
 
@@ -239,6 +267,11 @@ class TeamFeed:
         if not self.items:
             return ""
         return "\n".join([HEADER, *(_line(item) for item in self.items)])
+
+
+def from_outside(item: ContextItem) -> bool:
+    """Posted by an external runtime (through ``ateam mcp``), not by the team or its people."""
+    return not item.source_agent and item.source_runtime not in LOCAL_RUNTIMES
 
 
 def _priority(item: ContextItem) -> tuple[int, float]:

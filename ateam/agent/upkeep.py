@@ -69,6 +69,8 @@ class BusUpkeep:
         self._write_fence = write_fence
         self._board = board
         self._reconciled_at = -HEARTBEAT_INTERVAL_S
+        self._recheck: asyncio.TimerHandle | None = None
+        self._rechecks: set[asyncio.Task[None]] = set()
         self.owner: str | None = None
         """The session that owns the agent's console, as last read."""
         self.owner_allows_external = True
@@ -140,6 +142,10 @@ class BusUpkeep:
         now = time.monotonic()
         if self._board is None or now - self._reconciled_at < HEARTBEAT_INTERVAL_S:
             return
+        await self._reconcile(now)
+
+    async def _reconcile(self, now: float) -> None:
+        assert self._board is not None
         self._reconciled_at = now
         entry = self._status.entry
         try:
@@ -151,6 +157,17 @@ class BusUpkeep:
             return
         for task in reopened:
             log.info("task %s back to open: %s", task.id, task.reason)
+        due = self._board.next_loss_s.get(entry.project)
+        if due is not None and self._recheck is None:
+            # A holder stopped beating: look again the moment its heartbeat expires, so
+            # its task is open within the heartbeat TTL, not an interval later.
+            self._recheck = asyncio.get_running_loop().call_later(due + 0.05, self._recheck_now)
+
+    def _recheck_now(self) -> None:
+        self._recheck = None
+        task = asyncio.create_task(self._reconcile(time.monotonic()), name="board-recheck")
+        self._rechecks.add(task)
+        task.add_done_callback(self._rechecks.discard)
 
     async def lock_watch(self) -> None:
         """Stop work when the lock may have lapsed, even if a Redis call hangs."""

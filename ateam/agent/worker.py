@@ -43,6 +43,7 @@ from ateam.agent.teamfeed import TeamFeed, blocking_task_text
 from ateam.agent.upkeep import BusUpkeep
 from ateam.agent.watchdog import StallWatch
 from ateam.agent.workctx import WorkingContext
+from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
 from ateam.config import AgentConfig
@@ -219,10 +220,12 @@ class Worker:
 
     async def _idle(self) -> None:
         self._reloader.apply_pending("deferred until the agent was idle")
+        # Cleared before looking for team work: news that arrives while we look (a
+        # blocking item, a board change) wakes the wait below instead of being lost.
+        self._work.clear()
         if await self._take_team_work():
             return
         self._status.set(AgentState.IDLE)
-        self._work.clear()
         await self._step("switch-back check", self._switcher.maybe_switch_back(self._work))
         # Wake now and then while idle: the primary may have recovered.
         with contextlib.suppress(TimeoutError):
@@ -234,7 +237,7 @@ class Worker:
 
         Returns whether an item was queued (the loop then takes it).
         """
-        blocking = self._team.take_blocking()
+        blocking = await self._team.take_blocking(self._outsiders_allowed)
         if blocking is None:
             return await self._take_board_task()
         try:
@@ -244,6 +247,12 @@ class Worker:
             return False
         await self._team.mark_fed(blocking)
         return True
+
+    async def _outsiders_allowed(self) -> bool:
+        """Whether input from external runtimes may reach the agent now (see upkeep)."""
+        with contextlib.suppress(*CONNECTION_ERRORS):
+            await self._upkeep.current_owner()
+        return self._upkeep.owner_allows_external
 
     async def _take_board_task(self) -> bool:
         """With ``take_tasks``, claim a task from the board and queue it."""
@@ -255,6 +264,11 @@ class Worker:
         except StorageFull as exc:
             await self._puller.finished(task.id, ok=False, text="", error=exc.message)
             return False
+        except Exception as exc:
+            # Claimed but not queued: give it up (failed, with why) rather than hold it
+            # for good — the reconcile never reopens a live agent's own claims.
+            await self._puller.finished(task.id, ok=False, text="", error=repr(exc))
+            raise
         return True
 
     async def _process(self, item: QueueItem) -> None:

@@ -39,6 +39,7 @@ Key layout (see :class:`~ateam.bus.keys.Keys`)::
 from __future__ import annotations
 
 import builtins
+import logging
 import secrets
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -49,10 +50,12 @@ import redis.asyncio as aioredis
 
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
-from ateam.config.schema import check_name
-from ateam.constants import HEARTBEAT_TTL_S
-from ateam.errors import BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
+from ateam.config.schema import checked_name
+from ateam.constants import HEARTBEAT_INTERVAL_S, HEARTBEAT_TTL_S
+from ateam.errors import AteamError, BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
 from ateam.redact import Redactor
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DETAIL_MAX_BYTES",
@@ -266,24 +269,21 @@ def _title(value: object) -> str:
     return title
 
 
-def _project(value: object) -> str:
-    if not isinstance(value, str):
-        raise BadRequest(f"project must be a string; got {type(value).__name__}")
-    try:
-        return check_name(value, "project")
-    except ValueError as exc:
-        raise BadRequest(f"project: {exc}") from None
-
-
 def _agent(value: object, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise BadRequest(f"{name} must be a non-empty agent id (PROJECT/NAME)")
     return value
 
 
+PRIORITY_LIMIT = 2**31 - 1
+"""Priorities stay well inside what msgpack and Lua's doubles hold exactly."""
+
+
 def _priority(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadRequest(f"priority must be a whole number; got {value!r}")
+    if not -PRIORITY_LIMIT <= value <= PRIORITY_LIMIT:
+        raise BadRequest(f"priority must be between -{PRIORITY_LIMIT} and {PRIORITY_LIMIT}")
     return value
 
 
@@ -334,6 +334,11 @@ class TaskBoard:
         self._keys = keys
         self._redactor = redactor or Redactor()
         self._lost_after_s = lost_after_s
+        self.next_loss_s: dict[str, float | None] = {}
+        """Per project, as the last :meth:`reconcile` saw it: seconds until the heartbeat
+        of a claim holder that stopped beating expires (``None``: none is dying), so a
+        caller can reconcile again right then instead of a whole interval later."""
+        self._dying: dict[str, set[str]] = {}
         self._claim = client.register_script(_CLAIM)
         self._finish = client.register_script(_FINISH)
         self._reopen = client.register_script(_REOPEN)
@@ -354,7 +359,7 @@ class TaskBoard:
             BadRequest: an argument is invalid, or a ``depends_on`` id is not on the
                 board; nothing is stored.
         """
-        project = _project(project)
+        project = checked_name(project)
         redact = self._redactor.redact
         title = redact(_title(title))
         detail = redact(_text("detail", detail, max_bytes=DETAIL_MAX_BYTES))
@@ -391,7 +396,7 @@ class TaskBoard:
                 return task  # else an id clash (40 random bits): draw again
 
     async def get(self, project: str, task_id: str) -> BoardTask | None:
-        raw = await self._client.hget(self._keys.board(_project(project)), task_id)
+        raw = await self._client.hget(self._keys.board(checked_name(project)), task_id)
         return None if raw is None else _decode(raw)
 
     async def list(
@@ -403,8 +408,8 @@ class TaskBoard:
             BadRequest: ``status`` is not a task status.
         """
         wanted = None if status is None else _status(status)
-        raw = await self._client.hgetall(self._keys.board(_project(project)))
-        tasks = [_decode(value) for value in raw.values()]
+        raw = await self._client.hgetall(self._keys.board(checked_name(project)))
+        tasks = [task for value in raw.values() if (task := _decode_or_skip(value)) is not None]
         return sorted(
             (t for t in tasks if wanted is None or t.status is wanted),
             key=lambda t: (-t.priority, t.created, t.id),
@@ -480,7 +485,7 @@ class TaskBoard:
         whatever Redis says: an agent reconciling never reopens its own claims. One read
         of the claims index when nothing is claimed; Redis errors reach the caller.
         """
-        project = _project(project)
+        project = checked_name(project)
         claims = await self._client.hgetall(_claims_key(self._keys.board(project)))
         if not claims:
             return []
@@ -490,13 +495,28 @@ class TaskBoard:
             return []
         pipe = self._client.pipeline(transaction=False)
         for holder in holders:
-            pipe.exists(self._keys.alive(holder), self._keys.grace(holder))
-        present = await pipe.execute()
-        lost = {holder for holder, n in zip(holders, present, strict=True) if not n}
+            pipe.pttl(self._keys.alive(holder))
+            pipe.exists(self._keys.grace(holder))
+        replies = await pipe.execute()
+        ttls, graces = replies[0::2], replies[1::2]
+        lost = {
+            holder
+            for holder, ttl, grace in zip(holders, ttls, graces, strict=True)
+            if ttl == -2 and not grace  # -2: no alive key (-1, no expiry, counts as alive)
+        }
+        # A live agent renews its heartbeat every interval, so its key never runs this
+        # low; one that does has stopped beating and is lost when the key expires.
+        beating = (HEARTBEAT_TTL_S - HEARTBEAT_INTERVAL_S) * 1000
+        dying = {h: ttl / 1000 for h, ttl in zip(holders, ttls, strict=True) if 0 <= ttl < beating}
+        self.next_loss_s[project] = min(dying.values()) if dying else None
+        # Seen beating, then seen gone: a heartbeat lost for sure, so the claim's age does
+        # not matter (that rule is for ids that never beat at all).
+        seen_dying, self._dying[project] = self._dying.get(project, set()), set(dying)
         reopened: builtins.list[BoardTask] = []
         for task_id, holder in sorted(held.items()):
             if holder in lost:
-                found = await self._reopen_lost(project, task_id, holder, self._lost_after_s)
+                min_age = 0.0 if holder in seen_dying else self._lost_after_s
+                found = await self._reopen_lost(project, task_id, holder, min_age)
                 if found is not None:
                     reopened.append(found)
         return reopened
@@ -549,7 +569,7 @@ class TaskBoard:
     async def _script(
         self, script: Any, project: str, task_id: str, *args: str
     ) -> builtins.list[Any]:
-        board = self._keys.board(_project(project))
+        board = self._keys.board(checked_name(project))
         reply: builtins.list[Any] = await script(
             keys=[board, _claims_key(board)], args=[task_id, *args]
         )
@@ -564,6 +584,16 @@ class TaskBoard:
 def _claims_key(board: str) -> str:
     """The claims index of a board: the board's key (and so its hash tag, its slot) + suffix."""
     return f"{board}:claims"
+
+
+def _decode_or_skip(raw: bytes | str) -> BoardTask | None:
+    """A listed task, or None (logged) for a record this version cannot read: one bad
+    record must not hide the whole board from agents, verbs and the snapshot."""
+    try:
+        return _decode(raw)
+    except (AteamError, ValueError, TypeError, KeyError) as exc:
+        log.warning("unreadable task record skipped: %s", exc)
+        return None
 
 
 def _decode(raw: bytes | str) -> BoardTask:

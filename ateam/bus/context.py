@@ -41,13 +41,14 @@ import redis.asyncio as aioredis
 
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
-from ateam.config.schema import check_name
+from ateam.config.schema import checked_name
 from ateam.errors import BadRequest
 from ateam.redact import Redactor
 
 __all__ = [
     "CONTENT_MAX_BYTES",
     "LIMIT_MAX",
+    "LOCAL_RUNTIMES",
     "SUMMARY_MAX_BYTES",
     "TAGS_MAX",
     "TAG_MAX_CHARS",
@@ -107,6 +108,9 @@ TAGS_MAX = 16
 TAG_MAX_CHARS = 40
 SOURCE_MAX_CHARS = 200
 """``source_agent`` and ``source_runtime``: an agent id or a runtime's name, never prose."""
+LOCAL_RUNTIMES = frozenset({"ateam", "console", "cli"})
+"""``source_runtime`` of what the team's own agents, consoles and verbs post; any other
+name is an external runtime (``ateam mcp`` refuses these names for its clients)."""
 QUERY_MAX_CHARS = 1024
 TTL_MIN_S = 1.0
 TTL_MAX_S = 30 * 24 * 3600.0
@@ -272,15 +276,6 @@ def _ttl_us(value: object) -> int:
     )
 
 
-def _project(value: object) -> str:
-    name = _text("project", value, required=True)
-    try:
-        return check_name(name, "project")
-    except ValueError as exc:
-        # The name becomes part of Redis keys unescaped; check_name is what makes that safe.
-        raise BadRequest(f"project: {exc}") from None
-
-
 def _limit(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= LIMIT_MAX:
         raise BadRequest(f"limit must be a whole number from 1 to {LIMIT_MAX}; got {value!r}")
@@ -355,6 +350,8 @@ class _IndexCursor:
     client: aioredis.Redis
     place: _Place
     now_us: int
+    floor_us: int = 0
+    """Members scored below this are not read (``list(newer_than=...)``)."""
     _max: float = math.inf
     _skip: int = 0
     _done: bool = False
@@ -375,7 +372,7 @@ class _IndexCursor:
             await self.client.zrevrangebyscore(
                 self.place.index_key,
                 self._max,
-                self.now_us - _TTL_MAX_US,
+                max(self.now_us - _TTL_MAX_US, self.floor_us),
                 start=self._skip,
                 num=_PAGE,
                 withscores=True,
@@ -486,7 +483,7 @@ class ContextStore:
         Raises:
             BadRequest: any argument is invalid; nothing is stored.
         """
-        item_project = _project(project)
+        item_project = checked_name(project)
         kind = _choice(ContextType, type, "type")
         where = _choice(Scope, scope, "scope")
         level = _choice(Urgency, urgency, "urgency")
@@ -548,6 +545,7 @@ class ContextStore:
         tags: Iterable[str] | None = None,
         min_urgency: Urgency | str | None = None,
         limit: int = 50,
+        newer_than: float | None = None,
     ) -> builtins.list[ContextItem]:
         """The project's live items and the global ones, newest first.
 
@@ -558,10 +556,13 @@ class ContextStore:
             tags: only items carrying at least one of these tags (case-insensitive).
             min_urgency: only items at least this urgent.
             limit: at most this many items, from 1 to 500.
+            newer_than: only items created at or after this time (epoch seconds, the
+                server's clock): what a subscriber has not seen yet, in one page.
 
         Raises:
             BadRequest: an argument is invalid.
         """
+        floor_us = 0 if newer_than is None else int(newer_than * _US)
         flt = _Filter(
             scopes=_choices(Scope, scopes, "scopes"),
             types=_choices(ContextType, types, "types"),
@@ -572,7 +573,7 @@ class ContextStore:
                 else URGENCY_ORDER[_choice(Urgency, min_urgency, "min_urgency")]
             ),
         )
-        return await self._collect(_project(project), flt, _limit(limit))
+        return await self._collect(checked_name(project), flt, _limit(limit), floor_us)
 
     async def get(self, project: str, item_id: str) -> ContextItem | None:
         """The live item ``item_id`` of ``project`` or of the global scope, if any.
@@ -580,7 +581,7 @@ class ContextStore:
         Raises:
             BadRequest: ``project`` or ``item_id`` is malformed.
         """
-        name = _project(project)
+        name = checked_name(project)
         if not isinstance(item_id, str) or not ID_PATTERN.fullmatch(item_id):
             raise BadRequest(f"item_id must look like c-0123456789; got {item_id!r}")
         pipe = self._client.pipeline(transaction=False)
@@ -612,8 +613,8 @@ class ContextStore:
             raise BadRequest("query must contain at least one word")
         wanted = _limit(limit)
         if self._ranker is None:
-            return await self._collect(_project(project), _Filter(words=words), wanted)
-        candidates = await self._collect(_project(project), _Filter(), LIMIT_MAX)
+            return await self._collect(checked_name(project), _Filter(words=words), wanted)
+        candidates = await self._collect(checked_name(project), _Filter(), LIMIT_MAX)
         texts = [_searchable(item) for item in candidates]
         # Embedding a few hundred short texts takes tens of ms: off the event loop.
         ranked = await asyncio.to_thread(self._ranker, text, texts, wanted)
@@ -621,7 +622,7 @@ class ContextStore:
 
     async def fed(self, project: str, agent: str) -> set[str]:
         """Ids of the live items already fed to ``agent``'s model (never fed twice)."""
-        key = self._keys.context_fed(_project(project), agent)
+        key = self._keys.context_fed(checked_name(project), agent)
         now_us = await self._now_us()
         ids = await self._client.zrangebyscore(key, now_us, "+inf")
         return {_text_of(cast(bytes, member)) for member in ids}
@@ -631,7 +632,7 @@ class ContextStore:
         scores = {item.id: int(item.expires_at * _US) for item in items}
         if not scores:
             return
-        key = self._keys.context_fed(_project(project), agent)
+        key = self._keys.context_fed(checked_name(project), agent)
         now_us = await self._now_us()
         pipe = self._client.pipeline(transaction=True)
         pipe.zadd(key, scores)
@@ -642,11 +643,15 @@ class ContextStore:
         pipe.pexpire(key, _TTL_MAX_US // 1000)
         await pipe.execute()
 
-    async def _collect(self, project: str, flt: _Filter, limit: int) -> builtins.list[ContextItem]:
+    async def _collect(
+        self, project: str, flt: _Filter, limit: int, floor_us: int = 0
+    ) -> builtins.list[ContextItem]:
         """Merge the wanted indexes newest first until ``limit`` items match ``flt``."""
         now_us = await self._now_us()
         places = {p.index_key: p for p in (self._place(project, s) for s in flt.scopes or Scope)}
-        cursors = [_IndexCursor(self._client, place, now_us) for place in places.values()]
+        cursors = [
+            _IndexCursor(self._client, place, now_us, floor_us) for place in places.values()
+        ]
         found: builtins.list[ContextItem] = []
         while len(found) < limit:
             heads = [(await cursor.peek(), cursor) for cursor in cursors]

@@ -40,7 +40,7 @@ from ateam.bus.board import BoardTask, TaskBoard, TaskStatus
 from ateam.bus.context import ContextItem, ContextStore, Urgency
 from ateam.bus.keys import Keys
 from ateam.bus.registry import AgentView, Registry
-from ateam.config.schema import check_name
+from ateam.config.schema import checked_name
 from ateam.constants import SNAPSHOT_ITEMS, SNAPSHOT_TASKS, SNAPSHOT_WRITER_TTL_S
 from ateam.errors import BadRequest
 from ateam.paths import private_dir
@@ -239,7 +239,7 @@ class SnapshotReader:
         Raises:
             BadRequest: a name in ``projects`` is not a project name.
         """
-        chosen = None if projects is None else sorted({_checked(name) for name in projects})
+        chosen = None if projects is None else sorted({checked_name(name) for name in projects})
         views = await self._registry.list()
         sec, usec = await self._client.time()
         now_s = int(sec) + int(usec) / _US
@@ -251,7 +251,7 @@ class SnapshotReader:
     async def _project(self, name: str, views: list[AgentView], now_s: float) -> ProjectSnapshot:
         agents = tuple(view for view in views if view.entry.project == name)
         try:
-            _checked(name)
+            checked_name(name)
         except BadRequest:
             # A registry entry with a project name no key may carry (a foreign writer):
             # its agents still show; it has no board or items to read.
@@ -277,13 +277,6 @@ class SnapshotReader:
         items = tuple(found)
         self._items[name] = (marks, min((i.expires_at for i in items), default=math.inf), items)
         return items
-
-
-def _checked(name: str) -> str:
-    try:
-        return check_name(name, "project")
-    except ValueError as exc:
-        raise BadRequest(f"project: {exc}") from None
 
 
 # ---------------------------------------------------------------- the file

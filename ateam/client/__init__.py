@@ -14,7 +14,7 @@ See ``docs/python-api.md``.
 from __future__ import annotations
 
 from ateam.bus.backoff import CONNECTION_ERRORS
-from ateam.bus.context import ContextItem, ContextType, Scope, Urgency
+from ateam.bus.context import LOCAL_RUNTIMES, ContextItem, ContextType, Scope, Urgency
 from ateam.bus.events import Event, EventType, Gap, decode_chunk
 from ateam.bus.ownership import OwnerInfo, OwnerKind
 from ateam.bus.registry import AgentView as AgentStatus
@@ -56,6 +56,7 @@ from ateam.wire.turns import Turn
 __all__ = [
     "CONNECTION_ERRORS",
     "KB_INGEST_TIMEOUT_S",
+    "LOCAL_RUNTIMES",
     "RESUMED",
     "AgentHandle",
     "AgentStatus",

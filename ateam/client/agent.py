@@ -26,6 +26,7 @@ from ateam.client._session import Session
 from ateam.client.redaction import redactor_for
 from ateam.client.tail import DEFAULT_BACKLOG, Item, Tail, follow_one
 from ateam.constants import OWNER_REFRESH_S, RPC_DEFAULT_DEADLINE_S
+from ateam.errors import BadRequest
 from ateam.redact import Scrubbed
 from ateam.wire.events import KbProgress
 from ateam.wire.results import (
@@ -282,17 +283,19 @@ class AgentHandle:
         request_id: str | None = None,
         timeout: float | None = None,
     ) -> Sent:
-        """Queue ``text`` from a teammate or an external runtime, without ownership.
+        """Queue ``text`` from an external runtime (``source="mcp:RUNTIME"``), without ownership.
 
-        ``source`` is ``agent:NAME`` (a teammate; hop-limited by the receiver's
-        ``team.max_hops``) or ``mcp:RUNTIME`` (an MCP client; refused while a console
-        owns the agent unless its owner allowed external input). The receiving agent
-        records the source, and its owner's console shows it.
+        What ``ateam mcp`` does for its clients: refused while a console owns the agent
+        unless its owner allowed external input. The receiving agent records the source,
+        and its owner's console shows it. (Teammates send with the agent's ``team.send``
+        tool: the agent checks that an ``agent:NAME`` source is that agent's session.)
 
         Raises:
-            OwnershipDenied: an external source and an owner who has not allowed it.
-            HopLimit: the thread already ran ``max_hops`` steps.
+            BadRequest: ``source`` is not ``mcp:RUNTIME``.
+            OwnershipDenied: an owner who has not allowed external input.
         """
+        if not source.startswith("mcp:"):
+            raise BadRequest(f"relay sources are mcp:RUNTIME; got {source!r}")
         clean, masked = await self._clean(text)
         params: dict[str, Any] = {"text": clean, "source": source, "hops": hops}
         if trace_id is not None:

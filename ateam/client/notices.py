@@ -39,6 +39,8 @@ class NoticeKind(StrEnum):
     """Addressed to this session: ``takeover`` (you have the grace period) or ``lost``."""
     CONTEXT = "context"
     """A team context item was posted (``post``)."""
+    BOARD = "board"
+    """A task board changed (``data``: ``project``, ``id``, ``status``)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class Notices:
             keys.registry_channel: NoticeKind.REGISTRY,
             keys.console_channel(session): NoticeKind.SESSION,
             keys.context_channel: NoticeKind.CONTEXT,
+            keys.board_channel: NoticeKind.BOARD,
         }
         self._pubsub: PubSub | None = None
 

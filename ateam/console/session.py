@@ -50,6 +50,8 @@ from ateam.wire.results import R
 
 __all__ = ["ConsoleSession", "ConsoleView"]
 
+_SHOWN_MAX = 1000
+
 AUTO_TAIL_BACKLOG = 20
 """Events an automatically tailed agent starts with: its recent screen, not its history."""
 OFFSETS_SAVE_S = 0.25
@@ -137,8 +139,13 @@ class ConsoleSession:
         """Follow up to this many other live agents unasked (panes mode's right column)."""
         self.auto_tailed: set[str] = set()
         self.known: dict[str, AgentStatus] = {}
-        self._context_shown: set[str] = set()
-        """Context items already shown as banners (a catch-up shows each once)."""
+        self._context_shown: dict[str, None] = {}
+        """Context items already shown as banners, oldest first (a catch-up shows each
+        once); the newest :data:`_SHOWN_MAX` are remembered."""
+        self._catch_up: asyncio.Task[None] | None = None
+        self.board_news = asyncio.Event()
+        """Set when a task board changed (or notices may have been missed): the open
+        board screen redraws then, and only then."""
         self._started_at = time.time()
         self.pending_tasks: set[str] = set()
         self._ended: deque[str] = deque(maxlen=1000)
@@ -204,6 +211,8 @@ class ConsoleSession:
             )
 
     async def aclose(self) -> None:
+        if self._catch_up is not None:
+            self._background.append(self._catch_up)
         for task in self._background:
             task.cancel()
         for task in self._background:
@@ -486,8 +495,11 @@ class ConsoleSession:
     def _on_context_item(self, notice: Notice) -> None:
         """An ``attention`` or ``blocking`` item is a banner; ``blocking`` also rings."""
         if notice.event == RESUMED:
-            task = asyncio.create_task(self._context_missed(), name="console:context-missed")
-            self._background.append(task)
+            self.board_news.set()  # board notices may have been missed as well
+            if self._catch_up is None or self._catch_up.done():
+                self._catch_up = asyncio.create_task(
+                    self._context_missed(), name="console:context-missed"
+                )
             return
         self._context_banner(notice.data)
 
@@ -496,7 +508,9 @@ class ConsoleSession:
         item_id = str(data.get("id", ""))
         if level is None or item_id in self._context_shown:
             return
-        self._context_shown.add(item_id)
+        self._context_shown[item_id] = None
+        if len(self._context_shown) > _SHOWN_MAX:
+            del self._context_shown[next(iter(self._context_shown))]  # the oldest
         source = data.get("source_agent") or data.get("source_runtime") or "a console"
         self.view.banner(
             f"{str(data.get('urgency')).upper()} {data.get('type')} from {source}: "
@@ -519,10 +533,14 @@ class ConsoleSession:
                     if item.created_at >= self._started_at:
                         self._context_banner(item.to_wire())
 
+    def _on_board(self, notice: Notice) -> None:
+        self.board_news.set()
+
     _NOTICES: ClassVar[dict[NoticeKind, Callable[[ConsoleSession, Notice], None]]] = {
         NoticeKind.REGISTRY: _on_registry,
         NoticeKind.SESSION: _on_session,
         NoticeKind.CONTEXT: _on_context_item,
+        NoticeKind.BOARD: _on_board,
     }
 
     def _lose(self, agent: str) -> None:

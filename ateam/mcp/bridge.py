@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ateam.client import (
+    LOCAL_RUNTIMES,
     AgentStatus,
     BoardTask,
     ContextItem,
@@ -29,7 +30,7 @@ from ateam.client import (
     Team,
     decode_chunk,
 )
-from ateam.config.schema import check_name
+from ateam.config.schema import check_name, checked_name
 from ateam.errors import AgentNotFound, BadRequest
 
 __all__ = [
@@ -66,9 +67,14 @@ def runtime_name(client_name: str | None) -> str:
     """The external runtime's name as ateam records it, from the client's ``clientInfo``.
 
     Only letters, digits, ``.``, ``_`` and ``-`` survive (spaces become ``-``), so the
-    name fits ``source_runtime``, ``created_by`` and the agent's ``mcp:NAME`` source.
+    name fits ``source_runtime``, ``created_by`` and the agent's ``mcp:NAME`` source; the
+    team's own names (``ateam``, ``console``, ``cli``) get an ``mcp-`` prefix.
     """
     name = _RUNTIME_UNSAFE.sub("-", client_name or "").strip("-._")[:_RUNTIME_MAX_CHARS]
+    if name.lower() in LOCAL_RUNTIMES:
+        # Those names are the team's own (agents, consoles, verbs): an outsider may not
+        # pass for one and get what only the team gets (a blocking item waking an agent).
+        return f"{RUNTIME_FALLBACK}-{name}"
     return name or RUNTIME_FALLBACK
 
 
@@ -151,10 +157,7 @@ class TeamBridge:
             raise BadRequest(
                 "project: none given and `ateam mcp` was started without --project; pass project"
             )
-        try:
-            return check_name(chosen, "project")
-        except ValueError as exc:
-            raise BadRequest(f"project: {exc}") from None
+        return checked_name(chosen)
 
     async def _known(self, agent: str) -> AgentStatus | None:
         """The agent's registry entry; ``agent.not_found`` if it has neither one nor events."""

@@ -9,6 +9,7 @@ user keeps (``--token-file``), so a client's configuration survives restarts.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import secrets
 import socket
@@ -99,9 +100,26 @@ class BearerGate:
         return len(given) == 1 and hmac.compare_digest(given[0], self._expected)
 
 
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        return False
+
+
 def _announce(options: HttpOptions, port: int) -> None:
     host = f"[{options.host}]" if ":" in options.host else options.host
     print(f"ateam mcp: serving http://{host}:{port}{MCP_PATH}", file=sys.stderr)
+    if not _loopback(options.host):
+        # The token travels in clear over plain HTTP: beyond this host, TLS belongs in
+        # a reverse proxy in front (docs/mcp.md shows one).
+        print(
+            f"ateam mcp: warning: listening on {options.host}, beyond this host; the "
+            "token crosses the network in clear unless a TLS reverse proxy fronts it",
+            file=sys.stderr,
+        )
     if options.token_from is None:
         print(f"ateam mcp: token: {options.token}", file=sys.stderr)
     else:

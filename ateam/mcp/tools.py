@@ -183,11 +183,11 @@ def register_tools(app: MCPServer[Any], bridge: TeamBridge) -> None:
 
     @tool(_READ)
     async def context_search(
-        query: Annotated[str, Field(description="Words that must all appear.")],
+        query: Annotated[str, Field(description="What to look for, in a few words.")],
         project: Project = None,
         limit: Annotated[int, Field(description=f"At most (≤ {CONTEXT_LIMIT_MAX}).")] = 20,
     ) -> Json:
-        """Context items whose title, summary, content or tags contain every word."""
+        """The team's context items ranked by meaning (ateam's offline embedder), best first."""
         return await _run(bridge.context_search(project, query, limit))
 
     @tool(_READ)

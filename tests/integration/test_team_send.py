@@ -93,3 +93,60 @@ def test_agent_a_hands_agent_b_a_task_and_b_does_it(
         15,
         "hera's final answer",
     )
+
+
+def test_a_ping_pong_thread_stops_at_the_hop_limit(
+    start_agent: AgentFactory, tmp_path: Path, redis_url: str
+) -> None:
+    """Hops ride along: person → zeus → hera (hop 1) → zeus (hop 2) → refused (hop 3)."""
+    root = tmp_path / "p"
+    ateam = root / ".ateam"
+    for name in ("zeus", "hera"):
+        (ateam / "agents" / name).mkdir(parents=True)
+    (ateam / "project.yaml").write_text("name: t\n")
+    (ateam / "models.yaml").write_text(
+        "models:\n"
+        "  - {id: lead, provider: scripted, script: lead.yaml}\n"
+        "  - {id: mate, provider: scripted, script: mate.yaml}\n"
+    )
+
+    def send(to: str, text: str) -> dict[str, object]:
+        return {
+            "text": f"To {to}.",
+            "tool_calls": [{"name": "team.send", "args": {"to": to, "text": text}}],
+        }
+
+    lead = [
+        send("hera", "ping"),
+        {"text": "pinged"},
+        send("hera", "ping again"),
+        {"text": "stopped"},
+    ]
+    mate = [send("zeus", "pong"), {"text": "ponged"}]
+    (ateam / "lead.yaml").write_text(yaml.safe_dump({"turns": lead}))
+    (ateam / "mate.yaml").write_text(yaml.safe_dump({"turns": mate}))
+    for name, model in (("zeus", "lead"), ("hera", "mate")):
+        spec = {"model": model, "tools": {"allow": ["team.send"]}, "team": {"max_hops": 2}}
+        (ateam / "agents" / name / "agent.yaml").write_text(yaml.safe_dump(spec))
+    start_agent("t/zeus", cwd=root)
+    start_agent("t/hera", cwd=root)
+    assert run_ateam("send", "t/zeus", "start a thread", "--redis", redis_url).returncode == 0
+
+    def zeus_tool_results() -> list[str]:
+        return [
+            str(t["content"])
+            for t in history_turns(root, "zeus")
+            if t.get("role") == "tool" and t.get("source") == "team.send"
+        ]
+
+    wait_for(lambda: len(zeus_tool_results()) == 2, 30, "zeus's two sends")
+    first, second = zeus_tool_results()
+    assert '"hops": 1' in first
+    assert "team.hop_limit" in second and "hop 3" in second
+    hera = history_turns(root, "hera")
+    assert [t["source"] for t in hera if t.get("role") == "user"] == ["agent:zeus"]
+    pong = [t for t in hera if t.get("role") == "tool"]
+    assert pong and '"hops": 2' in str(pong[0]["content"])
+    # The whole exchange is one thread: one trace id from the person's input on.
+    traces = {t.get("trace_id") for t in [*history_turns(root, "zeus"), *hera]}
+    assert len(traces) == 1

@@ -360,7 +360,8 @@ class ConsoleApp(App[str]):
                 bar.cursor_position = len(line)
                 bar.focus()
 
-        self.push_screen(TasksScreen(board_loader(self.controller)), chosen)
+        console = self.controller
+        self.push_screen(TasksScreen(board_loader(console), news=console.board_news), chosen)
 
     def _agent_ids(self) -> list[str]:
         return sorted(self.controller.known) if self.controller is not None else []

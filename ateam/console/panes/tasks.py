@@ -9,6 +9,7 @@ Enter on an open task leaves ``/tasks claim ID`` in the command bar, on a claime
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
@@ -29,7 +30,8 @@ from ateam.errors import AteamError
 __all__ = ["BOARD_POLL_S", "BoardLoader", "TasksScreen", "board_loader", "opens_board"]
 
 BOARD_POLL_S = 1.0
-"""How often the open screen reads the board (a small read: see ``TaskBoard.reconcile``)."""
+"""How often a screen without board news reads the board (a small read: see
+``TaskBoard.reconcile``); the console's screen waits for news instead."""
 STATUS_STYLES = {"open": "bold green", "claimed": "cyan", "done": "dim", "failed": "red"}
 NEXT_STEP = {"open": "claim", "claimed": "done"}
 """The command Enter suggests for a task of each status."""
@@ -69,9 +71,18 @@ class TasksScreen(ModalScreen[str | None]):
         Binding("f2", "close", "close", show=False),
     ]
 
-    def __init__(self, load: BoardLoader, *, poll_s: float = BOARD_POLL_S) -> None:
+    def __init__(
+        self,
+        load: BoardLoader,
+        *,
+        news: asyncio.Event | None = None,
+        poll_s: float = BOARD_POLL_S,
+    ) -> None:
         super().__init__()
         self._load = load
+        self._news = news
+        """Set by the console when a board changed: the screen reads again only then.
+        Without it (a loader of its own), the screen reads every ``poll_s``."""
         self._poll_s = poll_s
         self._shown: tuple[str, list[dict[str, Any]]] | None = None
         self._status: dict[str, str] = {}
@@ -87,8 +98,17 @@ class TasksScreen(ModalScreen[str | None]):
         table = self.query_one("#tasks", DataTable)
         table.add_columns(*TASK_COLUMNS)
         table.focus()
-        self.set_interval(self._poll_s, self._poll)
+        if self._news is None:
+            self.set_interval(self._poll_s, self._poll)
+        else:
+            self.run_worker(self._follow(self._news), group="board-news", exit_on_error=False)
         self._poll()
+
+    async def _follow(self, news: asyncio.Event) -> None:
+        while True:
+            await news.wait()
+            news.clear()
+            self._poll()
 
     def _poll(self) -> None:
         self.run_worker(self.reload(), exclusive=True, group="board", exit_on_error=False)

@@ -6,7 +6,6 @@ client, as a lead's console would.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -53,10 +52,10 @@ async def test_idle_teammates_pull_each_task_once_and_finish_it(
         "proj", title="wire them up", depends_on=[first.id, second.id], created_by="proj/lead"
     )
 
-    deadline = asyncio.get_running_loop().time() + 20
-    while not all(t.status == "done" for t in await team.tasks.ls("proj")):
-        assert asyncio.get_running_loop().time() < deadline, await team.tasks.ls("proj")
-        await asyncio.sleep(0.05)
+    async def all_done() -> bool:
+        return all(t.status == "done" for t in await team.tasks.ls("proj"))
+
+    await async_wait_for(all_done, 20, "every board task to be done")
     tasks = {t.id: t for t in await team.tasks.ls("proj")}
     assert all(t.status == "done" for t in tasks.values()), tasks
     takers = {t.assignee for t in tasks.values()}

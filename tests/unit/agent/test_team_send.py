@@ -13,6 +13,7 @@ import pytest
 
 from ateam.agent.messenger import TeamMessenger
 from ateam.agent.process import Agent
+from ateam.bus.rpc import RpcClient
 from ateam.client import Target, Team
 from ateam.config import standalone_agent
 from ateam.errors import AgentNotFound, BadRequest, HopLimit, OwnershipDenied
@@ -34,14 +35,20 @@ def pending_texts(agent: Agent) -> list[tuple[str, str, int]]:
     return [(item.source, item.text, item.hops) for item in items]
 
 
+def as_teammate(agent: Agent, name: str) -> RpcClient:
+    """An RPC client speaking as agent ``proj/NAME``'s own session."""
+    return RpcClient(agent.parts.client, agent.parts.keys, caller=f"agent:proj/{name}")
+
+
 async def test_a_teammate_reaches_an_owned_agent_and_says_who_it_is(
-    agent: Agent, team: Team, other_team: Team
+    agent: Agent, team: Team
 ) -> None:
+    params = {"text": "run the migrations", "source": "agent:athena", "hops": 2}
     async with team.agent(agent.id).attach():
-        sent = await other_team.agent(agent.id).relay(
-            "run the migrations", source="agent:athena", hops=2, trace_id="thread-1"
+        reply = await as_teammate(agent, "athena").call(
+            agent.id, "team.input", {**params, "trace_id": "thread-1"}
         )
-    assert sent.created and sent.trace_id == "thread-1"
+    assert reply["created"] and reply["trace_id"] == "thread-1"
     turns = [t for t in agent.history.tail(50) if t.get("role") == "user"]
     queued = pending_texts(agent) + [(t["source"], t["content"], -1) for t in turns]
     mine = [q for q in queued if q[0] == "agent:athena"]
@@ -49,6 +56,16 @@ async def test_a_teammate_reaches_an_owned_agent_and_says_who_it_is(
     _, text, _ = mine[0]
     assert text.startswith("[from teammate athena, through team.send]\n")
     assert text.endswith("run the migrations")
+
+
+async def test_nobody_but_the_teammate_itself_may_speak_as_it(agent: Agent, team: Team) -> None:
+    params = {"text": "x", "source": "agent:athena"}
+    with pytest.raises(OwnershipDenied, match="must be sent by proj/athena itself"):
+        await team.agent(agent.id).call("team.input", params)  # a console's session
+    with pytest.raises(OwnershipDenied):
+        await as_teammate(agent, "hermes").call(agent.id, "team.input", params)
+    with pytest.raises(BadRequest, match="mcp:RUNTIME"):
+        await team.agent(agent.id).relay("x", source="agent:athena")
 
 
 async def test_an_external_runtime_is_refused_while_the_owner_has_not_allowed_it(
@@ -85,12 +102,13 @@ async def test_a_new_owner_does_not_inherit_the_allowance(
             await team.agent(agent.id).relay("sneaky", source="mcp:cursor")
 
 
-async def test_a_thread_past_the_hop_limit_is_refused(agent: Agent, team: Team) -> None:
+async def test_a_thread_past_the_hop_limit_is_refused(agent: Agent) -> None:
     limit = agent.config.spec.team.max_hops
-    handle = team.agent(agent.id)
-    await handle.relay("at the limit", source="agent:athena", hops=limit)
+    athena = as_teammate(agent, "athena")
+    params = {"source": "agent:athena"}
+    await athena.call(agent.id, "team.input", {**params, "text": "at it", "hops": limit})
     with pytest.raises(HopLimit, match=r"team\.max_hops") as caught:
-        await handle.relay("one too many", source="agent:athena", hops=limit + 1)
+        await athena.call(agent.id, "team.input", {**params, "text": "over", "hops": limit + 1})
     assert caught.value.code == "team.hop_limit"
 
 
@@ -105,10 +123,10 @@ async def test_a_thread_past_the_hop_limit_is_refused(agent: Agent, team: Team) 
     ],
 )
 async def test_malformed_team_input_is_a_bad_request(
-    agent: Agent, team: Team, params: dict[str, object], field: str
+    agent: Agent, params: dict[str, object], field: str
 ) -> None:
     with pytest.raises(BadRequest, match=field):
-        await team.agent(agent.id).call("team.input", params)
+        await as_teammate(agent, "athena").call(agent.id, "team.input", params)
 
 
 @pytest.fixture

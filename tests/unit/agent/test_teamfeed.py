@@ -6,19 +6,23 @@ them, and what is checked is what the agent holds, fed, recorded and ran.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ateam.agent.process import Agent
 from ateam.agent.teamfeed import TeamFeed
+from ateam.agent.tools import context_search
 from ateam.client import Target, Team
 from ateam.config import standalone_agent
 from ateam.config.schema import ContextSubscriptionSpec
 from ateam.providers import EchoProvider
+from ateam.tools.registry import ToolContext
 from tests._wait import async_wait_for
 
 
@@ -155,3 +159,91 @@ async def test_search_ranks_items_by_meaning(team: Team) -> None:
     assert "lunch is at noon" not in [i.title for i in found]
     flaky = await team.context.search("proj", "failing CI test for login")
     assert flaky and flaky[0].title == "login test flaky on CI"
+
+
+async def test_an_idle_agent_reads_no_context_until_an_item_comes(
+    agents: list[Agent], team: Team, target: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zeus = await make(agents, target, tmp_path, "zeus")
+    store = zeus.parts.team.store
+    reads: list[str] = []
+    for name in ("list", "search", "fed"):
+        real = getattr(store, name)
+
+        async def counted(*args: object, _real: Any = real, _name: str = name, **kw: object) -> Any:
+            reads.append(_name)
+            return await _real(*args, **kw)
+
+        monkeypatch.setattr(store, name, counted)
+    await asyncio.sleep(3)  # idle: nothing may be read meanwhile (no polling)
+    assert reads == []
+    item = await team.context.post("proj", type="status", title="news", urgency="attention")
+    await async_wait_for(lambda: item.id in zeus.parts.team.inbox, 5)
+    assert reads == []  # pushed: the notice named it, one GET fetched it
+
+
+async def test_the_context_search_tool_ranks_by_meaning(
+    agents: list[Agent], team: Team, target: Target, tmp_path: Path
+) -> None:
+    zeus = await make(agents, target, tmp_path, "zeus")
+    await team.context.post("proj", type="discovery", title="the staging database moved to db2")
+    await team.context.post("proj", type="status", title="lunch is at noon")
+    ctx = ToolContext(agent_id=zeus.id, cwd=tmp_path, context_items=zeus.parts.team.store)
+    found = await context_search.fn(ctx, query="where is the staging DB now")
+    assert [item["title"] for item in found] == ["the staging database moved to db2"]
+
+
+async def test_an_outsiders_blocking_item_wakes_an_owned_agent_only_if_the_owner_allows(
+    agents: list[Agent], team: Team, target: Target, tmp_path: Path
+) -> None:
+    zeus = await make(agents, target, tmp_path, "zeus")
+    post = team.context.post
+
+    def ran(item_id: str) -> bool:
+        return any(t.get("source") == f"context:{item_id}" for t in zeus.history.tail(50))
+
+    async with team.agent(zeus.id).attach():
+        # As `ateam mcp` posts for a client named cursor: an external runtime.
+        held = await post(
+            "proj", type="alert", title="outside", urgency="blocking", source_runtime="cursor"
+        )
+        await async_wait_for(lambda: held.id in zeus.parts.team.inbox, 5)
+        await asyncio.sleep(1)  # time enough to have woken it, had it been allowed
+        assert not ran(held.id) and held.id in zeus.parts.team.inbox  # kept for the next task
+        # A person's blocking item (from a console) wakes it at once.
+        mine = await post(
+            "proj", type="alert", title="inside", urgency="blocking", source_runtime="console"
+        )
+        await async_wait_for(lambda: ran(mine.id), 10)
+        assert await team.agent(zeus.id).allow_external(True)
+        later = await post(
+            "proj", type="alert", title="outside 2", urgency="blocking", source_runtime="cursor"
+        )
+        await async_wait_for(lambda: ran(later.id), 10)
+
+
+async def test_an_item_posted_just_before_an_input_is_in_that_task(
+    agents: list[Agent],
+    team: Team,
+    target: Target,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    zeus = await make(agents, target, tmp_path, "zeus")
+    store = zeus.parts.team.store
+    real_get = store.get
+
+    async def slow_get(*args: Any, **kw: Any) -> Any:
+        await asyncio.sleep(0.5)  # the notice's fetch still in flight when the task starts
+        return await real_get(*args, **kw)
+
+    monkeypatch.setattr(store, "get", slow_get)
+    for round_ in range(3):
+        item = await team.context.post(
+            "proj", type="status", title=f"news {round_}", urgency="attention"
+        )
+        await team.agent(zeus.id).send(f"task {round_}")  # no wait between the two
+        await async_wait_for(lambda: zeus.queue.current is None and not len(zeus.queue), 10)
+        events = [e async for e in team.agent(zeus.id).tail(0, follow=False)]
+        fed = [i["id"] for e in events if e.type == "team.context" for i in e.data["items"]]
+        assert item.id in fed, f"round {round_}: fed a task late"

@@ -8,7 +8,14 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from ateam.bus.board import DETAIL_MAX_BYTES, TITLE_MAX_CHARS, BoardTask, TaskBoard, TaskStatus
+from ateam.bus.board import (
+    DETAIL_MAX_BYTES,
+    PRIORITY_LIMIT,
+    TITLE_MAX_CHARS,
+    BoardTask,
+    TaskBoard,
+    TaskStatus,
+)
 from ateam.bus.codec import pack, unpack
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.keys import Keys
@@ -195,3 +202,15 @@ async def test_unknown_ids_are_not_found(
     assert await stored(client, keys) == before
     with pytest.raises(BadRequest):
         await board.list("not a project!")
+
+
+async def test_a_priority_out_of_range_is_a_bad_request_and_a_bad_record_is_skipped(
+    board: TaskBoard, client: aioredis.Redis, keys: Keys
+) -> None:
+    with pytest.raises(BadRequest, match="priority"):
+        await board.add("p", title="huge", priority=10**20, created_by="p/lead")
+    edge = await board.add("p", title="edge", priority=PRIORITY_LIMIT, created_by="p/lead")
+    claimed = await board.claim("p", edge.id, agent="p/a")
+    assert claimed.priority == PRIORITY_LIMIT  # exact after the Lua round trip
+    await client.hset(keys.board("p"), "t-garbage", b"\xc1not msgpack")
+    assert [t.id for t in await board.list("p")] == [edge.id]

@@ -57,7 +57,8 @@ async def test_every_method_replies_what_its_model_declares(
     async with handle.attach():
         await call("status")
         await call("input", {"text": "hello"})
-        await call("team.input", {"text": "from a mate", "source": "agent:athena", "hops": 1})
+        assert await handle.allow_external(True)
+        await call("team.input", {"text": "from a runtime", "source": "mcp:contract"})
         await async_wait_for(lambda: not len(agent.queue) and agent.queue.current is None, 10)
         await call("interrupt")
         await call("cancel", {"hard": True})
