@@ -649,9 +649,7 @@ class ContextStore:
         """Merge the wanted indexes newest first until ``limit`` items match ``flt``."""
         now_us = await self._now_us()
         places = {p.index_key: p for p in (self._place(project, s) for s in flt.scopes or Scope)}
-        cursors = [
-            _IndexCursor(self._client, place, now_us, floor_us) for place in places.values()
-        ]
+        cursors = [_IndexCursor(self._client, place, now_us, floor_us) for place in places.values()]
         found: builtins.list[ContextItem] = []
         while len(found) < limit:
             heads = [(await cursor.peek(), cursor) for cursor in cursors]
