@@ -36,8 +36,10 @@ from ateam.client import (
     server_command,
     session_id,
 )
+from ateam.client.acl import acl_setuser
 from ateam.config import ProjectConfig, load_project
 from ateam.config.loader import CONFIG_DIR, find_project_root
+from ateam.config.schema import checked_name
 from ateam.console.tables import (
     KB_HIT_COLUMNS,
     PS_COLUMNS,
@@ -46,7 +48,12 @@ from ateam.console.tables import (
     ps_rows,
     table_lines,
 )
-from ateam.constants import KILLED_FROM_OUTSIDE, PREVIOUS_EXIT_ENV, RPC_DEFAULT_DEADLINE_S
+from ateam.constants import (
+    DEFAULT_NAMESPACE,
+    KILLED_FROM_OUTSIDE,
+    PREVIOUS_EXIT_ENV,
+    RPC_DEFAULT_DEADLINE_S,
+)
 from ateam.errors import (
     AgentNotFound,
     AteamError,
@@ -585,7 +592,11 @@ def _add_actions(
 
 
 def _add_redis_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--redis", metavar="URL", help="redis://, rediss:// or unix:// URL")
+    p.add_argument(
+        "--redis",
+        metavar="URL",
+        help="redis://, rediss://, unix://, redis+cluster:// or redis+sentinel:// URL",
+    )
 
 
 _KB_ACTIONS: list[Action] = [
@@ -858,6 +869,65 @@ def _add_context_parser(sub: Any) -> None:
     _add_actions(sub, "context", text, _CONTEXT_ACTIONS, common=_tasks_common)
 
 
+# acl ------------------------------------------------------------------------------------
+
+
+def cmd_acl(args: argparse.Namespace) -> int:
+    """``ateam acl PROJECT``: the least-privilege Redis user of one project."""
+    try:
+        project = checked_name(args.project_name)
+        config = _project_or_none()
+        namespace = (config.namespace if config else None) or DEFAULT_NAMESPACE
+        password = None
+        if args.password_file is not None:
+            password = _read_secret(args.password_file)
+    except AteamError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return cli_exit_code(exc)
+    if not args.apply:
+        line, user, secret = acl_setuser(project, namespace, user=args.user, password=password)
+        print(line)
+        print(
+            f"# run it as an admin (redis-cli, then paste), then connect as {user}: "
+            f"redis://{user}:{'<password>' if password else secret}@HOST:PORT",
+            file=sys.stderr,
+        )
+        return 0
+
+    async def work(team: Team) -> int:
+        user, secret = await team.create_project_user(project, user=args.user, password=password)
+        shown = "<the password in the file>" if password else secret
+        print(f"created Redis user {user} for project {project}")
+        print(f"connect as: redis://{user}:{shown}@HOST:PORT (the password is shown only once)")
+        return 0
+
+    return _run_verb(args, "acl", work)
+
+
+def _read_secret(path: str) -> str:
+    try:
+        secret = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    if len(secret) < 16 or any(ch.isspace() for ch in secret):
+        raise UsageError(f"{path}: the password must be at least 16 characters, no spaces")
+    return secret
+
+
+def _add_acl_parser(sub: Any) -> None:
+    text = (
+        "print (or, with --apply, create) a Redis user that can reach one project only "
+        "(issue 13: keys, channels and commands of that project)"
+    )
+    p = sub.add_parser("acl", help=text, description=text)
+    p.set_defaults(handler=cmd_acl)
+    p.add_argument("project_name", metavar="PROJECT")
+    p.add_argument("--user", metavar="NAME", help="the user's name (default ateam-PROJECT)")
+    p.add_argument("--password-file", metavar="FILE", help="use this password, not a random one")
+    p.add_argument("--apply", action="store_true", help="run ACL SETUSER on the server now")
+    _add_redis_option(p)
+
+
 def _add_project_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--project",
@@ -957,12 +1027,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     from ateam.supervisor import start_agents
 
     try:
-        started = start_agents(project, target, redis_url=args.redis)
+        started, failed = start_agents(project, target, redis_url=args.redis)
     except AteamError as exc:
         print(exc.one_line(), file=sys.stderr)
         return cli_exit_code(exc)
     for line in started:
         print(line)
+    if failed is not None:  # no console: the exit status must say it
+        print(failed.one_line(), file=sys.stderr)
+        return cli_exit_code(failed)
     if args.detach:
         return 0
     return run_console(target, plain=args.no_ui)
@@ -1060,6 +1133,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_kb_parser(sub)
     _add_tasks_parser(sub)
     _add_context_parser(sub)
+    _add_acl_parser(sub)
     _add_mcp_parser(sub)
     return parser
 

@@ -37,6 +37,9 @@ RPC_MAX_PAYLOAD = 256 * 1024
 
 # Event stream (SPEC §4.5)
 EVENT_LOG_MAXLEN = 10_000
+EVENT_LOG_MAX_BYTES = 16 * 1024 * 1024
+"""Bytes an agent's event stream may hold (payloads plus a per-entry overhead), beside
+the count: past it the oldest events go, so large tool output cannot fill Redis."""
 COALESCE_WINDOW_S = 0.050
 COALESCE_MAX_BYTES = 8 * 1024
 COALESCE_NEWLINE_S = 0.040

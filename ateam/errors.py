@@ -1,12 +1,20 @@
 """Every error ateam raises, and the stable codes clients branch on.
 
+One file on purpose: the tree below is the whole catalogue, and codes are kept in one place.
+
 The tree::
 
     AteamError                      code: internal
     ├── ConfigError                 config.invalid         (agent exit 12)
     ├── BusError
     │   ├── RedisUnavailable        redis.unavailable      (exit 2 / agent 13)
-    │   └── EmbeddedServerError     redis.unavailable
+    │   ├── EmbeddedServerError     redis.unavailable
+    │   ├── RedisPermissionDenied   redis.noperm           (exit 2 / agent 17, final)
+    │   ├── RedisAuthFailed         redis.auth             (exit 2 / agent 18, final)
+    │   │   └── TlsClientRefused    redis.auth             (no or an untrusted TLS client cert)
+    │   ├── EvictionPolicyRefused   redis.eviction_policy  (exit 2 / agent 19, final)
+    │   ├── RedisOutOfMemory        redis.oom              (exit 2 / agent 13)
+    │   └── RedisReadOnly           redis.readonly         (exit 2 / agent 13)
     ├── DuplicateInstance           duplicate.instance     (agent exit 11)
     ├── BootstrapRefused            bootstrap.refused      (agent exit 16)
     ├── SpawnFailed                 spawn.failed           (a spawned agent never served)
@@ -94,6 +102,11 @@ class Code(StrEnum):
     TASK_CLAIMED = "task.claimed"
     TASK_BLOCKED = "task.blocked"
     TEAM_HOP_LIMIT = "team.hop_limit"
+    REDIS_NOPERM = "redis.noperm"
+    REDIS_AUTH = "redis.auth"
+    REDIS_OOM = "redis.oom"
+    REDIS_READONLY = "redis.readonly"
+    REDIS_EVICTION_POLICY = "redis.eviction_policy"
 
 
 class AteamError(Exception):
@@ -143,6 +156,57 @@ class RedisUnavailable(BusError):
 
 class EmbeddedServerError(BusError):
     hint = "see `ateam server status`; the server log is under ~/.ateam/redis/"
+
+
+class RedisPermissionDenied(BusError):
+    """Redis refused a command, key or channel to the ACL user (``NOPERM``).
+
+    A configuration error, not an outage: retrying cannot help until the ACL changes,
+    so an agent that meets it at start exits for good (exit 17).
+    """
+
+    code = Code.REDIS_NOPERM
+    hint = "give the Redis ACL user what ateam needs (`ateam acl PROJECT` prints it)"
+
+
+class RedisAuthFailed(BusError):
+    """Redis refused the credentials (``WRONGPASS``, ``NOAUTH``, a disabled user)."""
+
+    code = Code.REDIS_AUTH
+    hint = "check the user and password (in the URL, or tools.yaml transport.username/password_env)"
+
+
+class TlsClientRefused(RedisAuthFailed):
+    """A TLS server refused the client: no certificate, or one its CA did not sign."""
+
+    hint = "set transport.cert_file/key_file, or ssl_certfile/ssl_keyfile in the URL"
+
+
+class EvictionPolicyRefused(BusError):
+    """The server may evict ateam's keys under memory pressure (see :mod:`ateam.bus.guard`).
+
+    ``detail`` carries ``policy`` and ``maxmemory`` as the server reported them.
+    """
+
+    code = Code.REDIS_EVICTION_POLICY
+    hint = (
+        "run `CONFIG SET maxmemory-policy noeviction` (or set it in the managed service), "
+        "or accept the risk with ATEAM_ALLOW_EVICTION=1"
+    )
+
+
+class RedisOutOfMemory(BusError):
+    """Redis reached its ``maxmemory`` and refuses writes (``OOM``); it may pass."""
+
+    code = Code.REDIS_OOM
+    hint = "free memory on the Redis server or raise its maxmemory"
+
+
+class RedisReadOnly(BusError):
+    """The server is a read-only replica (``READONLY``): writes go to its primary."""
+
+    code = Code.REDIS_READONLY
+    hint = "point the Redis URL at the primary, not a replica"
 
 
 class DuplicateInstance(AteamError):
@@ -509,6 +573,12 @@ class Exit(IntEnum):
     """Not in SPEC §2's list: the ``--bootstrap`` token was refused before the agent
     joined. Final like 12 (a used or expired token never becomes valid), but told apart
     from a configuration error so a script knows to ask for a new token."""
+    REDIS_PERMISSION_DENIED = 17
+    """Redis refused the agent's ACL user a command, key or channel (``redis.noperm``): final."""
+    REDIS_AUTH_FAILED = 18
+    """Redis refused the agent's credentials (``redis.auth``): final."""
+    EVICTION_POLICY = 19
+    """The server may evict the agent's keys (``redis.eviction_policy``): final."""
     INTERRUPTED = 130
     """Ctrl-C at a verb, as a shell reports SIGINT."""
 
@@ -521,6 +591,11 @@ CLI_EXIT: dict[str, Exit] = {
     Code.NO_SUCH_METHOD: Exit.USAGE,
     Code.AGENT_NOT_FOUND: Exit.USAGE,
     Code.CONFIG_INVALID: Exit.USAGE,
+    Code.REDIS_NOPERM: Exit.REDIS_UNAVAILABLE,
+    Code.REDIS_AUTH: Exit.REDIS_UNAVAILABLE,
+    Code.REDIS_EVICTION_POLICY: Exit.REDIS_UNAVAILABLE,
+    Code.REDIS_OOM: Exit.REDIS_UNAVAILABLE,
+    Code.REDIS_READONLY: Exit.REDIS_UNAVAILABLE,
 }
 AGENT_EXIT: dict[str, Exit] = {
     Code.DUPLICATE_INSTANCE: Exit.DUPLICATE_INSTANCE,
@@ -528,6 +603,12 @@ AGENT_EXIT: dict[str, Exit] = {
     Code.REDIS_UNAVAILABLE: Exit.AGENT_REDIS_UNAVAILABLE,
     Code.LOCK_LOST: Exit.LOCK_LOST,
     Code.BOOTSTRAP_REFUSED: Exit.BOOTSTRAP_REFUSED,
+    Code.REDIS_NOPERM: Exit.REDIS_PERMISSION_DENIED,
+    Code.REDIS_AUTH: Exit.REDIS_AUTH_FAILED,
+    Code.REDIS_EVICTION_POLICY: Exit.EVICTION_POLICY,
+    # A full or read-only server may recover (memory freed, a failover): restartable.
+    Code.REDIS_OOM: Exit.AGENT_REDIS_UNAVAILABLE,
+    Code.REDIS_READONLY: Exit.AGENT_REDIS_UNAVAILABLE,
 }
 EXIT_LOCK_LOST = Exit.LOCK_LOST
 EXIT_WORKER_CRASHED = Exit.WORKER_CRASHED

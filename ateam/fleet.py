@@ -4,8 +4,9 @@ A local spawn runs ``ateam agent`` under a *keeper*, a small process of its own 
 (closing the console stops nothing) that appends the agent's output to the agent's
 ``state/agent.log`` and restarts the agent when it dies, with the backoff of the project
 supervisor (:mod:`ateam.supervisor`) — except after the exits that supervisor treats as
-final (stopped on purpose, duplicate identity, invalid configuration). ``/stop`` ends
-the agent with exit 0, so its keeper leaves with it.
+final (stopped on purpose, duplicate identity, invalid configuration, Redis refusing its
+credentials or a permission, a Redis that may evict keys). ``/stop`` ends the agent
+with exit 0, so its keeper leaves with it.
 
 Run as ``python -m ateam.fleet --log LOG -- COMMAND…``, this module is that keeper.
 """

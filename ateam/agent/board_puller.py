@@ -129,7 +129,7 @@ class BoardPuller:
             return
         await listen_forever(
             self._client,
-            self._keys.board_channel,
+            (self._keys.board_channel(self.project),),
             on_open=self._caught_up,
             on_message=self._on_notice,
             listening=self.listening,

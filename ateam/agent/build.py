@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -59,12 +60,13 @@ from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.context import ContextStore
 from ateam.bus.events import EventType
 from ateam.bus.keys import Keys
-from ateam.bus.lock import InstanceLock
+from ateam.bus.lock import FENCE_FILE, InstanceLock
 from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import AgentEntry, Heartbeat, Registry
 from ateam.bus.rpc import RpcServer
 from ateam.config import AgentConfig
 from ateam.constants import HANDOFF_LOCK_WAIT_S
+from ateam.errors import AteamError, agent_exit_code
 from ateam.kb.similar import meaning_ranker
 from ateam.paths import ateam_home
 from ateam.providers import build_provider
@@ -216,7 +218,11 @@ def build_parts(
     state_dir = config.state_dir
     keys = swap("keys", lambda: Keys(target.namespace))
     client = swap("client", lambda: make_client(target))
-    lock = swap("lock", lambda: InstanceLock(client, keys, agent_id))
+    # Fences stay above any this agent issued, even after Redis forgets them (issue 13).
+    lock = swap(
+        "lock",
+        lambda: InstanceLock(client, keys, agent_id, fence_file=config.state_dir / FENCE_FILE),
+    )
     fence = swap("write_fence", lambda: WriteFence(lock, agent_id))
     state_lock = swap("state_lock", lambda: StateDirLock(state_dir, agent_id))
     queue = swap("queue", lambda: DurableQueue(state_dir, fence=fence))
@@ -458,6 +464,12 @@ def build_parts(
         ),
     )
 
+    # The stream takes this agent's events only while it holds the lock; when it refuses
+    # them the publisher asks the upkeep, since only the lock can tell a successor (stop)
+    # from a Redis that lost the lock (take it again).
+    events.lock_value = lock.value
+    events.on_fence_doubt = upkeep.fence_doubted
+    events.on_refused = functools.partial(_refused, status)
     team.on_blocking = worker.wake  # a blocking item wakes an idle worker to take it
     puller.on_news = worker.wake  # so does news on the board, when it takes tasks
 
@@ -569,6 +581,12 @@ def _approval_resolved(events: EventPublisher, request: ApprovalRequest, answer:
         task_id=request.task_id,
         trace_id=request.trace_id,
     )
+
+
+def _refused(status: AgentStatus, error: AteamError) -> None:
+    """A refusal waiting will not cure (an ACL without a permission): stop, finally."""
+    print(f"ateam agent {status.id}: stopping: {error.one_line()}", file=sys.stderr)
+    status.request_shutdown(agent_exit_code(error))
 
 
 def _bad_request(events: EventPublisher, message: str) -> None:

@@ -8,11 +8,16 @@ Redis; these two fence what it writes to ``state/``:
   VM) keeps it, so a second instance on the same host cannot start on the same files
   until the first has exited; the kernel drops it when the holder dies, even by kill -9.
 * :class:`WriteFence` — checked before every durable write (queue, history, summaries, usage,
-  handoff, working context): once this process may have lost its Redis lock — no
-  successful refresh for the TTL minus a margin, on a clock that also counts time spent
+  handoff, working context). While this process may have lost its Redis lock — no
+  confirmation for the TTL minus a margin, on a clock that also counts time spent
   frozen or suspended (``CLOCK_BOOTTIME`` on Linux) — every write is refused with
   :class:`~ateam.errors.LockLost`. A thawed instance therefore cannot append a
   half-finished turn after its successor took over, whichever host the successor runs on.
+
+  Not being able to confirm is not proof of a loss (issue 13): the fence opens again
+  once Redis confirms the lock (refreshed, or re-taken because Redis lost it). It
+  closes for good only on evidence — another process holds the lock
+  (:meth:`WriteFence.mark_lost`).
 """
 
 from __future__ import annotations
@@ -60,27 +65,33 @@ class LeaseHolder(Protocol):
 
 
 class WriteFence:
-    """Refuses durable writes once the instance lock may have lapsed."""
+    """Refuses durable writes while the instance lock is unconfirmed, and once it is lost."""
 
     def __init__(self, lock: LeaseHolder, agent: str) -> None:
         self._lock = lock
         self._agent = agent
         self.lost = False
-        """Set once a write was refused (or the agent learnt it lost the lock): final."""
+        """Set once the agent learnt that another process holds its lock: final."""
         self.refused = 0
 
     def mark_lost(self) -> None:
         self.lost = True
 
+    @property
+    def open(self) -> bool:
+        """Whether a write would go through now (the lock is held and confirmed)."""
+        return not self.lost and not self._lock.expired_locally()
+
     def __call__(self, what: str) -> None:
-        if self.lost or self._lock.expired_locally():
-            self.lost = True
-            self.refused += 1
-            raise LockLost(
-                f"refusing to write {what}: {self._agent} may no longer hold its instance "
-                f"lock (fence {self._lock.fence})",
-                detail={"agent": self._agent, "fence": self._lock.fence, "write": what},
-            )
+        if self.open:
+            return
+        self.refused += 1
+        why = "has lost" if self.lost else "could not confirm for too long"
+        raise LockLost(
+            f"refusing to write {what}: {self._agent} {why} its instance lock "
+            f"(fence {self._lock.fence})",
+            detail={"agent": self._agent, "fence": self._lock.fence, "write": what},
+        )
 
 
 class StateDirLock:
@@ -130,7 +141,7 @@ class StateDirLock:
         return None
 
     async def acquire(
-        self, *, wait_s: float, keep_alive: Callable[[], Awaitable[None]] | None = None
+        self, *, wait_s: float, keep_alive: Callable[[], Awaitable[object]] | None = None
     ) -> None:
         """Take the lock, waiting up to ``wait_s`` for a holder that is still alive.
 

@@ -39,6 +39,7 @@ from ateam.agent.worker import Queued
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable
 from ateam.bus.events import EventType
+from ateam.bus.guard import check_eviction
 from ateam.bus.rpc import RpcServer
 from ateam.config import AgentConfig
 from ateam.constants import SHUTDOWN_HARD_S, SHUTDOWN_SOFT_S
@@ -183,6 +184,8 @@ class Agent:
     async def _start(self) -> None:
         parts, status = self.parts, self._status
         await ensure_reachable(self.client, self.target)
+        # Before the lock: on a server that may evict it, the lock guarantees nothing.
+        eviction_risk = await check_eviction(self.client, self.target)
         await self.lock.acquire()
         self.config.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         # The files too: a frozen predecessor on this host keeps them until it exits.
@@ -194,6 +197,8 @@ class Agent:
         self.history.open()  # a torn tail it repairs is reported through its damage log
         self.prompts.load()
         await self.events.start()
+        if eviction_risk is not None:  # accepted, and said at every start
+            self.events.emit(EventType.WARN, msg=eviction_risk, code=Code.REDIS_EVICTION_POLICY)
         if self.prompts.last_warning:
             self.events.emit(EventType.WARN, msg=self.prompts.last_warning, code="prompt.load")
         for warning in parts.plugin_warnings:

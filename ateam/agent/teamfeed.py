@@ -180,7 +180,7 @@ class TeamFeed:
         """Subscribe to the context channel for good; reconnects and catches up."""
         await listen_forever(
             self._client,
-            self._keys.context_channel,
+            (self._keys.context_channel(self.project), self._keys.context_global_channel),
             on_open=self.catch_up,
             on_message=self._on_notice,
             listening=self.listening,

@@ -5,8 +5,14 @@ registry entry and saves the usage counts every :data:`HEARTBEAT_INTERVAL_S`, or
 when the entry changed; after the heartbeat it reopens the project's board tasks whose
 holders are gone (issue 12), at most once an interval. A second
 (:meth:`BusUpkeep.lock_watch`) only watches the lock's local deadline, because on a
-silent network partition the first can hang in a call for as long as TCP takes to give
-up, and an agent whose lock may have lapsed must stop.
+silent network partition a call can hang for as long as TCP takes to give up.
+
+A failed or hung call is retried, never taken for a lost lock (issue 13): the agent
+stops only on evidence — another process holds the lock. While the lock cannot be
+confirmed for longer than its TTL minus a margin, durable writes are refused (see
+:class:`~ateam.agent.fence.WriteFence`) until Redis answers again. When Redis lost the
+agent's state (a restart without persistence, a flush, an eviction), the lock is taken
+again with a higher fence and the agent announces itself again as a new one would.
 """
 
 from __future__ import annotations
@@ -24,14 +30,19 @@ from ateam.agent.queue import DurableQueue
 from ateam.agent.router import ModelRouter
 from ateam.agent.status import AgentStatus
 from ateam.agent.usage import UsageLedger
-from ateam.bus.backoff import CONNECTION_ERRORS
+from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.board import TaskBoard
 from ateam.bus.events import EventType
 from ateam.bus.keys import Keys
-from ateam.bus.lock import InstanceLock
+from ateam.bus.lock import InstanceLock, Renewal
 from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import Heartbeat
-from ateam.constants import BACKOFF_WARN_AFTER, GRACE_MARKER_S, HEARTBEAT_INTERVAL_S
+from ateam.constants import (
+    BACKOFF_WARN_AFTER,
+    GRACE_MARKER_S,
+    HEARTBEAT_INTERVAL_S,
+    LOCK_SAFETY_MARGIN_S,
+)
 from ateam.errors import AteamError, LockLost
 
 __all__ = ["BusUpkeep"]
@@ -102,35 +113,70 @@ class BusUpkeep:
         return owner, token_sha256
 
     async def maintain(self) -> None:
-        """Heartbeat, lock refresh and owner watch, every 3 s or sooner on news."""
+        """Heartbeat, lock refresh and owner watch, every 3 s or sooner on news.
+
+        A failed round is retried with a short backoff rather than a whole interval
+        later, so one dead pooled connection costs a fraction of a second.
+        """
         status = self._status
+        backoff = Backoff()
+        wait = HEARTBEAT_INTERVAL_S
+        changed = False
         while True:
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the
             # cancel that shutdown sends, leaving this loop refreshing the lock forever.
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(HEARTBEAT_INTERVAL_S):
+                async with asyncio.timeout(wait):
                     await status.dirty.wait()
             if status.stop.is_set():
                 return
-            changed = status.dirty.is_set()
+            changed = changed or status.dirty.is_set()
             status.dirty.clear()
             self.save_usage()
             try:
-                await self._lock.refresh()
-                await self.current_owner()
-                status.entry.queue_len = len(self._queue)
-                status.entry.fence = self._lock.fence
-                await self._heartbeat.beat(changed=changed)
+                # Bounded: on a silent partition a call hangs until TCP gives up.
+                async with asyncio.timeout(HEARTBEAT_INTERVAL_S):
+                    changed = await self._keep_lock() or changed
+                    await self.current_owner()
+                    status.entry.queue_len = len(self._queue)
+                    status.entry.fence = self._lock.fence
+                    await self._heartbeat.beat(changed=changed)
             except LockLost as exc:
                 status.lock_lost(str(exc))
                 return
-            except CONNECTION_ERRORS as exc:
-                log.warning("heartbeat failed: %s", exc)
-            else:
-                await self.reconcile_board()
-            if self._lock.expired_locally():
-                status.lock_lost("could not refresh the instance lock before it expired")
-                return
+            except CONNECTION_ERRORS as exc:  # TimeoutError is an OSError
+                log.warning("heartbeat failed: %s", exc or type(exc).__name__)
+                wait = min(backoff.next_delay(), HEARTBEAT_INTERVAL_S)
+                continue
+            changed = False
+            backoff.reset()
+            wait = HEARTBEAT_INTERVAL_S
+            await self.reconcile_board()
+
+    async def _keep_lock(self) -> bool:
+        """Refresh the lock; True when Redis had lost it and the agent must re-announce."""
+        renewal = await self._lock.refresh()
+        self._events.fence_checked()  # a batch that doubted its fence may go now
+        if renewal is Renewal.KEPT:
+            return False
+        agent, fence = self._status.id, self._lock.fence
+        if renewal is Renewal.RETAKEN:
+            message = (
+                f"the instance lock of {agent} was gone from Redis (a restart without "
+                "persistence, a flush, an eviction, or an outage longer than its TTL) and "
+                f"nobody held it: taken again with fence {fence}"
+            )
+            # A Redis that lost the lock lost the registry with it: a fresh heartbeat
+            # announces the agent (join, project set) as at start.
+            self._heartbeat = Heartbeat(self._client, self._keys, self._status.entry)
+        else:
+            message = f"the fence counter of {agent} was gone or behind: fence {fence} issued"
+        self._events.emit(EventType.WARN, msg=message, code="lock.retaken", fence=fence)
+        return True
+
+    def fence_doubted(self) -> None:
+        """The event stream refused this agent's fence: check the lock at once."""
+        self._status.touch()
 
     async def reconcile_board(self) -> None:
         """Reopen the project's claimed tasks whose holders are gone; never raises.
@@ -170,12 +216,29 @@ class BusUpkeep:
         task.add_done_callback(self._rechecks.discard)
 
     async def lock_watch(self) -> None:
-        """Stop work when the lock may have lapsed, even if a Redis call hangs."""
+        """Say when the lock may have lapsed and when it is confirmed again.
+
+        Nothing stops here: while the lock is unconfirmed the write fence refuses
+        durable writes, and the heartbeat loop keeps trying to confirm it (the proof of
+        a loss, another holder, is what stops the agent).
+        """
+        lapsed = False
         while not self._status.stop.is_set():
             await asyncio.sleep(0.5)
-            if self._lock.expired_locally():
-                self._status.lock_lost("could not refresh the instance lock before it expired")
-                return
+            now = self._lock.expired_locally()
+            if now and not lapsed:
+                unconfirmed_s = self._lock.ttl_s - LOCK_SAFETY_MARGIN_S
+                message = (
+                    f"could not confirm the instance lock for {unconfirmed_s:g}s: durable "
+                    "writes wait until Redis answers (the agent stops only if another "
+                    "process holds the lock)"
+                )
+                log.warning("%s", message)
+                self._events.emit(EventType.WARN, msg=message, code="lock.unconfirmed")
+                self._status.touch()  # try again now, not at the next interval
+            elif lapsed and not now:
+                log.warning("instance lock confirmed again (fence %s)", self._lock.fence)
+            lapsed = now
 
     def bus_changed(self, connected: bool, failures: int) -> None:
         """The event stream lost or regained Redis (``failures`` attempts so far)."""
@@ -199,8 +262,8 @@ class BusUpkeep:
 
     def save_usage(self) -> None:
         """Persist the usage counts if they changed, and show them in the registry."""
-        if not self._usage_dirty or self._write_fence.lost:
-            return
+        if not self._usage_dirty or not self._write_fence.open:
+            return  # kept dirty while the lock is unconfirmed, for the next try
         self._status.entry.usage = self._router.usage_view()
         # A failure keeps the counts in memory, dirty, for the next try.
         self._usage_dirty = not self._ledger.save_quietly(self._router.usage)

@@ -530,7 +530,7 @@ class TaskBoard:
         told of a change always finds it.
         """
         notice = {"project": task.project, "id": task.id, "status": str(task.status)}
-        await self._client.publish(self._keys.board_channel, pack(notice))
+        await self._client.publish(self._keys.board_channel(task.project), pack(notice))
 
     async def _finish_as(
         self, project: str, task_id: str, agent: str, status: TaskStatus, field: str, text: str

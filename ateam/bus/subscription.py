@@ -1,4 +1,4 @@
-"""One pub/sub channel, listened to for good: the loop every push-driven part shares.
+"""Pub/sub channels, listened to for good: the loop every push-driven part shares.
 
 A subscriber (an agent's team-context feed, its board puller) wants three things from a
 channel: to be told of each message, to catch up on what it could not hear whenever it
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -31,14 +31,14 @@ SOFT_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, TimeoutError
 
 async def listen_forever(
     client: aioredis.Redis,
-    channel: str,
+    channels: Sequence[str],
     *,
     on_open: Callable[[], Awaitable[None]],
     on_message: Callable[[Any], Awaitable[None]],
     listening: asyncio.Event,
     what: str,
 ) -> None:
-    """Subscribe to ``channel`` until cancelled; ``listening`` is set while subscribed.
+    """Subscribe to ``channels`` until cancelled; ``listening`` is set while subscribed.
 
     Args:
         on_open: run after each (re)subscription, before messages: the catch-up.
@@ -49,7 +49,7 @@ async def listen_forever(
     while True:
         pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
-            await pubsub.subscribe(channel)
+            await pubsub.subscribe(*channels)
             await on_open()
             listening.set()
             backoff.reset()

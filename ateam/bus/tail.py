@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
+from ateam.bus.cluster import group_by_slot, is_cluster
 from ateam.bus.events import LAST_SEQ, Event, Gap, Reset, Rewound, own_body
 from ateam.bus.keys import Keys
 from ateam.wire.events import EventType
@@ -178,7 +179,23 @@ class EventTail:
     def _streams(self, cursors: dict[str, _Cursor]) -> dict[str, str]:
         return {self.keys.events(a): f"{c.last}-{LAST_SEQ}" for a, c in cursors.items()}
 
+    def _by_slot(self, cursors: dict[str, _Cursor]) -> list[dict[str, _Cursor]]:
+        """The cursors in groups that one command may read: one group on a single server;
+        on a Cluster, one per slot (each project's streams share one), since a command
+        over keys of several slots is refused."""
+        if not is_cluster(self.client):
+            return [cursors]
+        groups = group_by_slot(cursors.items(), lambda pair: self.keys.events(pair[0]))
+        return [dict(group) for group in groups]
+
     async def _read(self, cursors: dict[str, _Cursor], count: int, block: int | None) -> Any:
+        groups = self._by_slot(cursors)
+        # On a Cluster the groups' reads run side by side, each blocking on its own
+        # connection; an event in one group waits at most ``block`` for the others.
+        replies = await asyncio.gather(*(self._read_one(g, count, block) for g in groups))
+        return [stream for reply in replies for stream in reply or []]
+
+    async def _read_one(self, cursors: dict[str, _Cursor], count: int, block: int | None) -> Any:
         return await self.client.xread(
             self._streams(cursors),  # type: ignore[arg-type]  # stub narrower than the API
             count=count,
@@ -195,7 +212,19 @@ class EventTail:
         check would look like the stream simply went on. (No BLOCK inside MULTI.) When
         one is gone or changed, that cursor goes back to where it was before it, and what
         this read brought for that stream is dropped (it is read again from there).
+        On a Cluster there is one transaction per slot.
         """
+        reply: list[Any] = []
+        rewound: list[Item] = []
+        for group in self._by_slot(doubting):
+            checked, undone = await self._read_checked_one(group, count)
+            reply.extend(checked)
+            rewound.extend(undone)
+        return reply, rewound
+
+    async def _read_checked_one(
+        self, doubting: dict[str, _Cursor], count: int
+    ) -> tuple[list[Any], list[Item]]:
         pipe = self.client.pipeline(transaction=True)
         for agent, cursor in doubting.items():
             for doubt in cursor.doubts:

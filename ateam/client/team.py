@@ -19,18 +19,21 @@ from ateam.bus import bootstrap
 from ateam.bus.board import TaskBoard
 from ateam.bus.connection import ensure_reachable, make_client
 from ateam.bus.context import ContextItem, ContextStore, ContextType, Scope, Urgency
+from ateam.bus.guard import check_eviction
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
 from ateam.bus.registry import AgentView
 from ateam.bus.snapshot import build_snapshot
 from ateam.bus.tail import EventTail
 from ateam.client._session import Session
+from ateam.client.acl import create_user
 from ateam.client.agent import AgentHandle
 from ateam.client.board import TasksApi
 from ateam.client.notices import Notices
 from ateam.client.redaction import local_redactor
 from ateam.client.tail import Tail
 from ateam.client.target import Target
+from ateam.config.schema import checked_name
 from ateam.constants import TAKEOVER_GRACE_S
 from ateam.kb.similar import meaning_ranker
 from ateam.redact import Redactor
@@ -101,8 +104,16 @@ class Team:
         )
 
     async def ensure_reachable(self) -> None:
-        """Raises RedisUnavailable, with the reason in one line, if the bus cannot be reached."""
+        """Check the bus can be used: it answers, and it never evicts ateam's keys.
+
+        Raises:
+            RedisUnavailable: the bus cannot be reached (the reason in one line).
+            RedisAuthFailed, RedisPermissionDenied: it refused the credentials or a command.
+            EvictionPolicyRefused: it may evict keys and nobody accepted the risk (see
+                :mod:`ateam.bus.guard`); with the opt-out it logs a warning instead.
+        """
         await ensure_reachable(self._client, self.target)
+        await check_eviction(self._client, self.target)
 
     @property
     def keys(self) -> Keys:
@@ -131,7 +142,7 @@ class Team:
             takeover_grace_s: how long a holder is given to finish on a takeover.
 
         Raises:
-            RedisUnavailable: the bus cannot be reached.
+            BusError: the bus cannot be reached or used (see :meth:`ensure_reachable`).
         """
         team = cls.open(
             target,
@@ -178,6 +189,17 @@ class Team:
         return self._session.ownership
 
     # the team ------------------------------------------------------------------------
+
+    async def create_project_user(
+        self, project: str, *, user: str | None = None, password: str | None = None
+    ) -> tuple[str, str]:
+        """Create (or reset) the least-privilege Redis user of ``project``: ``(user, password)``.
+
+        Needs this session's Redis user to manage users (``@admin``). See :mod:`ateam.client.acl`.
+        """
+        return await create_user(
+            self._client, checked_name(project), self._keys.ns, user=user, password=password
+        )
 
     async def agents(self) -> list[AgentView]:
         """Every agent, connected or recently gone, sorted by id, in one round trip."""

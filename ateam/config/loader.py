@@ -449,8 +449,8 @@ def _effective_transport(spec: TransportSpec) -> TransportSpec:
     updates: dict[str, Any] = {}
     if spec.password_env and spec.password_env in os.environ:
         updates["password"] = os.environ[spec.password_env]
-    if spec.tls and spec.url and spec.url.startswith("redis://"):
-        updates["url"] = "rediss://" + spec.url.removeprefix("redis://")
+    if spec.tls and spec.url and spec.url.startswith(("redis://", "redis+")):
+        updates["url"] = "rediss" + spec.url.removeprefix("redis")
     return spec.model_copy(update=updates) if updates else spec
 
 
@@ -523,8 +523,9 @@ def _resolve_model_scripts(path: Path, raw: dict[str, Any]) -> None:
 
 def _resolve_ca_file(path: Path, raw: dict[str, Any]) -> None:
     transport = raw.get("transport")
-    if isinstance(transport, dict) and isinstance(transport.get("ca_file"), str):
-        transport["ca_file"] = str(_resolve_path(path.parent, transport["ca_file"]))
+    for name in ("ca_file", "cert_file", "key_file"):  # the TLS files
+        if isinstance(transport, dict) and isinstance(transport.get(name), str):
+            transport[name] = str(_resolve_path(path.parent, transport[name]))
 
 
 def _check_redact_file(path: Path, raw: dict[str, Any]) -> None:

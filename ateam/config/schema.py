@@ -105,11 +105,24 @@ class ProjectFile(_Spec):
 # --- tools.yaml ---------------------------------------------------------------------
 
 
+_URL_SCHEMES = (
+    "redis://",
+    "rediss://",
+    "unix://",
+    "redis+cluster://",
+    "rediss+cluster://",
+    "redis+sentinel://",
+    "rediss+sentinel://",
+)
+"""What ``transport.url`` may start with (the last four: Cluster and Sentinel, issue 13)."""
+
+
 class TransportSpec(_Spec):
     """How to reach Redis (``tools.yaml`` ``transport``); unset ``url`` means embedded."""
 
     url: str | None = None
-    """``redis://``, ``rediss://`` or ``unix://`` URL."""
+    """``redis://``, ``rediss://`` or ``unix://`` URL, or ``redis+cluster://`` /
+    ``redis+sentinel://`` (``rediss+…`` with TLS)."""
     username: str | None = None
     """Redis ACL user."""
     password: str | None = Field(default=None, repr=False)
@@ -117,11 +130,17 @@ class TransportSpec(_Spec):
     password_env: str | None = None
     """Environment variable holding the password; wins over ``password`` when it is set."""
     tls: bool = False
-    """Use TLS: a ``redis://`` URL is upgraded to ``rediss://``."""
+    """Use TLS: a ``redis://`` URL is upgraded to ``rediss://`` (``redis+…`` to ``rediss+…``)."""
     ca_file: str | None = None
     """CA bundle for TLS; a relative path is resolved against the defining ``.ateam/``."""
+    cert_file: str | None = None
+    """Client certificate for mutual TLS (PEM), resolved like ``ca_file``."""
+    key_file: str | None = None
+    """Private key of ``cert_file`` (PEM, unencrypted), resolved like ``ca_file``."""
     namespace: str | None = None
     """Redis key prefix shared by everything using this transport."""
+    allow_eviction: bool = False
+    """Start even on a server whose ``maxmemory-policy`` may evict keys (a risk, warned of)."""
 
     @field_validator("password_env")
     @classmethod
@@ -136,8 +155,9 @@ class TransportSpec(_Spec):
     @field_validator("url")
     @classmethod
     def _valid_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must start with redis://, rediss:// or unix://")
+        if value is not None and not value.startswith(_URL_SCHEMES):
+            schemes = ", ".join(_URL_SCHEMES[:-1])
+            raise ValueError(f"must start with {schemes} or {_URL_SCHEMES[-1]}")
         return value
 
 

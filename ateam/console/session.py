@@ -36,6 +36,7 @@ from ateam.client import (
     redactor_for,
     session_id,
 )
+from ateam.console.banners import ContextBanners
 from ateam.console.editor import Editor, edit_text
 from ateam.console.offsets import OffsetStore
 from ateam.constants import (
@@ -44,13 +45,12 @@ from ateam.constants import (
     OWNER_REFRESH_S,
     TAKEOVER_GRACE_S,
 )
-from ateam.errors import AgentNotFound, AteamError, OwnershipDenied, UsageError
+from ateam.errors import AgentNotFound, OwnershipDenied, UsageError
 from ateam.redact import Redactor, Scrubbed
 from ateam.wire.results import R
 
 __all__ = ["ConsoleSession", "ConsoleView"]
 
-_SHOWN_MAX = 1000
 
 AUTO_TAIL_BACKLOG = 20
 """Events an automatically tailed agent starts with: its recent screen, not its history."""
@@ -58,8 +58,6 @@ OFFSETS_SAVE_S = 0.25
 """Least time between two writes of the console's offsets file."""
 REGISTRY_NEWS_MIN_S = 0.2
 """Least time between two registry reads triggered by change notices."""
-ALERT_URGENCIES = {"attention": "warn", "blocking": "alert"}
-"""Context items consoles announce, and the banner level of each (``alert`` rings)."""
 
 
 class ConsoleView(Protocol):
@@ -139,14 +137,10 @@ class ConsoleSession:
         """Follow up to this many other live agents unasked (panes mode's right column)."""
         self.auto_tailed: set[str] = set()
         self.known: dict[str, AgentStatus] = {}
-        self._context_shown: dict[str, None] = {}
-        """Context items already shown as banners, oldest first (a catch-up shows each
-        once); the newest :data:`_SHOWN_MAX` are remembered."""
-        self._catch_up: asyncio.Task[None] | None = None
+        self.banners = ContextBanners(self.team.context, self.view.banner)
         self.board_news = asyncio.Event()
         """Set when a task board changed (or notices may have been missed): the open
         board screen redraws then, and only then."""
-        self._started_at = time.time()
         self.pending_tasks: set[str] = set()
         self._ended: deque[str] = deque(maxlen=1000)
         self.quit_requested = False
@@ -162,6 +156,8 @@ class ConsoleSession:
         """Keepers of agents this console spawned, polled so none lingers as a zombie."""
         self._tasks_changed = asyncio.Event()
         self._registry_news = asyncio.Event()
+        self._owner_news = asyncio.Event()
+        """Set when the link came back: the claim is checked at once, not a refresh later."""
         self._notices: Notices | None = None
         self._background: list[asyncio.Task[None]] = []
         self._offsets_writer: asyncio.Task[None] | None = None
@@ -211,8 +207,8 @@ class ConsoleSession:
             )
 
     async def aclose(self) -> None:
-        if self._catch_up is not None:
-            self._background.append(self._catch_up)
+        if self.banners.catch_up is not None:
+            self._background.append(self.banners.catch_up)
         for task in self._background:
             task.cancel()
         for task in self._background:
@@ -496,42 +492,9 @@ class ConsoleSession:
         """An ``attention`` or ``blocking`` item is a banner; ``blocking`` also rings."""
         if notice.event == RESUMED:
             self.board_news.set()  # board notices may have been missed as well
-            if self._catch_up is None or self._catch_up.done():
-                self._catch_up = asyncio.create_task(
-                    self._context_missed(), name="console:context-missed"
-                )
+            self.banners.missed(agent.split("/", 1)[0] for agent in self.known)
             return
-        self._context_banner(notice.data)
-
-    def _context_banner(self, data: dict[str, Any]) -> None:
-        level = ALERT_URGENCIES.get(str(data.get("urgency")))
-        item_id = str(data.get("id", ""))
-        if level is None or item_id in self._context_shown:
-            return
-        self._context_shown[item_id] = None
-        if len(self._context_shown) > _SHOWN_MAX:
-            del self._context_shown[next(iter(self._context_shown))]  # the oldest
-        source = data.get("source_agent") or data.get("source_runtime") or "a console"
-        self.view.banner(
-            f"{str(data.get('urgency')).upper()} {data.get('type')} from {source}: "
-            f"{data.get('title')} (/context ls)",
-            level=level,
-        )
-
-    async def _context_missed(self) -> None:
-        """After a reconnect: the urgent items posted while this console could not hear.
-
-        Items are kept in Redis with their TTL, so the console reads what it missed
-        instead of losing it with the pub/sub notice: those of the projects of the
-        agents it knows, posted since it started.
-        """
-        projects = {agent.split("/", 1)[0] for agent in self.known}
-        with contextlib.suppress(*CONNECTION_ERRORS, AteamError):
-            for project in sorted(projects):
-                items = await self.team.context.ls(project, min_urgency="attention", limit=20)
-                for item in reversed(items):  # oldest first, as they were posted
-                    if item.created_at >= self._started_at:
-                        self._context_banner(item.to_wire())
+        self.banners.show(notice.data)
 
     def _on_board(self, notice: Notice) -> None:
         self.board_news.set()
@@ -564,7 +527,10 @@ class ConsoleSession:
 
     async def _owner_refresh(self) -> None:
         while True:
-            await asyncio.sleep(OWNER_REFRESH_S)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(OWNER_REFRESH_S):
+                    await self._owner_news.wait()
+            self._owner_news.clear()
             agent = self.attached
             if agent is None:
                 continue
@@ -572,7 +538,7 @@ class ConsoleSession:
                 await self._confirm_loss(agent)
                 continue
             try:
-                still_mine = await self.agent(agent).refresh()
+                still_mine = await self.agent(agent).refresh() or await self._reclaim(agent)
             except CONNECTION_ERRORS:
                 continue
             if not still_mine and agent == self.attached and not self.read_only:
@@ -580,6 +546,27 @@ class ConsoleSession:
                 self.view.banner(
                     f"lost ownership of {agent}: this console is now read-only", level="warn"
                 )
+
+    async def _reclaim(self, agent: str) -> bool:
+        """Claim ``agent`` again if our claim vanished rather than passed to someone.
+
+        A Redis restarted without persistence (or flushed) forgets every claim; that is
+        no takeover, and the console goes on writing. Claimed only while nobody else
+        holds it, so a console that claimed it meanwhile keeps it.
+        """
+        handle = self.agent(agent)
+        if await handle.owner() is not None:
+            return False
+        try:
+            await handle.acquire()
+        except OwnershipDenied:
+            return False
+        self.view.banner(
+            f"Redis had lost this console's claim on {agent} (a restart or a flush): "
+            "claimed it again; this console still writes",
+            level="warn",
+        )
+        return True
 
     async def _confirm_loss(self, agent: str) -> None:
         """After a takeover notice: if the claim is still ours, this console writes again."""
@@ -605,3 +592,4 @@ class ConsoleSession:
             self.view.banner(f"still no Redis after {failures} attempts; retrying", level="warn")
         elif connected:
             self.view.banner("reconnected to Redis")
+            self._owner_news.set()  # a restarted Redis may have forgotten our claim

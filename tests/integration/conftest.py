@@ -106,7 +106,7 @@ class Bus:
         self.client = redis.Redis.from_url(self.url)
 
     def entry(self, agent: str) -> dict[str, Any] | None:
-        raw = self.client.hget(KEYS.registry, agent)
+        raw = self.client.hget(KEYS.registry(agent.partition("/")[0]), agent)
         return unpack(raw) if raw is not None else None  # type: ignore[arg-type]
 
     def serving(self, agent: str, pid: int) -> dict[str, Any] | None:

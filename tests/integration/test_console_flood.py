@@ -21,6 +21,7 @@ from ateam.bus.connection import RedisTarget
 from ateam.bus.events import Event, EventType
 from ateam.console.controller import ConsoleController, ConsoleView
 from ateam.console.panes import LINE_MAX, ConsoleApp
+from ateam.constants import EVENT_LOG_MAX_BYTES
 from tests._wait import async_wait_for
 
 from .conftest import AgentFactory, write_scripted_project
@@ -99,7 +100,9 @@ async def test_50_mb_of_tool_output_stays_within_the_scrollback(
         await async_wait_for(lambda: seen["task_end"] >= 1, 30, "the task to end")
 
         lines = [strip.text.rstrip() for strip in log.lines]
-        assert seen["bytes"] > FLOOD // 2, f"only {seen['bytes']} bytes reached the console"
+        # The stream keeps at most EVENT_LOG_MAX_BYTES (issue 13): what a console slower
+        # than the flood could not read in time is reported as a gap, not kept for it.
+        assert seen["bytes"] > EVENT_LOG_MAX_BYTES // 2, f"only {seen['bytes']} bytes arrived"
         assert any(line.startswith("◀ os.exec exit 0") for line in lines), lines[-5:]
         assert len(log.lines) <= SCROLLBACK
         assert peak_lines <= SCROLLBACK

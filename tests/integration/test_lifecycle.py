@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -45,22 +44,32 @@ def test_sigterm_mid_task_gives_the_item_back_and_the_restart_runs_it(
     assert last["task_id"] == first_try[-1]["task_id"]  # the same item, run to the end
 
 
-def test_agent_stops_when_redis_hangs_longer_than_the_lock_ttl(
-    start_agent: AgentFactory, own_redis: Any, tmp_path: Path
+def test_a_redis_hung_longer_than_the_lock_ttl_pauses_writes_but_stops_nothing(
+    start_agent: AgentFactory, own_redis: Any, bus: Bus, tmp_path: Path
 ) -> None:
-    """A frozen Redis (not a closed one) must not let a process keep working unlocked."""
+    """A frozen Redis (not a closed one) is no proof that another process took over.
+
+    Past the TTL minus the margin the agent cannot confirm its lock, so it writes
+    nothing durable and says so; it goes on running, and once Redis answers it keeps
+    its lock (or takes it again if Redis let it expire and nobody else took it) and serves.
+    """
     agent = start_agent("hang/zeus")
     assert own_redis.proc is not None
     own_redis.proc.send_signal(signal.SIGSTOP)
-    started = time.monotonic()
     try:
-        code = agent.wait_exit(timeout=20)
+        wait_for(
+            lambda: "could not confirm the instance lock" in agent.stderr(),
+            15,
+            "the agent to notice it cannot confirm its lock",
+        )
+        assert agent.running(), agent.stderr()
     finally:
         with contextlib.suppress(ProcessLookupError):
             own_redis.proc.send_signal(signal.SIGCONT)
-    assert code == 14, agent.stderr()
-    assert "instance lock" in agent.stderr()
-    assert time.monotonic() - started < 15
+    entry = wait_for(lambda: bus.serving("hang/zeus", agent.pid), 20, "the agent to serve again")
+    assert entry["fence"] in (1, 2)  # kept, or taken again after it expired: one instance
+    assert agent.running()
+    assert agent.terminate() == 0
 
 
 def test_tail_of_an_unknown_agent_is_an_error(own_redis: Any) -> None:

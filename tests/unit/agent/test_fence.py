@@ -28,7 +28,7 @@ class Lease:
         return self.expired
 
 
-def test_the_fence_refuses_once_the_lease_may_have_lapsed_and_stays_shut() -> None:
+def test_the_fence_refuses_while_the_lease_is_unconfirmed_and_for_good_once_lost() -> None:
     lease = Lease()
     fence = WriteFence(lease, "p/zeus")
     fence("the history")  # fine while the lease is fresh
@@ -37,13 +37,22 @@ def test_the_fence_refuses_once_the_lease_may_have_lapsed_and_stays_shut() -> No
     with pytest.raises(LockLost) as refused:
         fence("the history")
     assert "refusing to write the history" in refused.value.message
+    assert "could not confirm" in refused.value.message
     assert refused.value.detail == {"agent": "p/zeus", "fence": 7, "write": "the history"}
+    assert not fence.open and not fence.lost
 
-    # A refresh that succeeds later does not reopen it: a successor may be writing.
-    lease.expired = False
-    with pytest.raises(LockLost):
+    # Unconfirmed is no proof of a loss (issue 13): once Redis confirms the lock (kept,
+    # or taken again under a higher fence), writes go through again...
+    lease.expired, lease.fence = False, 8
+    fence("the queue")
+    assert fence.open
+
+    # ...but once another process is known to hold it, never again.
+    fence.mark_lost()
+    with pytest.raises(LockLost) as lost:
         fence("the queue")
-    assert fence.lost and fence.refused == 2
+    assert "has lost its instance lock (fence 8)" in lost.value.message
+    assert fence.lost and not fence.open and fence.refused == 2
 
 
 def test_every_store_writes_nothing_once_fenced(tmp_path: Path) -> None:

@@ -91,7 +91,7 @@ BAD_URLS = [
     "http://localhost:6379",
     "tcp://127.0.0.1:6379",
     "localhost:6379",
-    "redis+sentinel://localhost:26379/0",
+    "redis+shard://localhost:26379/0",  # Cluster and Sentinel have their own: cluster.py
     "file:///tmp/redis.sock",
 ]
 

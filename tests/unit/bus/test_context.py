@@ -230,7 +230,7 @@ async def test_a_notice_is_published_for_each_post(
     client: aioredis.Redis, keys: Keys, store: ContextStore
 ) -> None:
     pubsub = client.pubsub()
-    await pubsub.subscribe(keys.context_channel)
+    await pubsub.subscribe(keys.context_global_channel)
     try:
         item = await store.post(
             "proj",
@@ -248,7 +248,7 @@ async def test_a_notice_is_published_for_each_post(
         await pubsub.aclose()
 
     assert message is not None, "no notice arrived"
-    assert message["channel"] == keys.context_channel.encode()
+    assert message["channel"] == keys.context_global_channel.encode()
     notice = unpack(message["data"])
     assert notice == {
         "v": 1,

@@ -208,9 +208,10 @@ async def test_coalescer_joins_chunks_into_frames_without_splitting_utf8() -> No
 async def test_coalescer_flushes_at_size_limit() -> None:
     frames: list[dict[str, Any]] = []
     co = Coalescer(frames.append, window=10, max_bytes=100)
-    co.feed(b"word " * 50)
-    assert frames and len(frames[0]["text"]) == 250
+    co.feed(b"word " * 50)  # one read larger than a frame: frames of at most 100 bytes
+    assert [len(f["text"]) for f in frames] == [100, 100]  # the rest waits for more
     co.close()
+    assert [len(f["text"]) for f in frames] == [100, 100, 50]
 
 
 async def test_a_word_streamed_in_pieces_reaches_one_frame_whole() -> None:
@@ -307,8 +308,8 @@ FORGED = "999999999999-0"
 async def any_client(
     request: pytest.FixtureRequest, namespace: str
 ) -> AsyncIterator[tuple[aioredis.Redis, Keys]]:
-    """A client of the default Redis 6.2 and of Valkey 9, whose streams differ (XSETID)."""
-    name = "redis_server" if request.param == "redis-6.2" else "valkey_server"
+    """A client of Redis 6.2 and of Valkey 9, whose streams differ (XSETID)."""
+    name = "redis6_server" if request.param == "redis-6.2" else "valkey_server"
     server = request.getfixturevalue(name)
     c = make_client(RedisTarget(server.url, "test", namespace=namespace))
     yield c, Keys(namespace)
@@ -448,6 +449,10 @@ async def test_a_key_of_another_type_does_not_stop_the_publisher(
     assert bodies[1]["code"] == "events.forged" and "(a string)" in bodies[1]["msg"]
 
 
+CAP = 1 << 30
+"""A byte cap the append script never reaches in these tests (and no lock to check)."""
+
+
 async def test_a_batch_written_twice_after_a_lost_reply_is_not_taken_for_a_forgery(
     any_client: tuple[aioredis.Redis, Keys],
 ) -> None:
@@ -457,11 +462,17 @@ async def test_a_batch_written_twice_after_a_lost_reply_is_not_taken_for_a_forge
     await publish(pub, "x", "y", "z")
     await pub.aclose()
     script = client.register_script(events_module._APPEND_LUA)
-    stream_keys = [keys.events(AGENT), keys.fence(AGENT), keys.events_scratch(AGENT)]
+    stream_keys = [
+        keys.events(AGENT),
+        keys.fence(AGENT),
+        keys.events_scratch(AGENT),
+        keys.events_bytes(AGENT),
+        keys.lock(AGENT),
+    ]
     batch = [4, pack({"agent": AGENT, "offset": 4}), 5, pack({"agent": AGENT, "offset": 5})]
-    first = await script(keys=stream_keys, args=[1000, 0, 3, *batch])
+    first = await script(keys=stream_keys, args=[1000, 0, 3, CAP, "", *batch])
     # The reply was lost: the same batch again, still believing 3 is the newest written.
-    again = await script(keys=stream_keys, args=[1000, 0, 3, *batch])
+    again = await script(keys=stream_keys, args=[1000, 0, 3, CAP, "", *batch])
     assert first == [0, 0, 0, b"", b""]
     assert again == [0, 2, 0, b"", b""]  # both already there: skipped, nothing foreign
     assert await stream_ids(client, keys) == [f"{n}-0" for n in range(1, 6)]
@@ -522,14 +533,21 @@ async def test_a_lost_reply_never_makes_the_publisher_delete_its_own_entries(
 ) -> None:
     client, keys = any_client
     script = client.register_script(events_module._APPEND_LUA)
-    stream_keys = [keys.events(AGENT), keys.fence(AGENT), keys.events_scratch(AGENT)]
+    stream_keys = [
+        keys.events(AGENT),
+        keys.fence(AGENT),
+        keys.events_scratch(AGENT),
+        keys.events_bytes(AGENT),
+        keys.lock(AGENT),
+    ]
 
     def batch(offsets: range) -> list[Any]:
         return [x for n in offsets for x in (n, pack({"agent": AGENT, "offset": n}))]
 
     # 1..10 went out but the reply was lost; meanwhile 1..3 fell out of the buffer.
-    assert (await script(keys=stream_keys, args=[1000, 0, 0, *batch(range(1, 11))]))[0] == 0
-    again = await script(keys=stream_keys, args=[1000, 0, 10, *batch(range(4, 13))])
+    first = await script(keys=stream_keys, args=[1000, 0, 0, CAP, "", *batch(range(1, 11))])
+    assert first[0] == 0
+    again = await script(keys=stream_keys, args=[1000, 0, 10, CAP, "", *batch(range(4, 13))])
     assert again[:3] == [0, 7, 0]  # 4..10 already there; nothing taken for a stranger's
     assert await stream_ids(client, keys) == [f"{n}-0" for n in range(1, 13)]
 

@@ -436,7 +436,7 @@ async def test_registry_lists_and_marks_disconnected(
     keys = Keys(target.namespace)
     hb = Heartbeat(client, keys, AgentEntry(id=AGENT, name="zeus", project="proj", state="idle"))
     pubsub = client.pubsub()
-    await pubsub.subscribe(keys.registry_channel)
+    await pubsub.subscribe(keys.registry_channel("proj"))
     await pubsub.get_message(timeout=1)
     await hb.beat()
     joined = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1)
@@ -445,14 +445,14 @@ async def test_registry_lists_and_marks_disconnected(
     assert [(v.id, v.state, v.connected) for v in views] == [(AGENT, "idle", True)]
     # Age the heartbeat past the TTL: the agent shows as disconnected.
     sec, _ = await client.time()
-    await client.hset(keys.heartbeats, AGENT, (sec - 30) * 1000)
+    await client.hset(keys.heartbeats("proj"), AGENT, (sec - 30) * 1000)
     (view,) = await Registry(client, keys).list()
     assert view.state == "disconnected"
     await hb.grace(5)
     (view,) = await Registry(client, keys).list()
     assert view.state == "restarting"
     # After two minutes it disappears.
-    await client.hset(keys.heartbeats, AGENT, (sec - 200) * 1000)
+    await client.hset(keys.heartbeats("proj"), AGENT, (sec - 200) * 1000)
     assert await Registry(client, keys).list() == []
     await hb.beat()
     await hb.leave()

@@ -120,7 +120,7 @@ async def test_a_silent_agent_reads_disconnected_with_the_time_it_was_last_seen(
 ) -> None:
     await join(client, keys, "proj/zeus", state="idle")
     sec, _ = await client.time()
-    await client.hset(keys.heartbeats, "proj/zeus", (int(sec) - 30) * 1000)
+    await client.hset(keys.heartbeats("proj"), "proj/zeus", (int(sec) - 30) * 1000)
 
     doc = (await build_snapshot(client, keys)).to_json()
 

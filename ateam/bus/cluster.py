@@ -1,0 +1,275 @@
+"""Redis Cluster and Sentinel: their URLs, their clients, and keys grouped by slot.
+
+Two URL forms name a topology rather than one server (``rediss+…`` for TLS)::
+
+    redis+cluster://[user:password@]host:port[,host:port…]
+    redis+sentinel://[user:password@]host:port[,host:port…]/MASTER_NAME[/DB]
+
+A **Cluster** URL lists seed nodes; redis-py's asyncio cluster client learns the rest
+and follows ``MOVED``/``ASK``. ateam keeps every multi-key operation inside one slot
+(each project's keys share the hash tag ``{<project>}``, see :mod:`ateam.bus.keys`); the
+reads that span agents of several projects (the event tail's ``XREAD``) are split by
+slot with :func:`group_by_slot`. Classic ``PUBLISH`` reaches subscribers on every node,
+so pub/sub works unchanged through the cluster client's pub/sub.
+
+A **Sentinel** URL lists Sentinels and names the monitored master; the client asks a
+Sentinel for the master at each (re)connection, so after a failover the next attempt
+of ateam's usual reconnection lands on the promoted replica.
+
+Both clients are handed out typed as :class:`redis.asyncio.Redis`: the Sentinel one is
+one, and the Cluster one answers the same command methods (the few places that differ
+ask :func:`is_cluster`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, ClusterPubSub, RedisCluster
+from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
+from redis.commands.core import ManagementCommands, PubSubCommands
+from redis.crc import key_slot
+
+from ateam.bus._tls import tls_options
+from ateam.errors import UsageError
+
+__all__ = [
+    "TOPOLOGY_SCHEMES",
+    "Topology",
+    "group_by_slot",
+    "is_cluster",
+    "make_topology_client",
+    "parse_topology",
+]
+
+T = TypeVar("T")
+
+_CLUSTER = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+_SENTINEL = {"redis+sentinel": "redis", "rediss+sentinel": "rediss"}
+TOPOLOGY_SCHEMES = (*_CLUSTER, *_SENTINEL)
+"""URL schemes that name a Cluster or a Sentinel-watched master."""
+
+_SENTINEL_QUERY = ("sentinel_username", "sentinel_password")
+"""Credentials of the Sentinels themselves, when they require their own."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A Cluster or Sentinel URL, taken apart."""
+
+    kind: str
+    """``cluster`` or ``sentinel``."""
+    scheme: str
+    """The single-server scheme it stands on: ``redis`` or ``rediss`` (TLS)."""
+    nodes: tuple[tuple[str, int], ...]
+    """Cluster seed nodes, or the Sentinels."""
+    master: str | None = None
+    """The Sentinel's name of the master (Sentinel only)."""
+    db: int = 0
+    username: str | None = None
+    password: str | None = dataclasses.field(default=None, repr=False)
+    query: tuple[tuple[str, str], ...] = ()
+
+    def node_url(self) -> str:
+        """A single-server URL of the first node with the same query (for TLS options)."""
+        host, port = self.nodes[0]
+        query = "&".join(f"{k}={v}" for k, v in self.query)
+        return f"{self.scheme}://{host}:{port}/" + (f"?{query}" if query else "")
+
+
+def parse_topology(url: str) -> Topology | None:
+    """The topology a URL names, or ``None`` for a single-server URL.
+
+    Raises:
+        UsageError: a Cluster or Sentinel URL that lacks its nodes or master name, or
+            whose ports or database are not numbers.
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme
+    if scheme not in TOPOLOGY_SCHEMES:
+        return None
+    kind = "cluster" if scheme in _CLUSTER else "sentinel"
+    netloc = parts.netloc.rpartition("@")[2]
+    nodes = tuple(_node(spec, url) for spec in netloc.split(",") if spec)
+    if not nodes:
+        raise UsageError(f"a {scheme}:// URL needs at least one host:port: {_shown(url)}")
+    path = [segment for segment in parts.path.split("/") if segment]
+    master: str | None = None
+    if kind == "sentinel":
+        if not path:
+            raise UsageError(
+                f"a {scheme}:// URL names the master after the Sentinels: "
+                f"{scheme}://host:port/MASTER_NAME (got {_shown(url)})"
+            )
+        master, path = unquote(path[0]), path[1:]
+    if len(path) > 1 or (path and not path[0].isdigit()):
+        raise UsageError(f"unexpected path in {_shown(url)}")
+    db = int(path[0]) if path else 0
+    if kind == "cluster" and db:
+        raise UsageError(f"Redis Cluster has database 0 only: {_shown(url)}")
+    return Topology(
+        kind=kind,
+        scheme=_CLUSTER.get(scheme) or _SENTINEL[scheme],
+        nodes=nodes,
+        master=master,
+        db=db,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+        query=tuple(parse_qsl(parts.query)),
+    )
+
+
+def _node(spec: str, url: str) -> tuple[str, int]:
+    host, colon, port = spec.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise UsageError(f"expected host:port, got {spec!r} in {_shown(url)}")
+    return host.strip("[]"), int(port)
+
+
+def _shown(url: str) -> str:
+    """The URL without its credentials, for an error message."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
+def make_topology_client(target: Any, options: dict[str, Any]) -> aioredis.Redis | None:
+    """A client for a Cluster or Sentinel ``target``; ``None`` for a single-server URL.
+
+    Args:
+        target: the :class:`~ateam.bus.connection.RedisTarget` (duck-typed: this module
+            sits under :mod:`ateam.bus.connection`).
+        options: the connection options a single server would get (timeouts, pool size,
+            credentials from ``tools.yaml``); credentials in the URL win.
+    """
+    topology = parse_topology(target.url)
+    if topology is None:
+        return None
+    kwargs = dict(options)
+    if topology.username:
+        kwargs["username"] = topology.username
+    if topology.password:
+        kwargs["password"] = topology.password
+    if topology.scheme == "rediss":
+        kwargs.update(tls_options(dataclasses.replace(target, url=topology.node_url())))
+        kwargs["ssl"] = True
+    if topology.kind == "cluster":
+        return _cluster_client(topology, kwargs)
+    return _sentinel_client(topology, kwargs)
+
+
+class _Pipeline(ClusterPipeline):
+    """redis-py blocks ``PUBLISH`` and ``TIME`` in cluster pipelines; Redis does not.
+
+    A ``PUBLISH`` reaches the subscribers of every node whichever node runs it, and is
+    routed by its channel's slot (a project's channels carry the project's hash tag, so
+    inside a project's transaction it stays in the transaction's slot). ``TIME`` goes to
+    the cluster's default node (the first master of the slot map, the same for every
+    client while it lives), as a plain ``client.time()`` does, so heartbeat stamps and
+    the ages computed from them read one clock.
+    """
+
+    publish = PubSubCommands.publish
+    time = ManagementCommands.time
+
+
+class _Cluster(RedisCluster):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # INFO asks every node (answers keyed by node): the eviction guard must see the
+        # policy of each master, not of whichever one is the default.
+        self.command_flags["INFO"] = self.ALL_NODES
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
+        if shard_hint:
+            return super().pipeline(transaction, shard_hint)  # refused there, as it should be
+        return _Pipeline(self, transaction)  # type: ignore[abstract]  # typing quirk
+
+    def pubsub(self, node: Any = None, host: Any = None, port: Any = None, **kwargs: Any) -> Any:
+        return _PubSub(self, node=node, host=host, port=port, **kwargs)
+
+
+class _PubSub(ClusterPubSub):
+    """Pub/sub that learns the cluster's slots first, if nothing else has yet.
+
+    redis-py picks the node of a subscription from its slot map, which is empty until
+    a first command: a process whose first act is to subscribe would fail (KeyError).
+    """
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        if self.connection is None and self.connection_pool is None:
+            await self.cluster.initialize()
+        return await super().execute_command(*args, **kwargs)
+
+
+def _cluster_client(topology: Topology, kwargs: dict[str, Any]) -> aioredis.Redis:
+    # One pool per node; the single-server default (1000) is per node too.
+    kwargs.pop("db", None)
+    client = _Cluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in topology.nodes], **kwargs
+    )
+    return cast(aioredis.Redis, client)
+
+
+class _SentinelMaster(aioredis.Redis):
+    """The master's client, which also closes its connections to the Sentinels."""
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        try:
+            await super().aclose(close_connection_pool)
+        finally:
+            await self.connection_pool.sentinel_manager.aclose()  # type: ignore[attr-defined]
+
+
+class _Sentinel(Sentinel):
+    """Sentinels whose "no master" says so in one line (redis-py's lists every client)."""
+
+    async def discover_master(self, service_name: str) -> Any:
+        try:
+            return await super().discover_master(service_name)
+        except MasterNotFoundError as exc:
+            where = ", ".join(
+                f"{s.connection_pool.connection_kwargs['host']}:"
+                f"{s.connection_pool.connection_kwargs['port']}"
+                for s in self.sentinels
+            )
+            raise MasterNotFoundError(
+                f"no Sentinel ({where}) named a master {service_name!r}: unreachable, "
+                "or not monitoring that name"
+            ) from exc
+
+
+def _sentinel_client(topology: Topology, kwargs: dict[str, Any]) -> aioredis.Redis:
+    query = dict(topology.query)
+    sentinel_kwargs = {k: v for k, v in kwargs.items() if k.startswith(("socket_", "ssl"))}
+    for name in _SENTINEL_QUERY:
+        if query.get(name):
+            sentinel_kwargs[name.removeprefix("sentinel_")] = query[name]
+    sentinel = _Sentinel(  # type: ignore[no-untyped-call]
+        list(topology.nodes), sentinel_kwargs=sentinel_kwargs, **kwargs
+    )
+    assert topology.master is not None
+    client = sentinel.master_for(topology.master, redis_class=_SentinelMaster, db=topology.db)
+    return cast(aioredis.Redis, client)
+
+
+def is_cluster(client: object) -> bool:
+    """Whether ``client`` talks to a Redis Cluster (commands are routed by slot)."""
+    return isinstance(client, RedisCluster)
+
+
+def group_by_slot(items: Iterable[T], key: Callable[[T], str]) -> list[list[T]]:
+    """``items`` in groups whose ``key`` share a Cluster slot, in first-seen order.
+
+    A multi-key command (``XREAD`` of several streams, a transaction) sent per group
+    never crosses slots; on a single server the grouping is harmless.
+    """
+    groups: dict[int, list[T]] = {}
+    for item in items:
+        groups.setdefault(key_slot(key(item).encode()), []).append(item)
+    return list(groups.values())
