@@ -469,7 +469,7 @@ def build_parts(
     # from a Redis that lost the lock (take it again).
     events.lock_value = lock.value
     events.on_fence_doubt = upkeep.fence_doubted
-    events.on_refused = functools.partial(_refused, status)
+    events.on_refused = upkeep.on_refused = functools.partial(_refused, status)
     team.on_blocking = worker.wake  # a blocking item wakes an idle worker to take it
     puller.on_news = worker.wake  # so does news on the board, when it takes tasks
 

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -32,6 +33,7 @@ from ateam.agent.status import AgentStatus
 from ateam.agent.usage import UsageLedger
 from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.board import TaskBoard
+from ateam.bus.connection import bus_error
 from ateam.bus.events import EventType
 from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock, Renewal
@@ -43,7 +45,7 @@ from ateam.constants import (
     HEARTBEAT_INTERVAL_S,
     LOCK_SAFETY_MARGIN_S,
 )
-from ateam.errors import AteamError, LockLost
+from ateam.errors import AteamError, Code, LockLost
 
 __all__ = ["BusUpkeep"]
 
@@ -89,6 +91,8 @@ class BusUpkeep:
         always when nobody owns the agent, else only when the owner said so."""
         self.bus_connected = True
         self._usage_dirty = False
+        self.on_refused: Callable[[AteamError], None] | None = None
+        """Told of a refusal waiting will not cure (set by the composition root)."""
 
     async def current_owner(self) -> tuple[str, str] | None:
         """The owning session and its token's SHA-256 (``OwnerClaim``), or None.
@@ -146,6 +150,19 @@ class BusUpkeep:
                 return
             except CONNECTION_ERRORS as exc:  # TimeoutError is an OSError
                 log.warning("heartbeat failed: %s", exc or type(exc).__name__)
+                wait = min(backoff.next_delay(), HEARTBEAT_INTERVAL_S)
+                continue
+            except RedisError as exc:
+                # Refused, not unreachable (a full server, a replica after a failover, an
+                # ACL): the loop must live on, or the agent would serve unlocked. A
+                # permission will not come by waiting: that one stops the agent, finally.
+                refusal = bus_error(exc)
+                if refusal.code == Code.REDIS_NOPERM and self.on_refused is not None:
+                    self.on_refused(refusal)
+                    return
+                log.warning("heartbeat refused: %s", refusal.message)
+                with contextlib.suppress(Exception):
+                    await self._client.connection_pool.disconnect()  # a READONLY link
                 wait = min(backoff.next_delay(), HEARTBEAT_INTERVAL_S)
                 continue
             changed = False

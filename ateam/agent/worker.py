@@ -59,6 +59,9 @@ from ateam.redact import Redactor
 
 __all__ = ["Queued", "Worker"]
 
+LOCK_CONFIRM_POLL_S = 0.25
+"""How often a worker paused by an unconfirmed lock looks whether it may write again."""
+
 log = logging.getLogger(__name__)
 
 
@@ -184,8 +187,14 @@ class Worker:
             except asyncio.CancelledError:
                 raise
             except LockLost as exc:  # a write was fenced off: no crash, no restart here
-                status.lock_lost(exc.message)
-                return
+                if self._write_fence.lost:  # evidence of another instance: stop
+                    status.lock_lost(exc.message)
+                    return
+                # Unconfirmed, not lost: Redis has been out of reach longer than the
+                # lock's margin. Nothing was written; once the upkeep confirms or takes
+                # the lock again, the item in progress is taken up where its turns end.
+                log.warning("work paused until the lock is confirmed: %s", exc.message)
+                await self._until_confirmed()
             except Exception as exc:
                 now = time.monotonic()
                 log.exception("worker crashed")
@@ -196,6 +205,14 @@ class Worker:
                     return
                 last_crash = now
                 await asyncio.sleep(WORKER_RESTART_DELAY_S)
+
+    async def _until_confirmed(self) -> None:
+        """Until the write fence opens again (the lock confirmed) or the agent stops."""
+        status, fence = self._status, self._write_fence
+        # Polled: the fence opens on the upkeep's clock and has no event to wait on; this
+        # runs only while Redis is out of reach, four times a second.
+        while not (fence.open or fence.lost or status.stop.is_set()):  # noqa: ASYNC110
+            await asyncio.sleep(LOCK_CONFIRM_POLL_S)
 
     async def _work_loop(self) -> None:
         while not self._status.stop.is_set():
@@ -446,7 +463,10 @@ class Worker:
         except WorkerStalled as exc:
             self._events.emit(EventType.WARN, msg=exc.message, code=exc.code)
         except LockLost as exc:
-            self._status.lock_lost(exc.message)
+            if self._write_fence.lost:
+                self._status.lock_lost(exc.message)
+            else:  # unconfirmed: this step is skipped; the next task waits for the lock
+                log.warning("%s skipped: %s", name, exc.message)
         except Exception as exc:
             log.exception("%s failed", name)
             self._events.emit(

@@ -148,6 +148,8 @@ class Registry:
                     entry = AgentEntry.from_wire(unpack(raw))
                 except (BadRequest, TypeError):
                     continue
+                if entry.project != project or entry.id != f"{project}/{entry.name}":
+                    continue  # not this project's (a foreign writer): keys would be wrong
                 age = (now_ms - int(beats.get(raw_id, 0))) / 1000
                 if age > DISCONNECTED_SHOWN_S:
                     expired.setdefault(project, []).append(raw_id)
@@ -221,7 +223,7 @@ class Heartbeat:
             # Consoles list projects from this set, and subscribe to a new one's channels
             # when it is announced (a restarted Redis lost both: re-said on every join).
             pipe.sadd(self._keys.projects, project)
-            pipe.publish(self._keys.projects_channel, pack({"project": project, "agent": agent}))
+            pipe.publish(self._keys.projects_channel, pack({"project": project}))
         await pipe.execute()
         self._joined = True
 

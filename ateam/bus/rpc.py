@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.codec import pack, unpack
@@ -175,6 +176,12 @@ class RpcServer:
                 # Requests first: BLPOP takes from the first non-empty list it is given.
                 popped = await self._client.blpop([key, self._wake], timeout=0.5)
             except CONNECTION_ERRORS:
+                await asyncio.sleep(backoff.next_delay())
+                continue
+            except RedisError as exc:
+                # Refused (a replica after a failover, an ACL): keep serving once it
+                # passes, never end silently while the agent lives on.
+                log.warning("rpc: request read refused: %s", exc)
                 await asyncio.sleep(backoff.next_delay())
                 continue
             backoff.reset()

@@ -125,7 +125,7 @@ class Notices:
         """A project's first agent joined: hear the project too, if this user may."""
         try:
             body = unpack(data)
-            project, agent = str(body["project"]), str(body.get("agent", ""))
+            project = str(body["project"])
         except (BadRequest, KeyError, TypeError):
             return None
         if project in self.projects or not await self._registry.visible((project,)):
@@ -135,8 +135,8 @@ class Notices:
         await self._pubsub.subscribe(*kinds)
         self._kinds.update(kinds)
         self.projects.add(project)
-        # Its join was published before we listened: report it from the announcement.
-        return Notice(NoticeKind.REGISTRY, "join", agent, body) if agent else None
+        # Its first join was published before we listened: have the registry read again.
+        return Notice(NoticeKind.REGISTRY, "update", "", body)
 
     async def __aiter__(self) -> AsyncIterator[Notice]:
         backoff = Backoff()

@@ -53,6 +53,19 @@ async def test_a_partition_longer_than_the_lock_ttl_neither_stops_nor_doubles_th
     with TcpProxy("127.0.0.1", own_redis.port) as proxy:
         agent = start_agent(AGENT, cwd=root, redis_url=proxy.url)
         fence = int(bus.client.get(KEYS.fence(AGENT)) or 0)  # type: ignore[arg-type]
+        # Busy when the partition starts: a task of ~15 s (300 words at 50 ms) that has to
+        # record its turn while the lock cannot be confirmed.
+        client = make_client(RedisTarget(own_redis.url, "test"))
+        owner = Ownership(client, KEYS, "test:partition")
+        await owner.acquire(AGENT)
+        rpc = RpcClient(client, KEYS, caller="test:partition", auth=owner.token)
+        long_text = " ".join(f"w{i}" for i in range(300))
+        busy = (await rpc.call(AGENT, "input", {"text": long_text}, timeout=10))["id"]
+        await async_wait_for(
+            lambda: any(b.get("type") == "task.start" for _, b in bus.events(AGENT)),
+            START_TIMEOUT_S,
+            "the long task to start",
+        )
 
         proxy.pause()
         began = time.monotonic()
@@ -73,12 +86,14 @@ async def test_a_partition_longer_than_the_lock_ttl_neither_stops_nor_doubles_th
         wait_serving(bus, agent)
         assert int(bus.client.get(KEYS.fence(AGENT)) or 0) == fence + 1  # type: ignore[arg-type]
 
+        # The task that was running when the partition began ends, in this process.
+        await async_wait_for(
+            lambda: busy in bus.task_ends(AGENT), START_TIMEOUT_S + 20, "the long task to end"
+        )
+        assert bus.task_ends(AGENT)[busy]["ok"] is True
         # It writes again (the queue's append is fenced): a task runs to its end.
-        client = make_client(RedisTarget(own_redis.url, "test"))
         try:
-            owner = Ownership(client, KEYS, "test:partition")
             await owner.acquire(AGENT)
-            rpc = RpcClient(client, KEYS, caller="test:partition", auth=owner.token)
             item = (await rpc.call(AGENT, "input", {"text": "after the partition"}, timeout=10))[
                 "id"
             ]
