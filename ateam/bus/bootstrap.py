@@ -19,7 +19,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ateam.bus.codec import pack, unpack
-from ateam.bus.keys import Keys
+from ateam.bus.keys import Keys, split_agent
 from ateam.errors import BadRequest, BootstrapRefused
 from ateam.redact import Redactor
 
@@ -70,12 +70,13 @@ async def issue(
     token = secrets.token_hex(TOKEN_BYTES)
     clean = Redactor().redact_obj(spec)
     record = pack({"agent_id": agent_id, "spec": clean, "issued_at": time.time()})
-    await client.set(keys.bootstrap(token_hash(token)), record, px=max(1, int(ttl_s * 1000)))
+    key = keys.bootstrap(split_agent(agent_id)[0], token_hash(token))
+    await client.set(key, record, px=max(1, int(ttl_s * 1000)))
     return token
 
 
 async def redeem(
-    client: aioredis.Redis, keys: Keys, token: str, *, agent_id: str | None = None
+    client: aioredis.Redis, keys: Keys, token: str, *, agent_id: str
 ) -> dict[str, Any]:
     """Use up ``token`` and return its record ``{agent_id, spec, issued_at}``.
 
@@ -93,7 +94,9 @@ async def redeem(
         BootstrapRefused: the token is unknown, expired, already used, malformed in
             Redis, or was issued for another agent.
     """
-    raw = await client.eval(_TAKE, 1, keys.bootstrap(token_hash(token)))
+    # The token lives under its project's prefix: a token of another project is unknown
+    # here (and a project's Redis user can redeem only its own project's tokens).
+    raw = await client.eval(_TAKE, 1, keys.bootstrap(split_agent(agent_id)[0], token_hash(token)))
     if raw is None:
         raise BootstrapRefused("bootstrap token refused: it is unknown, expired or already used")
     try:
@@ -103,7 +106,7 @@ async def redeem(
     issued_for = record.get("agent_id")
     if not isinstance(issued_for, str) or not isinstance(record.get("spec", {}), dict):
         raise BootstrapRefused("bootstrap token refused: its record is malformed")
-    if agent_id is not None and issued_for != agent_id:
+    if issued_for != agent_id:
         raise BootstrapRefused(
             f"bootstrap token refused: it was issued for {issued_for}, not {agent_id}"
         )

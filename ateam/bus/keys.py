@@ -12,8 +12,8 @@ Every key and channel of a project lives under the project's own prefix,
 
 Team-wide names are few and carry nothing a project keeps private: the set of project
 names (so a console can find the projects it may see), the global-scope context items
-(meant for every project), the per-session console channels, one-time bootstrap tokens
-and the session snapshot's writer seats.
+(meant for every project), the per-session console channels and the session snapshot's
+writer seats.
 
 Agent ids are ``project/name``; a per-agent key is ``{ns}p:{<project>}:<kind>:<name>``.
 """
@@ -64,17 +64,17 @@ class Keys:
         """Pub/sub channel announcing a project's first agent (``{project}``)."""
         return f"{self.ns}projects:events"
 
-    def bootstrap(self, token_hash: str) -> str:
-        """A one-time bootstrap token, named by the SHA-256 hex digest of the token.
+    def console_channel(self, session: str) -> str:
+        """Pub/sub channel that reaches one console session (ownership notices)."""
+        return f"{self.ns}console:{session}"
+
+    def bootstrap(self, project: str, token_hash: str) -> str:
+        """A one-time bootstrap token of one project, named by the token's SHA-256 hex.
 
         The token itself is never stored: whoever can read Redis learns only the hash,
         which cannot be presented in the token's place (SPEC §11).
         """
-        return f"{self.ns}bootstrap:{token_hash}"
-
-    def console_channel(self, session: str) -> str:
-        """Pub/sub channel that reaches one console session (ownership notices)."""
-        return f"{self.ns}console:{session}"
+        return f"{self.project_prefix(project)}bootstrap:{token_hash}"
 
     # registry (per project) --------------------------------------------------------
     def registry(self, project: str) -> str:

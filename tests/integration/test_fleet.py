@@ -143,7 +143,7 @@ def form_field(name: str, value: str) -> Callable[[str], bool]:
 
 
 def bootstrap_keys(bus: Bus) -> list[bytes]:
-    return list(bus.client.scan_iter(match="ateam:bootstrap:*"))
+    return list(bus.client.scan_iter(match="ateam:p:*:bootstrap:*"))
 
 
 # --- /stop --------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ async def test_only_the_hash_is_stored_with_a_five_minute_ttl(
     assert len(bytes.fromhex(token)) == 32
     stored = await namespace_dump(client, keys)
     assert stored == [
-        keys.bootstrap(hashlib.sha256(token.encode()).hexdigest()).encode(),
+        keys.bootstrap("p", hashlib.sha256(token.encode()).hexdigest()).encode(),
         stored[1],
     ]
     assert not any(token.encode() in item for item in stored)
@@ -50,7 +50,7 @@ async def test_only_the_hash_is_stored_with_a_five_minute_ttl(
     assert record["agent_id"] == "p/ares"
     assert record["spec"] == {"model": "echo"}
     assert abs(record["issued_at"] - time.time()) < 60
-    ttl = await client.pttl(keys.bootstrap(token_hash(token)))
+    ttl = await client.pttl(keys.bootstrap("p", token_hash(token)))
     assert TOKEN_TTL_S * 1000 - 5000 < ttl <= TOKEN_TTL_S * 1000
 
 
@@ -83,7 +83,8 @@ async def test_two_racing_redemptions_admit_exactly_one(client: aioredis.Redis, 
     token = await issue(client, keys, agent_id="p/ares", spec={})
 
     results = await asyncio.gather(
-        *(redeem(client, keys, token) for _ in range(10)), return_exceptions=True
+        *(redeem(client, keys, token, agent_id="p/ares") for _ in range(10)),
+        return_exceptions=True,
     )
 
     assert sum(isinstance(r, dict) for r in results) == 1
@@ -92,7 +93,7 @@ async def test_two_racing_redemptions_admit_exactly_one(client: aioredis.Redis, 
 
 async def test_an_expired_token_is_refused(client: aioredis.Redis, keys: Keys) -> None:
     token = await issue(client, keys, agent_id="p/ares", spec={}, ttl_s=0.2)
-    key = keys.bootstrap(token_hash(token))
+    key = keys.bootstrap("p", token_hash(token))
 
     async def expired() -> bool:
         return not await client.exists(key)
@@ -117,7 +118,7 @@ async def test_a_token_for_another_agent_is_refused_and_burnt(
 async def test_unknown_and_garbage_tokens_are_refused(client: aioredis.Redis, keys: Keys) -> None:
     for token in ("", "x" * 43, "not a token at all"):
         with pytest.raises(BootstrapRefused):
-            await redeem(client, keys, token)
+            await redeem(client, keys, token, agent_id="p/ares")
 
 
 def test_a_refused_token_has_its_own_code_and_agent_exit() -> None:
@@ -138,3 +139,14 @@ async def test_the_texts_a_token_carries_are_stored_redacted(
     assert not any(key.encode() in blob for blob in await namespace_dump(client, keys))
     redeemed = await redeem(client, keys, token, agent_id="p/ares")
     assert redeemed["spec"]["first_task"] == "deploy with ****"
+
+
+async def test_a_token_lives_in_its_projects_key_space(client: aioredis.Redis, keys: Keys) -> None:
+    token = await issue(client, keys, agent_id="p/ares", spec={})
+    assert await client.exists(keys.bootstrap("p", token_hash(token)))
+    assert keys.bootstrap("p", token_hash(token)).startswith(keys.project_prefix("p"))
+    # Presented under another project, it is not found there (a project's Redis user
+    # reaches its own project's tokens only) and stays for its own agent.
+    with pytest.raises(BootstrapRefused, match="unknown"):
+        await redeem(client, keys, token, agent_id="q/ares")
+    assert (await redeem(client, keys, token, agent_id="p/ares"))["agent_id"] == "p/ares"
