@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["pid_is_running"]
+__all__ = ["pid_is_running", "pid_is_stopped"]
 
 
 def pid_is_running(pid: int) -> bool:
@@ -22,3 +22,15 @@ def pid_is_running(pid: int) -> bool:
         return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return True
+
+
+def pid_is_stopped(pid: int) -> bool:
+    """Whether ``pid`` is frozen: stopped by a signal (SIGSTOP, ^Z) or by a debugger.
+
+    Where ``/proc`` does not say (not Linux), ``False``: the process counts as running.
+    """
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in {"T", "t"}

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import math
 import os
 import re
-import signal
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -1138,10 +1138,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_BROKEN_PIPE_EXIT = 128 + 13
+"""What a shell shows for a process that SIGPIPE ended: the reader of stdout left."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    if hasattr(signal, "SIGPIPE"):
-        # `ateam ps | head` should end quietly, like any Unix tool.
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGPIPE stays ignored (Python's default): restoring its default action would let a
+    # write to a Redis connection the server had just reset kill the process outright.
+    # A closed stdout (`ateam ps | head`) is a BrokenPipeError, ended quietly below.
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -1156,3 +1160,9 @@ def main(argv: list[str] | None = None) -> int:
         return cli_exit_code(exc)
     except KeyboardInterrupt:
         return Exit.INTERRUPTED
+    except BrokenPipeError:
+        # Whoever read stdout has gone, like `head`: end as quietly as a Unix tool, and
+        # keep Python from complaining when it flushes stdout at exit.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _BROKEN_PIPE_EXIT

@@ -7,6 +7,8 @@ Redis; these two fence what it writes to ``state/``:
   whole life of the process. A process that is frozen (SIGSTOP, a debugger, a swapped-out
   VM) keeps it, so a second instance on the same host cannot start on the same files
   until the first has exited; the kernel drops it when the holder dies, even by kill -9.
+  It is checked before the Redis lock, too: while a *running* process holds it, a new
+  instance refuses to start even if Redis lost (evicted) the lock key (issue 13).
 * :class:`WriteFence` — checked before every durable write (queue, history, summaries, usage,
   handoff, working context). While this process may have lost its Redis lock — no
   confirmation for the TTL minus a margin, on a clock that also counts time spent
@@ -30,11 +32,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
-from ateam._proc import pid_is_running
-from ateam.errors import LockLost
+from ateam._proc import pid_is_running, pid_is_stopped
+from ateam.errors import DuplicateInstance, LockLost
 
 __all__ = [
     "STATE_LOCK_FILE",
+    "STATE_LOCK_GRACE_S",
     "STATE_LOCK_WAIT_S",
     "Fenced",
     "StateDirLock",
@@ -43,6 +46,9 @@ __all__ = [
 ]
 
 STATE_LOCK_FILE = "instance.lock"
+STATE_LOCK_GRACE_S = 3.0
+"""How long a new instance gives a running holder of the state directory to exit (one
+on its way out) before it refuses to start as a duplicate."""
 STATE_LOCK_WAIT_S = 20.0
 """How long a new instance waits for a predecessor still holding the state directory:
 twice the lock TTL, time enough for a thawed one to notice its loss and exit. Past it
@@ -139,6 +145,34 @@ class StateDirLock:
         with contextlib.suppress(OSError, ValueError):
             return int(self.path.read_text(encoding="ascii").strip())
         return None
+
+    async def refuse_a_running_holder(self, *, grace_s: float) -> None:
+        """Before the Redis lock: take the directory, or refuse a running holder.
+
+        A process of this host that holds the directory and is running is the agent,
+        whatever Redis says: its lock key may have been evicted or lost, and taking the
+        identity over would stop the real agent for a second instance. One that is
+        frozen (stopped) is left for :meth:`acquire`, which replaces it through the
+        Redis lock. ``grace_s`` gives a holder on its way out time to exit.
+
+        Raises:
+            DuplicateInstance: a running process still holds the directory after
+                ``grace_s`` (exit 11, as when Redis's lock names another instance).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        while not self.try_acquire():
+            pid = self.holder()
+            if pid is None or pid_is_stopped(pid):
+                return
+            if loop.time() >= deadline:
+                raise DuplicateInstance(
+                    # The SPEC's wording, which scripts match, then the local evidence.
+                    f"Another instance of {self.agent} is already registered on this Redis "
+                    f"(pid {pid} on this host holds {self.path.parent})",
+                    detail={"agent": self.agent, "pid": pid},
+                )
+            await asyncio.sleep(0.1)
 
     async def acquire(
         self, *, wait_s: float, keep_alive: Callable[[], Awaitable[object]] | None = None

@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 from ateam._fs import Damage
 from ateam.agent.build import Parts, ReplRunner, build_parts
 from ateam.agent.control import TaskControl, cancel_quietly
-from ateam.agent.fence import STATE_LOCK_WAIT_S
+from ateam.agent.fence import STATE_LOCK_GRACE_S, STATE_LOCK_WAIT_S
 from ateam.agent.status import AgentState
 from ateam.agent.worker import Queued
 from ateam.bus.backoff import CONNECTION_ERRORS
@@ -186,8 +186,11 @@ class Agent:
         await ensure_reachable(self.client, self.target)
         # Before the lock: on a server that may evict it, the lock guarantees nothing.
         eviction_risk = await check_eviction(self.client, self.target)
-        await self.lock.acquire()
         self.config.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # The files speak first: a running instance here keeps them even when Redis
+        # lost its lock key (evicted, flushed), and must not be replaced by this one.
+        await parts.state_lock.refuse_a_running_holder(grace_s=STATE_LOCK_GRACE_S)
+        await self.lock.acquire()
         # The files too: a frozen predecessor on this host keeps them until it exits.
         await parts.state_lock.acquire(wait_s=STATE_LOCK_WAIT_S, keep_alive=self.lock.refresh)
         # Read under the state lock: a predecessor still saving its counts has exited.

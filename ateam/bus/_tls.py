@@ -15,6 +15,7 @@ its CA did not sign) is told apart from an unreachable one (:func:`tls_refusal`)
 
 from __future__ import annotations
 
+import errno
 import ssl
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,7 +29,7 @@ from ateam.errors import (
     UsageError,
 )
 
-__all__ = ["TLS_QUERY", "check_url", "tls_options", "tls_refusal"]
+__all__ = ["TLS_QUERY", "check_url", "tls_closed_early", "tls_options", "tls_refusal"]
 
 TLS_QUERY = {"ssl_ca_certs": "ca_file", "ssl_certfile": "cert_file", "ssl_keyfile": "key_file"}
 """URL query parameter -> the ``tools.yaml`` field of the same meaning."""
@@ -115,16 +116,41 @@ def tls_refusal(exc: BaseException, target: _TlsTarget, where: str) -> BusError 
             f"Redis at {where} refused our TLS client certificate (not signed by a CA it "
             f"trusts): {_first_line(chain)}"
         )
-    # TLS 1.3 checks the client's certificate after the handshake: the server's alert
-    # and its closing of the connection race, so the first command sees either.
-    closed = any(isinstance(e, ConnectionResetError | EOFError) for e in chain) or (
-        "CLOSED BY SERVER" in " ".join(str(e) for e in chain).upper()
-    )
+    closed = _closed(chain)
     if "CERTIFICATE_REQUIRED" in reasons or (closed and not has_cert):
         return TlsClientRefused(
             f"Redis at {where} requires a TLS client certificate and none was given"
         )
+    if closed:
+        return TlsClientRefused(
+            f"Redis at {where} refused our TLS client certificate (it closed every TLS "
+            f"connection: not signed by a CA it trusts?): {_first_line(chain)}"
+        )
     return None
+
+
+def tls_closed_early(exc: BaseException, target: _TlsTarget) -> bool:
+    """True when a TLS server closed the client's first connection without a reason.
+
+    That is how a server refusing the client's certificate (or the lack of one) may
+    answer under TLS 1.3, and also what a server restart or a dropped link looks like:
+    the caller tries once more before :func:`tls_refusal` calls it a refusal.
+    """
+    return urlsplit(target.url).scheme == "rediss" and _closed(_chain(exc))
+
+
+_CLOSED_ERRNOS = frozenset({errno.ECONNRESET, errno.EPIPE})
+
+
+def _closed(chain: list[BaseException]) -> bool:
+    # TLS 1.3 checks the client's certificate after the handshake: the server's alert
+    # and its closing of the connection race, so the first command sees either.
+    if any(isinstance(e, ConnectionResetError | BrokenPipeError | EOFError) for e in chain):
+        return True
+    # redis-py words some of them itself, keeping only the errno ("Error 32 connecting").
+    if any(getattr(e, "errno", None) in _CLOSED_ERRNOS for e in chain):
+        return True
+    return "CLOSED BY SERVER" in " ".join(str(e) for e in chain).upper()
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

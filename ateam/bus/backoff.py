@@ -8,10 +8,21 @@ from dataclasses import dataclass
 from ateam.constants import BACKOFF_INITIAL_S, BACKOFF_JITTER, BACKOFF_MAX_S, BACKOFF_WARN_AFTER
 
 CONNECTION_ERRORS: tuple[type[BaseException], ...]
-"""What "Redis went away" looks like from redis-py and the OS."""
+"""What "Redis went away" looks like from redis-py and the OS.
+
+Besides a lost link: a server still loading its data, and the passing states of a
+Cluster or a Sentinel-watched master (issue 13). ``CLUSTERDOWN`` (a master failed and
+its replica is not promoted yet, or a slot is being reassigned), ``MASTERDOWN``,
+``TRYAGAIN`` (a multi-key command during a slot migration), redis-py's "TTL exhausted"
+after too many redirections, and a Sentinel naming no master during a failover
+(``MasterNotFoundError``, a ``ConnectionError``) all pass by waiting: they are retried
+with backoff, never taken for a refusal or a crash. A cluster with no reachable node or
+uncovered slots reaches ateam as a ``ConnectionError`` too (see
+:class:`ateam.bus.cluster.ClusterUnavailable`).
+"""
 
 try:
-    from redis.exceptions import BusyLoadingError
+    from redis.exceptions import BusyLoadingError, ClusterError, TryAgainError
     from redis.exceptions import ConnectionError as _RedisConnectionError
     from redis.exceptions import TimeoutError as _RedisTimeoutError
 
@@ -19,6 +30,8 @@ try:
         _RedisConnectionError,
         _RedisTimeoutError,
         BusyLoadingError,
+        ClusterError,  # ClusterDownError, MasterDownError, "TTL exhausted"
+        TryAgainError,
         ConnectionError,
         OSError,
     )

@@ -16,15 +16,25 @@ A **Sentinel** URL lists Sentinels and names the monitored master; the client as
 Sentinel for the master at each (re)connection, so after a failover the next attempt
 of ateam's usual reconnection lands on the promoted replica.
 
+``tools.yaml`` may say ``transport.cluster: true`` beside a plain ``redis://host:port``
+URL instead: :func:`cluster_url` turns that into the Cluster URL it means.
+
 Both clients are handed out typed as :class:`redis.asyncio.Redis`: the Sentinel one is
 one, and the Cluster one answers the same command methods (the few places that differ
 ask :func:`is_cluster`).
+
+A Cluster that cannot serve for a while (no node answers, a slot has no master while
+a replica is promoted or slots move) raises :class:`ClusterUnavailable`, a redis-py
+``ConnectionError``: ateam's reconnecting loops wait it out like a lost link. What a
+server keeps to itself and does not replicate (``ACL SETUSER``) is run on every server
+of the set with :func:`on_every_node`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -34,16 +44,21 @@ from redis.asyncio.cluster import ClusterNode, ClusterPipeline, ClusterPubSub, R
 from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
 from redis.commands.core import ManagementCommands, PubSubCommands
 from redis.crc import key_slot
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException, SlotNotCoveredError
 
 from ateam.bus._tls import tls_options
 from ateam.errors import UsageError
 
 __all__ = [
     "TOPOLOGY_SCHEMES",
+    "ClusterUnavailable",
     "Topology",
+    "cluster_url",
     "group_by_slot",
     "is_cluster",
     "make_topology_client",
+    "on_every_node",
     "parse_topology",
 ]
 
@@ -124,6 +139,26 @@ def parse_topology(url: str) -> Topology | None:
     )
 
 
+def cluster_url(url: str) -> str:
+    """What a URL means with ``tools.yaml`` ``transport.cluster: true``: a Cluster URL.
+
+    ``redis://host:port[,host:port…]`` names seed nodes like ``redis+cluster://`` does
+    (``rediss://`` like ``rediss+cluster://``); a Cluster URL stays as it is.
+
+    Raises:
+        UsageError: a ``unix://`` or Sentinel URL (a Cluster is reached over TCP).
+    """
+    scheme, _, rest = url.partition("://")
+    if scheme in _CLUSTER:
+        return url
+    if scheme in _CLUSTER.values():
+        return f"{scheme}+cluster://{rest}"
+    raise UsageError(
+        f"transport.cluster: true needs a redis:// or rediss:// URL of a Cluster node, "
+        f"not {_shown(url)}"
+    )
+
+
 def _node(spec: str, url: str) -> tuple[str, int]:
     host, colon, port = spec.rpartition(":")
     if not colon or not host or not port.isdigit():
@@ -163,6 +198,26 @@ def make_topology_client(target: Any, options: dict[str, Any]) -> aioredis.Redis
     return _sentinel_client(topology, kwargs)
 
 
+class ClusterUnavailable(RedisConnectionError):
+    """The Cluster cannot serve now: no seed node answers, or some slot has no master.
+
+    redis-py says so with exceptions outside its ``RedisError`` tree
+    (``RedisClusterException``, ``SlotNotCoveredError``). Both pass by waiting (a node
+    restarts, a replica is promoted, slots are reassigned), so they are raised as the
+    ``ConnectionError`` every reconnecting loop of ateam already retries with backoff,
+    and that a front end reports as ``redis.unavailable``.
+    """
+
+
+@contextlib.contextmanager
+def _unavailable(kind: type[Exception]) -> Iterator[None]:
+    """Raise a ``kind`` error of redis-py's cluster code as :class:`ClusterUnavailable`."""
+    try:
+        yield
+    except kind as exc:
+        raise ClusterUnavailable(f"Redis Cluster unavailable: {exc}") from exc
+
+
 class _Pipeline(ClusterPipeline):
     """redis-py blocks ``PUBLISH`` and ``TIME`` in cluster pipelines; Redis does not.
 
@@ -177,6 +232,10 @@ class _Pipeline(ClusterPipeline):
     publish = PubSubCommands.publish
     time = ManagementCommands.time
 
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        with _unavailable(SlotNotCoveredError):
+            return await super().execute(*args, **kwargs)
+
 
 class _Cluster(RedisCluster):
     def __init__(self, **kwargs: Any) -> None:
@@ -184,6 +243,17 @@ class _Cluster(RedisCluster):
         # INFO asks every node (answers keyed by node): the eviction guard must see the
         # policy of each master, not of whichever one is the default.
         self.command_flags["INFO"] = self.ALL_NODES
+
+    async def initialize(self, *args: Any, **kwargs: Any) -> Any:
+        # Learning the slot map is where a cluster that is down (every seed unreachable,
+        # slots uncovered, nodes disagreeing mid-change) shows; commands, pipelines and
+        # pub/sub all come through here first.
+        with _unavailable(RedisClusterException):
+            return await super().initialize(*args, **kwargs)
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        with _unavailable(SlotNotCoveredError):  # still uncovered after redis-py's retries
+            return await super().execute_command(*args, **kwargs)
 
     def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
         if shard_hint:
@@ -204,7 +274,8 @@ class _PubSub(ClusterPubSub):
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         if self.connection is None and self.connection_pool is None:
             await self.cluster.initialize()
-        return await super().execute_command(*args, **kwargs)
+        with _unavailable(SlotNotCoveredError):
+            return await super().execute_command(*args, **kwargs)
 
 
 def _cluster_client(topology: Topology, kwargs: dict[str, Any]) -> aioredis.Redis:
@@ -218,6 +289,12 @@ def _cluster_client(topology: Topology, kwargs: dict[str, Any]) -> aioredis.Redi
 
 class _SentinelMaster(aioredis.Redis):
     """The master's client, which also closes its connections to the Sentinels."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.node_options: dict[str, Any] = {}
+        """How to connect to one server of the set (credentials, TLS, timeouts), set by
+        :func:`_sentinel_client`: a replica is reached with them too."""
 
     async def aclose(self, close_connection_pool: bool | None = None) -> None:
         try:
@@ -255,6 +332,7 @@ def _sentinel_client(topology: Topology, kwargs: dict[str, Any]) -> aioredis.Red
     )
     assert topology.master is not None
     client = sentinel.master_for(topology.master, redis_class=_SentinelMaster, db=topology.db)
+    client.node_options = {**kwargs, "db": topology.db}
     return cast(aioredis.Redis, client)
 
 
@@ -273,3 +351,35 @@ def group_by_slot(items: Iterable[T], key: Callable[[T], str]) -> list[list[T]]:
     for item in items:
         groups.setdefault(key_slot(key(item).encode()), []).append(item)
     return list(groups.values())
+
+
+async def on_every_node(client: aioredis.Redis, *command: Any) -> list[str]:
+    """Run ``command`` on every server behind ``client``; the ``host:port`` of each.
+
+    For what a server keeps to itself and does not replicate (``ACL SETUSER``): every
+    master and replica of a Cluster; the master and each live replica the Sentinels know
+    of; the one server otherwise.
+    """
+    if isinstance(client, RedisCluster):
+        await client.initialize()
+        nodes = client.get_nodes()
+        await client.execute_command(*command, target_nodes=nodes)
+        return [node.name for node in nodes]
+    await client.execute_command(*command)  # type: ignore[no-untyped-call]
+    if not isinstance(client, _SentinelMaster):
+        return [_address(client.connection_pool.connection_kwargs)]
+    pool: Any = client.connection_pool
+    master = await pool.get_master_address()
+    done = [f"{master[0]}:{master[1]}"]
+    for host, port in await pool.sentinel_manager.discover_slaves(pool.service_name):
+        replica = aioredis.Redis(host=host, port=port, **client.node_options)
+        try:
+            await replica.execute_command(*command)  # type: ignore[no-untyped-call]
+        finally:
+            await replica.aclose()
+        done.append(f"{host}:{port}")
+    return done
+
+
+def _address(options: dict[str, Any]) -> str:
+    return str(options.get("path") or f"{options.get('host')}:{options.get('port')}")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlsplit
 
 import redis.asyncio as aioredis
@@ -20,8 +21,13 @@ from redis.exceptions import (
     ResponseError,
 )
 
-from ateam.bus._tls import check_url, tls_options, tls_refusal
-from ateam.bus.cluster import TOPOLOGY_SCHEMES, make_topology_client, parse_topology
+from ateam.bus._tls import check_url, tls_closed_early, tls_options, tls_refusal
+from ateam.bus.cluster import (
+    TOPOLOGY_SCHEMES,
+    cluster_url,
+    make_topology_client,
+    parse_topology,
+)
 from ateam.constants import DEFAULT_NAMESPACE
 from ateam.errors import (
     BusError,
@@ -96,7 +102,8 @@ def resolve_target(
 ) -> RedisTarget | None:
     """The first Redis URL that is set, or ``None`` meaning "use the embedded server".
 
-    Order (SPEC §2): ``--redis``, ``ATEAM_REDIS_URL``, ``tools.yaml`` ``transport.url``.
+    Order (SPEC §2): ``--redis``, ``ATEAM_REDIS_URL``, ``tools.yaml`` ``transport.url``
+    (a Cluster URL if ``transport.cluster`` is true).
     ``transport`` is the parsed ``tools.yaml`` transport section (duck-typed so this
     module does not depend on the config package).
     """
@@ -116,6 +123,8 @@ def resolve_target(
         return RedisTarget(validate_url(env_url), "ATEAM_REDIS_URL", namespace=ns, **extra)
     conf_url = getattr(transport, "url", None)
     if conf_url:
+        if getattr(transport, "cluster", None) is True:
+            conf_url = cluster_url(conf_url)  # the URL every child and front end is given
         return RedisTarget(validate_url(conf_url), "tools.yaml", namespace=ns, **extra)
     return None
 
@@ -159,14 +168,33 @@ async def ensure_reachable(client: aioredis.Redis, target: RedisTarget) -> None:
     """
     try:
         await client.ping()
+        return
     except Exception as exc:  # connection, auth and protocol errors all mean "not usable"
-        tls = tls_refusal(exc, target, target.describe())
-        if tls is not None:
-            raise tls from exc
-        refusal = _refusal(exc) if isinstance(exc, RedisError) else None
-        if refusal is not None:
-            raise refusal[0](f"Redis at {target.describe()} {refusal[1]}: {_text(exc)}") from exc
-        raise RedisUnavailable(f"cannot reach Redis at {target.describe()}: {_text(exc)}") from exc
+        first = exc
+    if tls_closed_early(first, target):
+        # A server that wants a client certificate closes every connection; a restart
+        # or a dropped link closes one. Only a second close makes the refusal final.
+        await asyncio.sleep(_TLS_RECHECK_S)
+        try:
+            await client.ping()
+            return
+        except Exception as exc:
+            first = exc
+    _raise_unusable(first, target)
+
+
+_TLS_RECHECK_S = 0.25
+
+
+def _raise_unusable(exc: BaseException, target: RedisTarget) -> NoReturn:
+    """Raise the :class:`BusError` for the first command's failure ``exc``."""
+    tls = tls_refusal(exc, target, target.describe())
+    if tls is not None:
+        raise tls from exc
+    refusal = _refusal(exc) if isinstance(exc, RedisError) else None
+    if refusal is not None:
+        raise refusal[0](f"Redis at {target.describe()} {refusal[1]}: {_text(exc)}") from exc
+    raise RedisUnavailable(f"cannot reach Redis at {target.describe()}: {_text(exc)}") from exc
 
 
 # What each refusal is, by redis-py's class; the message says what happened.

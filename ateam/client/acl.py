@@ -13,6 +13,10 @@ Every key and channel of a project lives under its own prefix (see
 
 With such a user, another project's agents are invisible (listings skip what the user
 may not read) and unreachable (a call to one fails with the permission error).
+
+Users live in each server and are not replicated: :func:`create_user` runs its
+``ACL SETUSER`` on every master and replica of a Cluster, and on the master and each
+replica a Sentinel knows of (so the user is still there after a failover).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import secrets
 
 import redis.asyncio as aioredis
 
+from ateam.bus.cluster import on_every_node
 from ateam.bus.keys import Keys
 
 __all__ = ["acl_rules", "acl_setuser", "create_user"]
@@ -70,12 +75,13 @@ def acl_setuser(
 async def create_user(
     client: aioredis.Redis, project: str, namespace: str, *, user: str | None, password: str | None
 ) -> tuple[str, str]:
-    """Run the ``ACL SETUSER`` of :func:`acl_setuser` on the server; ``(user, password)``.
+    """Run the ``ACL SETUSER`` of :func:`acl_setuser` on every server; ``(user, password)``.
 
-    Needs a connection allowed to manage users (``ACL`` is an ``@admin`` command).
+    Every server: each master and replica of a Cluster, the master and the replicas of
+    a Sentinel-watched set (see :func:`~ateam.bus.cluster.on_every_node`). Needs a
+    connection allowed to manage users (``ACL`` is an ``@admin`` command).
     """
     _, name, secret = acl_setuser(project, namespace, user=user, password=password)
     command = ["ACL", "SETUSER", name, "reset", "on", f">{secret}"]
-    rules = acl_rules(project, namespace)
-    await client.execute_command(*command, *rules)  # type: ignore[no-untyped-call]
+    await on_every_node(client, *command, *acl_rules(project, namespace))
     return name, secret

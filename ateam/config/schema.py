@@ -141,6 +141,9 @@ class TransportSpec(_Spec):
     """Redis key prefix shared by everything using this transport."""
     allow_eviction: bool = False
     """Start even on a server whose ``maxmemory-policy`` may evict keys (a risk, warned of)."""
+    cluster: bool = False
+    """``url`` (``redis://host:port[,host:port…]``) names Redis Cluster seed nodes: the same
+    as writing ``redis+cluster://``."""
 
     @field_validator("password_env")
     @classmethod
@@ -159,6 +162,13 @@ class TransportSpec(_Spec):
             schemes = ", ".join(_URL_SCHEMES[:-1])
             raise ValueError(f"must start with {schemes} or {_URL_SCHEMES[-1]}")
         return value
+
+    @model_validator(mode="after")
+    def _cluster_over_tcp(self) -> TransportSpec:
+        not_tcp = ("unix://", "redis+sentinel://", "rediss+sentinel://")
+        if self.cluster and self.url and self.url.startswith(not_tcp):
+            raise ValueError("cluster: true needs a redis:// or rediss:// url of a Cluster node")
+        return self
 
 
 class ToolPolicy(_Spec):

@@ -1,9 +1,12 @@
-"""ateam on a real 3-master Redis Cluster (issue 13 point 6): ``redis+cluster://``.
+"""ateam on a real 3-master Redis Cluster with a replica (issue 13 point 6).
 
 Two projects whose keys sit on different nodes: agents serve, the verbs (``ps``,
 ``send``, ``tail``) and ``ateam up`` work, and one plain console follows both agents at
 once, which without reads grouped by slot would be a cross-slot ``XREAD``. The context
-and board verbs run too (a global post's transaction stays in one slot).
+and board verbs run too (a global post's transaction stays in one slot). The cluster
+is named by ``redis+cluster://`` or, in ``tools.yaml``, by a plain ``redis://`` URL and
+``cluster: true``. ``ateam acl --apply`` makes its user on every node, replica included
+(users are not replicated).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class ClusterBus(Bus):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcess]:
-    cluster = ClusterProcess(tmp_path_factory.mktemp("cluster"))
+    cluster = ClusterProcess(tmp_path_factory.mktemp("cluster"), replicas=1)
     cluster.start()
     yield cluster
     cluster.stop()
@@ -63,14 +66,14 @@ def cbus(cluster: ClusterProcess) -> Iterator[ClusterBus]:
 
 @pytest.fixture
 def spawn(tmp_path: Path, cbus: ClusterBus) -> Iterator[Callable[..., AgentProcess]]:
-    """``spawn("proj/name", cwd)`` → an ``ateam agent`` on the cluster, once serving."""
+    """``spawn("proj/name", cwd, url=None)`` → an ``ateam agent`` on the cluster, once serving."""
     started: list[AgentProcess] = []
 
-    def start(agent_id: str, cwd: Path) -> AgentProcess:
+    def start(agent_id: str, cwd: Path, url: str | None = None) -> AgentProcess:
         project, name = agent_id.split("/")
         args = ateam_cmd(
             "agent", "--project", project, "--name", name,
-            "--redis", cbus.url, "--no-repl",
+            "--redis", url or cbus.url, "--no-repl",
         )  # fmt: skip
         err_path = tmp_path / f"{project}-{name}.stderr"
         with err_path.open("wb") as err:
@@ -192,3 +195,76 @@ def test_streams_of_a_project_share_a_slot_and_projects_split() -> None:
     agents = ["alpha/zeus", "beta/hera", "alpha/ares", "beta/zeus"]
     groups = group_by_slot(agents, KEYS.events)
     assert groups == [["alpha/zeus", "alpha/ares"], ["beta/hera", "beta/zeus"]]
+
+
+def test_cluster_true_in_tools_yaml_makes_every_front_end_use_the_cluster_client(
+    cluster: ClusterProcess, cbus: ClusterBus, start_console: ConsoleFactory, tmp_path: Path
+) -> None:
+    agent = "delta/zeus"
+    # One seed that does not serve delta's slot: a single-server client would get MOVED.
+    owner = cluster.node_of(KEYS.events(agent))
+    seed = next(node for node in cluster.nodes if node is not owner)
+    # The project at the console fixture's working directory: no --redis anywhere.
+    root = write_project(tmp_path, "delta", delay_ms=0)
+    (root / ".ateam" / "tools.yaml").write_text(
+        f"transport:\n  url: redis://127.0.0.1:{seed.port}\n  cluster: true\n"
+    )
+    up = run_ateam("up", "--detach", str(root), cwd=root, timeout=60)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        wait_for(
+            lambda: (cbus.entry(agent) or {}).get("state") == "idle",
+            START_TIMEOUT_S,
+            f"{agent}, started by ateam up, to serve",
+        )
+        listed = run_ateam("ps", "--json", cwd=root)
+        assert listed.returncode == 0, listed.stderr
+        assert agent in {row["id"] for row in json.loads(listed.stdout)}
+        sent = run_ateam("send", agent, "through", "tools.yaml", cwd=root)
+        assert sent.returncode == 0, sent.stderr
+        task = sent.stdout.strip()
+        wait_for(lambda: task in cbus.task_ends(agent), START_TIMEOUT_S, "the task to end")
+
+        console = start_console(redis_url="")
+        attach_and_send(console, agent, "hi from a console")
+        console.wait_line("echo: hi from a console")
+        console.send("/quit")
+        assert console.wait_exit() == 0
+        assert "Traceback" not in console.stderr_path.read_text()
+    finally:
+        down = run_ateam("up", "--down", str(root), cwd=root, timeout=60)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert cbus.entry(agent) is None
+
+
+USER, PASSWORD = "hello-user", "hello-password-0123456789"
+
+
+def test_acl_apply_makes_the_user_on_every_node(
+    cluster: ClusterProcess, cbus: ClusterBus, spawn: Callable[..., AgentProcess], tmp_path: Path
+) -> None:
+    secret = tmp_path / "hello.password"
+    secret.write_text(PASSWORD + "\n")
+    made = run_ateam(
+        "acl", "hello", "--apply", "--user", USER, "--password-file", str(secret),
+        "--redis", cluster.url,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    # ACLs live in each server: masters and the replica all know the user.
+    for node in cluster.every_node:
+        with node.client() as client:
+            assert client.acl_getuser(USER) is not None, f"no {USER} on node {node.port}"
+
+    seeds = cluster.url.removeprefix("redis+cluster://")
+    as_user = f"redis+cluster://{USER}:{PASSWORD}@{seeds}"
+    agent = "hello/zeus"
+    spawn(agent, write_project(tmp_path / "hello", "hello", delay_ms=0), url=as_user)
+    # The project's keys and the team-wide ones sit on different slots, and the
+    # eviction guard asks every node: each connection logs in as the user.
+    listed = run_ateam("ps", "--json", "--redis", as_user)
+    assert listed.returncode == 0, listed.stderr
+    assert [row["id"] for row in json.loads(listed.stdout)] == [agent]
+    sent = run_ateam("send", agent, "as", "the", "user", "--redis", as_user)
+    assert sent.returncode == 0, sent.stderr
+    task = sent.stdout.strip()
+    wait_for(lambda: task in cbus.task_ends(agent), START_TIMEOUT_S, "the user's task to end")

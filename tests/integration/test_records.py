@@ -145,10 +145,19 @@ def test_handoff_events_carry_next_steps_from_the_plan_and_failures_with_causes(
     ).returncode == 0
     wait_for(lambda: bus.task_ends("h/zeus"), 20, "the task to end")
 
-    handoffs = [b for _, b in bus.events("h/zeus") if b.get("type") == "handoff"]
-    assert handoffs and all(b["action"] == "refreshed" for b in handoffs)
-    record = json.loads((root / ".ateam/agents/zeus/state/handoff.json").read_text())
-    assert handoffs[-1]["sequence"] == record["sequence"]
+    record_file = root / ".ateam/agents/zeus/state/handoff.json"
+
+    def settled() -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+        # The record is written before its event is published: read both until the
+        # newest event names the record on disk.
+        handoffs = [b for _, b in bus.events("h/zeus") if b.get("type") == "handoff"]
+        record = json.loads(record_file.read_text())
+        if handoffs and handoffs[-1]["sequence"] == record["sequence"]:
+            return handoffs, record
+        return None
+
+    handoffs, record = wait_for(settled, 20, "the newest handoff event to name the record")
+    assert all(b["action"] == "refreshed" for b in handoffs)
     assert handoffs[-1]["checksum"] == record["checksum"]
     assert record["context"]["next_steps"] == ["fix the parser", "run CI"]
     assert record["context"]["failures"] == [

@@ -4,10 +4,14 @@ A real master, replica and Sentinel. ``ateam up`` starts an agent on the master;
 inputs are acknowledged, the master is killed mid-task and the Sentinel promotes the
 replica. The same agent process goes on: both inputs end, a new ``ateam send`` is
 answered, and a plain console attaches and talks to it on the new master.
+
+``ateam acl --apply`` makes its user on the master and on the replica (users are not
+replicated), so the project's user still logs in after a failover.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -124,3 +128,27 @@ def test_agent_goes_on_after_a_failover_and_loses_no_acknowledged_input(
     finally:
         down = run_ateam("up", "--down", "--redis", url, str(root), timeout=60)
     assert down.returncode == 0, down.stdout + down.stderr
+
+
+def test_acl_apply_makes_the_user_on_the_replica_too(servers: SentinelSet, tmp_path: Path) -> None:
+    user, password = "hello-user", "hello-password-0123456789"
+    secret = tmp_path / "hello.password"
+    secret.write_text(password + "\n")
+    made = run_ateam(
+        "acl", "hello", "--apply", "--user", user, "--password-file", str(secret),
+        "--redis", servers.url,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    for node in (servers.master, servers.replica):
+        assert node is not None
+        with node.client() as client:
+            assert client.acl_getuser(user) is not None, f"no {user} on {node.port}"
+
+    sentinel = servers.url.removeprefix("redis+sentinel://")
+    as_user = f"redis+sentinel://{user}:{password}@{sentinel}"
+    assert run_ateam("ps", "--redis", as_user).returncode == 0
+    servers.kill_master()
+    # The promoted replica knows the user: the project's verbs go on as before.
+    listed = run_ateam("ps", "--json", "--redis", as_user)
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == []

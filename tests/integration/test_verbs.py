@@ -183,3 +183,39 @@ def test_a_send_that_times_out_says_how_to_check_and_resend_safely(
     wait_for(lambda: task_id in bus.task_ends(agent), START_TIMEOUT_S, "the resent task")
     starts = [b["text"] for _, b in bus.events(agent) if b.get("type") == "task.start"]
     assert starts == ["hello"]
+
+
+def _ignores_sigpipe(pid: int) -> bool:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        mask = next(line for line in status if line.startswith("SigIgn:")).split()[1]
+    return bool(int(mask, 16) & (1 << (signal.SIGPIPE - 1)))
+
+
+def test_a_closed_stdout_ends_tail_quietly_and_no_process_dies_of_sigpipe(
+    start_agent: AgentFactory, redis_url: str
+) -> None:
+    zeus = start_agent("verbs/zeus")
+    # A write to a Redis connection the server has just reset raises SIGPIPE; with its
+    # default action restored, that would kill the agent instead of being retried.
+    assert _ignores_sigpipe(zeus.pid)
+    assert run_ateam("send", "verbs/zeus", "one", "--redis", redis_url).returncode == 0
+    tail = subprocess.Popen(
+        [*ateam_cmd(), "tail", "verbs/zeus", "--from", "1", "--follow", "--redis", redis_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=subprocess_env(),
+    )
+    try:
+        assert tail.stdout is not None and tail.stdout.readline()
+        assert _ignores_sigpipe(tail.pid)
+        tail.stdout.close()  # as `| head -1` does once it has its line
+        assert run_ateam("send", "verbs/zeus", "two", "--redis", redis_url).returncode == 0
+
+        code = tail.wait(START_TIMEOUT_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            tail.kill()
+    assert tail.stderr is not None
+    stderr = tail.stderr.read().decode()
+    assert code == 141, stderr  # 128 + SIGPIPE, as a shell shows a reader that left
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr

@@ -8,6 +8,8 @@ get from the server itself:
   TCP would keep retransmitting it, and flows again on :meth:`TcpProxy.resume`.
 * :meth:`TcpProxy.drop` — every open connection is reset at once, as when a NAT or
   firewall forgets them; new connections work.
+* :meth:`TcpProxy.reset_next` — the next connections are reset as they arrive, as a
+  server that is restarting would.
 
 Threads, not asyncio: the proxy must keep its own pace while the test's event loop is
 busy or blocked, and each thread ends when its connection does (or at :meth:`close`).
@@ -68,6 +70,7 @@ class TcpProxy:
         self._links: list[_Link] = []
         self._guard = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self._to_reset = 0
         self.accepted = 0
         """Connections accepted so far (a client that reconnects shows here)."""
 
@@ -106,6 +109,11 @@ class TcpProxy:
         for link in links:
             link.close(reset=True)
 
+    def reset_next(self, count: int) -> None:
+        """Reset the next ``count`` connections as soon as they are accepted."""
+        with self._guard:
+            self._to_reset += count
+
     def close(self) -> None:
         self._stopping.set()
         self._flowing.set()  # let held pumps see the end
@@ -133,7 +141,12 @@ class TcpProxy:
             self.accepted += 1
             link = _Link(client)
             with self._guard:
-                self._links.append(link)
+                reset, self._to_reset = self._to_reset > 0, max(self._to_reset - 1, 0)
+                if not reset:
+                    self._links.append(link)
+            if reset:
+                link.close(reset=True)
+                continue
             self._spawn(self._open, "proxy-link", link)
 
     def _open(self, link: _Link) -> None:
