@@ -15,6 +15,8 @@ DEFAULT_NAMESPACE = "ateam:"
 HEARTBEAT_INTERVAL_S = 3.0
 HEARTBEAT_TTL_S = 10.0
 DISCONNECTED_SHOWN_S = 120.0
+LIVENESS_CHECK_S = 3.0
+"""How often a console asks which agents stopped beating (the rest comes as notices)."""
 GRACE_MARKER_S = 30.0
 
 # Single-instance lock (SPEC §4.2)
@@ -47,6 +49,10 @@ COALESCE_HARD_FRAMES_PER_S = 200
 EVENT_BUFFER_MAX = 100_000
 """Events kept in memory while Redis is unreachable; oldest dropped first."""
 PUBLISH_BATCH_MAX = 512
+PUBLISH_BATCH_MAX_BYTES = 512 * 1024
+"""Payload bytes per append script, beside the count: Redis runs a script atomically, so
+a batch of 512 frames of tool output (4 MiB) would hold every client of the server for
+~10 ms, and a reader, which takes ~256 KiB a read, would fall behind a flood."""
 
 # Reconnection (SPEC §4.6)
 BACKOFF_INITIAL_S = 0.25

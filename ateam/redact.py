@@ -14,28 +14,24 @@ PEM block's armour lines), only the secret part is replaced.
 
 Cost:
     The built-in patterns are compiled once per process into **one** regex, so
-    redacting is a single left-to-right pass: linear in the length of the text, with
-    nothing allocated when nothing matches. The regex is an alternation whose branches
-    each start with one literal character, chosen among the rarer characters of its
-    secret (``J`` of ``eyJ``, ``k`` of ``sk-``, ``w`` of ``password``), so CPython's
-    engine skips with a C loop to the few positions where a secret could be and only
-    tries the patterns of that character there. On CPython 3.11 this runs at roughly
-    70-95 MB/s over source code, logs and ``ls`` listings (25-35 MB/s over dense
-    base64-like text), about 15 µs per 1 KiB frame; the worst case, text packed with
-    ``token=`` keywords, stays linear at about 1 MB/s. The ``redact.yaml`` patterns add
-    one more pass (all of them in one alternation), plus one pass for each that uses
-    back-references or named groups.
+    redacting is a single left-to-right pass, linear in the length of the text. Its
+    branches each start with a rarer literal of their secret (``J`` of ``eyJ``, ``k`` of
+    ``sk-``), so CPython's engine skips with a C loop to where a secret could be: about
+    70-95 MB/s over source code, logs and listings, about 1 MB/s in the worst case
+    (text packed with ``token=``). Texts of 512 characters or more are first checked
+    for the triggers every built-in match holds (:func:`may_hold_secret`), at 200-450
+    MB/s; most tool output has none and skips the regex, and :meth:`Redactor.redact_bytes`
+    then returns the bytes without decoding them. ``redact.yaml`` patterns add a pass.
 
 Where to apply it:
-    Redaction works on whole texts. A secret split across two streamed chunks (raw PTY
-    reads, model token deltas) is seen by neither half and is **not** redacted; that is
-    a known limitation. Apply :meth:`Redactor.redact` / :meth:`Redactor.redact_bytes`
-    to the *coalesced* ``tool.output`` and ``token`` frames (SPEC §4.5 flow control:
-    50 ms or 8 KiB, PTY output on a newline after 40 ms), never to raw reads; redact bytes
-    *before* base64-encoding binary output; run :meth:`Redactor.redact_obj` over event
-    payloads and history turns before they are written; and attach
-    :meth:`Redactor.logging_filter` to the log handlers. History holds each tool result
-    as one text, so a secret that straddled two live frames is still redacted there.
+    Redaction works on whole texts; apply it to *coalesced* ``tool.output`` and
+    ``token`` frames (SPEC §4.5), never to raw reads: the framer
+    (:class:`~ateam.bus.coalesce.Coalescer`) keeps a word, an unfinished line naming a
+    secret and an unterminated PEM block together for up to a second, so a secret
+    split across two reads is redacted whole. Redact bytes *before* base64-encoding
+    binary output; run :meth:`Redactor.redact_obj` over event payloads and history
+    turns before they are written; attach :meth:`Redactor.logging_filter` to the log
+    handlers. History holds each tool result as one text.
 
 False positives are preferred to leaks, but the ``name=value`` rules leave values that
 look like code alone (``token = self.token``, ``api_key=api_key,``, ``password: str``,
@@ -45,6 +41,7 @@ agent reads is not mangled.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable, Mapping
@@ -64,6 +61,7 @@ __all__ = [
     "Redactor",
     "Scrubbed",
     "from_config",
+    "may_hold_secret",
 ]
 
 MASK = "****"
@@ -78,6 +76,10 @@ SECRET_ADVICE = (
 _LITERAL_MIN = 8
 """Shorter environment values are not masked by value: ``1`` or ``yes`` would mangle
 every text they occur in, and are no secret anyway."""
+
+_MEMO_MAX_CHARS = 128
+_MEMO_SIZE = 4096
+"""A redactor remembers up to this many short texts it found clean (ids, names)."""
 
 _VALUE_GROUP = "value"
 """Built-in patterns name the part to replace ``value``, ``value2``, ...; without such a
@@ -101,6 +103,12 @@ _SECRET_KEY = re.compile(
     r"[A-Za-z0-9_.-]*?(?i:token|secret|passw(?:or)?d|api[_-]?key)(?![A-Za-z])[A-Za-z0-9_.-]*"
 )
 """Dict keys whose string values :meth:`Redactor.redact_obj` masks whole."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _secret_key(key: str) -> bool:
+    return _SECRET_KEY.fullmatch(key) is not None
+
 
 # Characters of an unquoted value, and which of them may start one.
 _BARE = r"""[^\s"'`,;&(){}\[\]<>]"""
@@ -240,28 +248,79 @@ _BUILTINS: tuple[_Builtin, ...] = (
 )
 
 BUILTIN_PATTERNS: tuple[RedactPattern, ...] = tuple(builtin.pattern for builtin in _BUILTINS)
+"""The built-in patterns, each as a standalone regex."""
 
-# Every built-in match contains one of these substrings (checked in the tests, pattern
-# by pattern). Looking for them with ``in`` runs at memory speed, while the combined
-# regex stops at every lead character — common letters such as 'c', 'k' and 'B' — so on
-# ordinary output (build logs, listings) the check skips the regex ~4x faster. Case
-# matters for the first group; the second is looked for in the lower-cased text.
-_TRIGGERS = ("sk-", "sk_", "rk_", "ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_",
-             "AKIA", "ASIA", "AIza", "xox", "eyJ", "://", "-----BEGIN")  # fmt: skip
-_TRIGGERS_ANY_CASE = ("secret", "passw", "token", "api_k", "api-k", "apik", "authoriz",
-                      "bearer")  # fmt: skip
 _PREFILTER_FROM = 512
 """Shorter texts go straight to the regex: the check would cost more than it saves."""
 
 
+_Checks = tuple[tuple[Any, "re.Pattern[Any]"], ...]
+
+
+def _trigger_checks(binary: bool) -> tuple[_Checks, _Checks]:
+    """(gate, regex) checks on the text as it is and on the lower-cased text.
+
+    Every built-in match holds one of these triggers (the tests check it rule by rule).
+    Each regex starts with a literal, which CPython's engine skips to with a tight C
+    loop, and runs only where its gate, a rarer character of it, occurs (a ``memchr``).
+    A case-insensitive rule also takes U+017F for ``s``, U+0130 and U+0131 for ``i``
+    (U+212A for ``k`` only where a rule's literal ``k`` leads), which ``lower()`` does
+    not make ASCII: those triggers allow them (U+0130 lowers to ``i`` + U+0307)."""
+    long_s = r"\xc5\xbf" if binary else "\u017f"
+    i_forms = ("i", r"\xc4[\xb0\xb1]") if binary else ("i", "\u0131", "i\u0307")
+    api = "|".join(f"(?<=ap{i}key)|(?<=ap{i}[-_]key)" for i in i_forms)
+    plain = (
+        ("-", "-----BEGIN"),  # pem_private_key
+        (":", ":(?=//)"),  # url_password
+        ("B", "Bearer"),  # bearer_token (case matters in that rule)
+        ("J", "J(?<=eyJ)"),  # jwt
+        ("x", "x(?=ox)"),  # slack_token
+        ("A", "A(?:[KS]IA|Iza)"),  # AWS key ids, Google API keys
+        ("_", "g(?:h[opsur]_|ithub_pat_)"),  # GitHub tokens
+    )
+    folded = (
+        # At each 'k': token_assignment, sk- (OpenAI, Anthropic), sk_ and rk_ (Stripe;
+        # their case matters in their rules: a superset here), api_key_assignment.
+        ("k", f"k(?:en(?<=token)|[-_](?<=[sr]k[-_])|ey(?:{api}))"),
+        ("", "ecret"),  # secret_assignment, aws_secret_access_key
+        ("z", "author"),  # authorization_header ("authoriz")
+        ("w", f"pa(?:s|{long_s}){{2}}w"),  # password_assignment
+    )
+
+    def compiled(checks: tuple[tuple[str, str], ...]) -> _Checks:
+        as_kind: Any = (lambda text: text.encode("latin-1")) if binary else str
+        return tuple((as_kind(gate), re.compile(as_kind(rx))) for gate, rx in checks)
+
+    return compiled(plain), compiled(folded)
+
+
+_TEXT_CHECKS = _trigger_checks(binary=False)
+_BYTES_CHECKS = _trigger_checks(binary=True)
+
+
+def _triggered(text: Any, checks: tuple[_Checks, _Checks]) -> bool:
+    for gate, regex in checks[0]:
+        if gate in text and regex.search(text) is not None:
+            return True
+    low = text.lower()
+    for gate, regex in checks[1]:
+        if gate in low and regex.search(low) is not None:
+            return True
+    return False
+
+
 def _may_hold_builtin(text: str) -> bool:
-    if any(trigger in text for trigger in _TRIGGERS):
-        return True
-    lowered = text.lower()
-    return any(trigger in lowered for trigger in _TRIGGERS_ANY_CASE)
+    """Whether ``text`` may hold a built-in secret (``False``: it holds none)."""
+    return _triggered(text, _TEXT_CHECKS)
 
 
-"""The built-in patterns, each as a standalone regex."""
+def may_hold_secret(data: bytes) -> bool:
+    """Whether (UTF-8) ``data`` holds a trigger of a built-in rule (``token``, ``sk-``, …).
+
+    ``False`` means no built-in secret is in it, nor begins in it with only its name or
+    prefix so far; a streaming framer keeps a piece that says ``True`` with what follows.
+    """
+    return _triggered(data, _BYTES_CHECKS)
 
 
 @dataclass(frozen=True)
@@ -341,7 +400,9 @@ class Redactor:
     replaces its whole match. Extras that use back-references or named groups cannot
     share that alternation and get a pass each.
 
-    Instances are immutable and thread-safe; build one per process and share it.
+    Instances are thread-safe and, but for a bounded memo of short texts found clean
+    (ids and names recur in every event; no secret is kept), immutable; build one per
+    process and share it.
 
     Args:
         extra: patterns from ``redact.yaml`` (``ProjectConfig.redact_patterns``).
@@ -359,6 +420,12 @@ class Redactor:
         values = sorted({v for v in literals if len(v) >= _LITERAL_MIN}, key=len, reverse=True)
         # Longest first, so a value that contains another is masked whole.
         self._literal_re = re.compile("|".join(map(re.escape, values))) if values else None
+        self._literals = tuple(values)
+        self._bytes_fast = not self.extra  # nothing cheap can be said of free regexes
+        try:
+            self._literal_bytes = tuple(v.encode("utf-8", "surrogateescape") for v in values)
+        except UnicodeEncodeError:  # a lone surrogate no decoded bytes can hold
+            self._literal_bytes, self._bytes_fast = (), False
         shared: list[str] = []
         separate: list[RedactPattern] = []
         for pattern in self.extra:
@@ -375,6 +442,8 @@ class Redactor:
                 # works, at the price of its own pass.
                 separate = list(self.extra)
         self._separate = tuple(pattern.compile() for pattern in separate)
+        self._clean: set[str] = set()
+        """Short texts redaction left unchanged: looked up before the regexes run."""
 
     @classmethod
     def from_config(cls, project: ProjectConfig) -> Redactor:
@@ -386,7 +455,15 @@ class Redactor:
 
         Redaction is idempotent: redacting redacted text changes nothing.
         """
-        return self._redact(text)[0]
+        short = len(text) <= _MEMO_MAX_CHARS
+        if short and text in self._clean:
+            return text
+        redacted, replaced = self._redact(text)
+        if short and not replaced:
+            if len(self._clean) >= _MEMO_SIZE:
+                self._clean.clear()
+            self._clean.add(text)
+        return redacted
 
     def scrub(self, text: str) -> Scrubbed:
         """Redact text that enters ateam from outside, counting what was replaced.
@@ -403,7 +480,7 @@ class Redactor:
 
     def _redact(self, text: str) -> tuple[str, int]:
         replaced = 0
-        if self._literal_re is not None:
+        if self._literal_re is not None and any(value in text for value in self._literals):
             text, replaced = self._literal_re.subn(MASK, text)
         text, count = self._redact_builtins(text)
         replaced += count
@@ -421,7 +498,18 @@ class Redactor:
         Works on any bytes: valid UTF-8 is matched as text, and invalid sequences or
         binary pass through unchanged (they are carried as lone surrogates, which no
         pattern matches, and restored byte for byte).
+
+        Bytes that hold no trigger of a built-in and none of the literals (see
+        :func:`may_hold_secret`) come back as they are, without being decoded: the common
+        case of tool output, checked at several hundred MB/s.
         """
+        if (
+            self._bytes_fast
+            and len(data) >= _PREFILTER_FROM
+            and not any(value in data for value in self._literal_bytes)
+            and not may_hold_secret(data)
+        ):
+            return data
         text = data.decode("utf-8", "surrogateescape")
         return self.redact(text).encode("utf-8", "surrogateescape")
 
@@ -455,8 +543,10 @@ class Redactor:
         return RedactLogFilter(self)
 
     def _redact_item(self, key: Any, item: Any) -> Any:
-        if isinstance(key, str) and isinstance(item, str) and item and _SECRET_KEY.fullmatch(key):
-            return MASK
+        if isinstance(item, str):
+            if item and isinstance(key, str) and _secret_key(key):
+                return MASK
+            return self.redact(item)
         return self.redact_obj(item)
 
     def _redact_builtins(self, text: str) -> tuple[str, int]:

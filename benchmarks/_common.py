@@ -10,7 +10,8 @@ machine-readable line::
           ratio=3.49 target=<=4x ok=yes label=rpc_status_p50
 
 (one line in reality; spaces inside values are written as ``_``)
-which ``run_all.py`` collects.
+which ``run_all.py`` collects. A script may also hand ``run_all.py`` the raw samples
+behind a distribution (:func:`save_samples`), which it draws as charts.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,6 +201,60 @@ def ns_to_ms(values: Sequence[int]) -> list[float]:
     return [v / 1e6 for v in values]
 
 
+async def interleave(
+    first: Callable[[int], Awaitable[int]],
+    second: Callable[[int], Awaitable[int]],
+    iterations: int,
+    warmup: int = 0,
+) -> tuple[list[int], list[int]]:
+    """Time ``first(i)`` and ``second(i)`` one for one; returns both lists of nanoseconds.
+
+    Each callable runs one measured operation and returns its duration. Which of the two
+    goes first alternates, so neither always runs on a path the other has just warmed; the
+    first ``warmup`` pairs are discarded.
+    """
+    first_ns: list[int] = []
+    second_ns: list[int] = []
+    for i in range(warmup + iterations):
+        if i % 2:
+            a = await first(i)
+            b = await second(i)
+        else:
+            b = await second(i)
+            a = await first(i)
+        if i >= warmup:
+            first_ns.append(a)
+            second_ns.append(b)
+    return first_ns, second_ns
+
+
+# --- samples for run_all's charts ------------------------------------------------------
+
+SAMPLES_ENV = "ATEAM_BENCH_SAMPLES"
+"""Directory where :func:`save_samples` writes; ``run_all.py`` sets it for its scripts."""
+
+
+def save_samples(name: str, samples_ms: Sequence[float]) -> Path | None:
+    """Hand the samples behind a distribution to ``run_all.py`` (``$ATEAM_BENCH_SAMPLES``).
+
+    Writes ``<dir>/<name>.json`` (``{"name", "unit": "ms", "samples"}``) when the variable
+    is set and does nothing otherwise, so a script run on its own leaves no file behind.
+    Returns the path written.
+    """
+    import json
+
+    where = os.environ.get(SAMPLES_ENV)
+    if not where:
+        return None
+    path = Path(where) / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"name": name, "unit": "ms", "samples": [round(v, 6) for v in samples_ms]}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(body))
+    tmp.replace(path)
+    return path
+
+
 # --- report ----------------------------------------------------------------------------
 
 
@@ -284,7 +339,15 @@ def report(title: str, rows: Sequence[Row], notes: Sequence[str] = ()) -> None:
     sys.stdout.flush()
 
 
-def environment() -> str:
+def redis_server_version() -> str:
+    """Version of the ``redis-server`` the benchmarks start (``?`` when it does not say)."""
+    server = find_redis_server()
+    words = subprocess.run([server, "--version"], capture_output=True, text=True).stdout.split()
+    return next((w[2:] for w in words if w.startswith("v=")), "?")
+
+
+def redis_py_version() -> str:
+    """``redis-py 8.1.0 (hiredis 3.2.1)``: the client library and its reply parser."""
     import redis
 
     try:
@@ -293,12 +356,14 @@ def environment() -> str:
         parser_name = f"hiredis {hiredis.__version__}"
     except ImportError:
         parser_name = "pure-python parser"
-    server = find_redis_server()
-    version = subprocess.run([server, "--version"], capture_output=True, text=True).stdout.split()
-    v = next((t for t in version if t.startswith("v=")), "v=?")
+    return f"redis-py {redis.__version__} ({parser_name})"
+
+
+def environment() -> str:
     return (
-        f"python {sys.version.split()[0]}, redis-py {redis.__version__} ({parser_name}), "
-        f"redis-server {v[2:]}, {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}"
+        f"python {sys.version.split()[0]}, {redis_py_version()}, "
+        f"redis-server {redis_server_version()}, {os.cpu_count()} cpus, "
+        f"load average {os.getloadavg()[0]:.2f}"
     )
 
 

@@ -17,7 +17,16 @@ import sys
 import time
 
 import redis.asyncio as aioredis
-from _common import RedisServer, Row, environment, ns_to_ms, parser, percentile, report
+from _common import (
+    RedisServer,
+    Row,
+    environment,
+    interleave,
+    ns_to_ms,
+    parser,
+    percentile,
+    report,
+)
 
 from ateam.bus.board import TaskBoard
 from ateam.bus.connection import RedisTarget, make_client
@@ -31,14 +40,12 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
     client = make_client(target)
     raw = aioredis.Redis.from_url(url)
     board = TaskBoard(client, Keys(target.namespace))
-    claim_ns: list[int] = []
-    raw_ns: list[int] = []
     try:
         first = await board.add(PROJECT, title="the dependency", created_by="bench/lead")
         await board.claim(PROJECT, first.id, agent="bench/a")
         await board.done(PROJECT, first.id, agent="bench/a")
 
-        async def claim_one() -> int:
+        async def claim_one(i: int) -> int:
             task = await board.add(
                 PROJECT, title="a task", depends_on=(first.id,), created_by="bench/lead"
             )
@@ -54,15 +61,7 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
             await raw.hset("bench:raw-board", f"t-{i}", b"claimed")
             return time.perf_counter_ns() - t0
 
-        for i in range(warmup + iterations):
-            if i % 2:
-                a, b = await claim_one(), await raw_write(i)
-            else:
-                b = await raw_write(i)
-                a = await claim_one()
-            if i >= warmup:
-                claim_ns.append(a)
-                raw_ns.append(b)
+        claim_ns, raw_ns = await interleave(claim_one, raw_write, iterations, warmup)
         tasks = len(await board.list(PROJECT))
     finally:
         await client.aclose()

@@ -18,7 +18,16 @@ import sys
 import time
 
 import redis.asyncio as aioredis
-from _common import RedisServer, Row, environment, ns_to_ms, parser, percentile, report
+from _common import (
+    RedisServer,
+    Row,
+    environment,
+    interleave,
+    ns_to_ms,
+    parser,
+    percentile,
+    report,
+)
 
 from ateam.agent.teamfeed import TeamFeed
 from ateam.bus.connection import RedisTarget, make_client
@@ -49,8 +58,6 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
     raw_pub = aioredis.Redis.from_url(url)
     raw_sub = aioredis.Redis.from_url(url).pubsub(ignore_subscribe_messages=True)
     await raw_sub.subscribe("bench:raw")
-    post_ns: list[int] = []
-    raw_ns: list[int] = []
     try:
         async with asyncio.timeout(10):
             await feed.listening.wait()
@@ -74,15 +81,7 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
                 if message is not None:
                     return time.perf_counter_ns() - t0
 
-        for i in range(warmup + iterations):
-            if i % 2:
-                a, b = await post_one(i), await raw_one(i)
-            else:
-                b = await raw_one(i)
-                a = await post_one(i)
-            if i >= warmup:
-                post_ns.append(a)
-                raw_ns.append(b)
+        post_ns, raw_ns = await interleave(post_one, raw_one, iterations, warmup)
     finally:
         listener.cancel()
         await asyncio.gather(listener, return_exceptions=True)

@@ -47,7 +47,17 @@ from typing import Any
 
 import msgpack
 import redis.asyncio as aioredis
-from _common import GcPauses, HostCpu, RedisServer, Row, environment, parser, percentile, report
+from _common import (
+    GcPauses,
+    HostCpu,
+    RedisServer,
+    Row,
+    environment,
+    parser,
+    percentile,
+    report,
+    save_samples,
+)
 
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.events import Gap
@@ -238,6 +248,7 @@ async def latency_consumer(url: str, ns: str, mode: str, expect: int, ready: Any
     await client.aclose()
     lat_ms = [v / 1e6 for v in lat]
     return {
+        "samples_ms": lat_ms,
         "got": got,
         "gaps": gaps,
         "n": len(lat_ms),
@@ -430,6 +441,8 @@ def child_main(argv: list[str]) -> int:
         res = asyncio.run(
             latency_consumer(spec["url"], spec["ns"], spec["mode"], spec["expect"], ready)
         )
+        # The whole distribution goes to run_all.py's chart, not through the pipe.
+        save_samples(spec["samples"], res.pop("samples_ms"))
     elif role == "tp-pub":
         res = asyncio.run(
             throughput_publisher(spec["url"], spec["ns"], spec["mode"], spec["n"], spec["rate"])
@@ -519,7 +532,12 @@ def latency(
         base = {"url": url, "ns": ns, "mode": mode}
         meter = HostCpu().start()
         res[mode] = run_pair(
-            {**base, "role": "lat-con", "expect": expect},
+            {
+                **base,
+                "role": "lat-con",
+                "expect": expect,
+                "samples": f"event_latency_{rate // 1000}k_{mode}",
+            },
             [{**base, **p, "role": "lat-pub", "warm": warm, "dur": dur} for p in pubs],
         )
         busy[mode] = meter.stop()

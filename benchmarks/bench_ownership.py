@@ -19,7 +19,16 @@ import sys
 import time
 
 import redis.asyncio as aioredis
-from _common import RedisServer, Row, environment, ns_to_ms, parser, percentile, report
+from _common import (
+    RedisServer,
+    Row,
+    environment,
+    interleave,
+    ns_to_ms,
+    parser,
+    percentile,
+    report,
+)
 
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.keys import Keys
@@ -35,11 +44,9 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
     raw = aioredis.Redis.from_url(url)
     own = Ownership(client, keys, "console-bench")
     raw_key = keys.owner("bench/raw")
-    own_ns: list[int] = []
-    raw_ns: list[int] = []
     try:
 
-        async def claim_cycle() -> int:
+        async def claim_cycle(i: int) -> int:
             t0 = time.perf_counter_ns()
             previous = await own.acquire(AGENT)
             released = await own.release(AGENT)
@@ -48,7 +55,7 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
                 raise RuntimeError("ownership claim cycle did not behave as expected")
             return t1 - t0
 
-        async def raw_cycle() -> int:
+        async def raw_cycle(i: int) -> int:
             t0 = time.perf_counter_ns()
             ok = await raw.set(raw_key, b"console-bench", nx=True, px=15_000)
             deleted = await raw.delete(raw_key)
@@ -57,16 +64,7 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
                 raise RuntimeError("raw lock cycle did not behave as expected")
             return t1 - t0
 
-        for i in range(warmup + iterations):
-            # Alternate which goes first, so neither always runs on a just-warmed path.
-            if i % 2:
-                a, b = await claim_cycle(), await raw_cycle()
-            else:
-                b = await raw_cycle()
-                a = await claim_cycle()
-            if i >= warmup:
-                own_ns.append(a)
-                raw_ns.append(b)
+        own_ns, raw_ns = await interleave(claim_cycle, raw_cycle, iterations, warmup)
     finally:
         await client.aclose()
         await raw.aclose()

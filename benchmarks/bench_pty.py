@@ -122,17 +122,20 @@ def digest(chunks: list[bytes]) -> str:
     return h.hexdigest()
 
 
-def proc_cpu_s(pid: int, *, children: bool = False) -> float:
+def proc_cpu_s(pid: int, *, children: bool = False, kernel_only: bool = False) -> float:
     """CPU seconds of process ``pid`` (Linux /proc; NaN elsewhere).
 
     ``utime + stime``, or with ``children`` ``cutime + cstime``: what its reaped
-    children (and theirs, once reaped) used — for the agent, the commands it ran.
+    children (and theirs, once reaped) used — for the agent, the commands it ran. With
+    ``kernel_only`` just the system part (``stime``, ``cstime``): system calls.
     """
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             fields = fh.read().rsplit(b")", 1)[1].split()
         first = 13 if children else 11
-        return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
+        kernel = int(fields[first + 1])
+        user = 0 if kernel_only else int(fields[first])
+        return (user + kernel) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return float("nan")
 
@@ -259,6 +262,8 @@ class AteamRun:
     end: dict[str, Any] = field(default_factory=dict)
     chunks: list[bytes] = field(default_factory=list)
     cpu_agent: float = float("nan")
+    cpu_agent_sys: float = float("nan")
+    """The agent's system (kernel) share of ``cpu_agent``."""
     cpu_command: float = float("nan")
     cpu_redis: float = float("nan")
     cpu_consumer: float = float("nan")
@@ -328,6 +333,7 @@ class Streamer:
         """The console's way of reading: ``async for batch in tail.batches()``."""
         pid = self.agent.proc.pid if self.agent.proc else 0
         agent0, redis0 = proc_cpu_s(pid), proc_cpu_s(self.redis_pid)
+        agent_sys0 = proc_cpu_s(pid, kernel_only=True)
         command0, host0 = proc_cpu_s(pid, children=True), host_busy_s()
         cons0 = time.process_time()
         call_id: str | None = None
@@ -367,6 +373,7 @@ class Streamer:
                     out.end = dict(data)
                     # CPU is read here too, before the closing model turn adds anything.
                     out.cpu_agent = proc_cpu_s(pid) - agent0
+                    out.cpu_agent_sys = proc_cpu_s(pid, kernel_only=True) - agent_sys0
                     out.cpu_command = proc_cpu_s(pid, children=True) - command0
                     out.cpu_host = host_busy_s() - host0
                     out.cpu_redis = proc_cpu_s(self.redis_pid) - redis0
@@ -496,7 +503,8 @@ async def run(
                     a.chunks.clear()
                     log(
                         f"  {v.kind} round {rnd}: ateam {a.nbytes / MB / a.seconds:.1f} MB/s "
-                        f"({a.frames} frames; CPU s agent {a.cpu_agent:.2f}, command "
+                        f"({a.frames} frames; CPU s agent {a.cpu_agent:.2f} (system "
+                        f"{a.cpu_agent_sys:.2f}), command "
                         f"{a.cpu_command:.2f}, redis {a.cpu_redis:.2f}, consumer "
                         f"{a.cpu_consumer:.2f}, host {a.cpu_host:.2f})"
                     )
@@ -555,7 +563,8 @@ def summarize(v: Variant, *, target: bool) -> tuple[list[Row], list[str]]:
         f"{med([a.emit_first for a in v.ateam]) * 1e3:.0f} ms; emit→receive lag per frame "
         f"p50 {med([statistics.median(a.lags) for a in v.ateam]) * 1e3:.1f} ms, "
         f"max {max(max(a.lags) for a in v.ateam) * 1e3:.0f} ms",
-        f"  median CPU s per run: ateam — agent {med([a.cpu_agent for a in v.ateam]):.2f}, "
+        f"  median CPU s per run: ateam — agent {med([a.cpu_agent for a in v.ateam]):.2f} "
+        f"(system {med([a.cpu_agent_sys for a in v.ateam]):.2f}), "
         f"command {med([a.cpu_command for a in v.ateam]):.2f}, redis-server "
         f"{med([a.cpu_redis for a in v.ateam]):.2f}, consumer "
         f"{med([a.cpu_consumer for a in v.ateam]):.2f}, whole host "

@@ -3,7 +3,9 @@
 Not a SPEC §13 row: redaction sits on the hot path of every event, log line and history
 turn (SPEC §11), so its cost is tracked here. The text is ateam's own source plus a
 synthetic log, about 1 MB; the baseline is the cheapest conceivable redaction, a single
-``re.sub`` of one key shape over the same text.
+``re.sub`` of one key shape over the same text. A second row times the streaming path:
+``Redactor.redact_bytes`` over 8 KiB frames of build output (what ``os.exec`` streams),
+which the trigger check lets through without decoding when they hold no secret.
 
     python benchmarks/bench_redact.py [--quick]
 """
@@ -21,6 +23,8 @@ from ateam.redact import Redactor
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG = "2026-11-21 12:00:01 INFO build step 3/7: compiling module foo.bar (0.42s)\n"
+BUILD = "[ 42%] Building CXX object src/net/CMakeFiles/net.dir/http/client_pool.cpp.o\n"
+FRAME = 8 * 1024
 
 
 def corpus(size: int) -> str:
@@ -48,6 +52,14 @@ def main() -> int:
     print(f"bench_redact: {environment()}")
     ours = best_mb_s(redactor.redact, text, rounds)
     raw = best_mb_s(lambda t: simple.sub("****", t), text, rounds)
+    output = ((LOG + BUILD) * (1_000_000 // len(LOG + BUILD) + 1)).encode()[:1_000_000]
+    frames = [output[i : i + FRAME] for i in range(0, len(output), FRAME)]
+    simple_bytes = re.compile(rb"\bsk-[A-Za-z0-9_-]{20,}")
+    as_text = output.decode()  # only its length counts: the frames are what is redacted
+    framed = best_mb_s(lambda _: [redactor.redact_bytes(f) for f in frames], as_text, rounds)
+    framed_raw = best_mb_s(
+        lambda _: [simple_bytes.sub(b"****", f) for f in frames], as_text, rounds
+    )
     rows = [
         Row(
             "redact_mb_s",
@@ -59,9 +71,24 @@ def main() -> int:
             "(info)",
             None,
             higher_is_better=True,
-        )
+        ),
+        Row(
+            "redact_frames_mb_s",
+            "redaction of build output, 8 KiB frames",
+            framed,
+            "MB/s",
+            framed_raw,
+            "one-pattern re.sub",
+            "(info)",
+            None,
+            higher_is_better=True,
+        ),
     ]
-    report("Secret redaction (SPEC §11)", rows, [f"best of {rounds} passes over 1 MB"])
+    notes = [
+        f"best of {rounds} passes over 1 MB",
+        "frames: redact_bytes of 8 KiB pieces of log and compiler lines, as os.exec streams",
+    ]
+    report("Secret redaction (SPEC §11)", rows, notes)
     return 0
 
 

@@ -28,10 +28,12 @@ from _common import (
     diff_stats,
     environment,
     info_commandstats,
+    interleave,
     ns_to_ms,
     parser,
     percentile,
     report,
+    save_samples,
     temp_dir,
     wait_serving,
 )
@@ -68,28 +70,17 @@ async def run(
             + ", ".join(f"{k}={v:.2f}" for k, v in sorted(per_call.items()))
         )
 
-        ping_ns: list[int] = []
-        status_ns: list[int] = []
-
-        async def ping() -> int:
+        async def ping(i: int) -> int:
             t0 = perf_counter_ns()
             await raw.ping()
             return perf_counter_ns() - t0
 
-        async def status() -> int:
+        async def status(i: int) -> int:
             t0 = perf_counter_ns()
             await rpc.call(agent.id, "status")
             return perf_counter_ns() - t0
 
-        for i in range(iterations):
-            # Interleaved, alternating which goes first.
-            if i % 2:
-                s_ns, p_ns = await status(), await ping()
-            else:
-                p_ns = await ping()
-                s_ns = await status()
-            ping_ns.append(p_ns)
-            status_ns.append(s_ns)
+        status_ns, ping_ns = await interleave(status, ping, iterations)
     finally:
         await raw.aclose()
         await client.aclose()
@@ -97,6 +88,9 @@ async def run(
 
     ping = ns_to_ms(ping_ns)
     status = ns_to_ms(status_ns)
+    # The whole distributions, for run_all.py's chart.
+    save_samples("rpc_status", status)
+    save_samples("rpc_ping", ping)
     p50, p99 = percentile(status, 50), percentile(status, 99)
     b50, b99 = percentile(ping, 50), percentile(ping, 99)
     rows = [

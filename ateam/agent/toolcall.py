@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from ateam.agent.control import TaskControl
 from ateam.agent.queue import QueueItem
 from ateam.bus.coalesce import Coalescer
-from ateam.bus.events import EventType, decode_chunk, encode_chunk
+from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
 from ateam.config.schema import Approval
 from ateam.errors import AteamError, ToolDenied
@@ -90,15 +90,13 @@ class ToolCaller:
         self._events.emit(EventType.TOOL_START, input=call.args, **base)
 
         def output_frame(frame: dict[str, Any]) -> None:
-            # Text frames are scrubbed with every event payload; a base64 frame would
-            # hide a key from that, so it is redacted as bytes here. Whole frames (cut
-            # at newlines when output is slow) rather than single reads, so a key is
-            # rarely split across two pieces.
-            if "b64" in frame:
-                frame = encode_chunk(self._hooks.scrub_bytes(decode_chunk(frame)))
             self._events.emit(EventType.TOOL_OUTPUT, **frame, **base)
 
-        coalescer = Coalescer.for_output(output_frame)
+        # Text frames are scrubbed with every event payload; a base64 frame would hide
+        # a key from that, so the coalescer redacts its bytes before encoding them.
+        # Whole frames (cut at whitespace) rather than single reads, so a key streamed
+        # in pieces is redacted whole.
+        coalescer = Coalescer.for_output(output_frame, scrub_binary=self._hooks.scrub_bytes)
         end: dict[str, Any] = {}
         try:
             value = await self._invoke(call, item, control, coalescer, ids)

@@ -8,19 +8,19 @@ and the event stream's byte cap (see :mod:`ateam.bus.publisher`) trims finely.
 from __future__ import annotations
 
 import asyncio
-import re
+import base64
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ateam.bus.events import encode_chunk
 from ateam.constants import (
     COALESCE_HARD_FRAMES_PER_S,
     COALESCE_MAX_BYTES,
     COALESCE_NEWLINE_S,
     COALESCE_WINDOW_S,
 )
+from ateam.redact import may_hold_secret
 
 
 class Coalescer:
@@ -29,13 +29,18 @@ class Coalescer:
     A frame is flushed after ``window`` seconds or ``max_bytes``, and for tool output
     also ``newline_window`` after a newline; no frame is longer than ``max_bytes``.
     Bytes are never split inside a UTF-8 sequence; output that is not valid UTF-8 is
-    sent base64-encoded. Above ``hard_fps`` frames per second the window widens rather
-    than anything being dropped.
+    sent base64-encoded, after ``scrub_binary`` (the redactor's bytes pass: once the
+    bytes are base64, no pattern can see a secret in them). Text frames are sent as
+    text, for the publisher to redact with the rest of the event. Above ``hard_fps``
+    frames per second the window widens rather than anything being dropped.
 
     Frames end at whitespace where they can: a trailing run of up to ``HOLD_BYTES``
     non-space bytes waits for the next frame (at most ``HOLD_S``), so a key streamed a
     few characters at a time reaches the redactor, which sees one frame at a time, in
     one piece. A longer run, or one held that long (a prompt waiting for input), goes.
+    Secrets that span a space are kept together too (see :meth:`_keep_together`): an
+    unfinished line that names one (``password: ``, ``Authorization: Bearer ``) waits
+    whole for its value, and an unterminated PEM block for its end.
     """
 
     HOLD_BYTES = 512
@@ -49,8 +54,10 @@ class Coalescer:
         max_bytes: int = COALESCE_MAX_BYTES,
         newline_window: float | None = None,
         hard_fps: int = COALESCE_HARD_FRAMES_PER_S,
+        scrub_binary: Callable[[bytes], bytes] | None = None,
     ) -> None:
         self._sink = sink
+        self._scrub_binary = scrub_binary
         self._base_window = window
         self._window = window
         self._max_bytes = max_bytes
@@ -62,8 +69,14 @@ class Coalescer:
         self._holding_since: float | None = None
 
     @classmethod
-    def for_output(cls, sink: Callable[[dict[str, Any]], None]) -> Coalescer:
-        return cls(sink, newline_window=COALESCE_NEWLINE_S)
+    def for_output(
+        cls,
+        sink: Callable[[dict[str, Any]], None],
+        *,
+        scrub_binary: Callable[[bytes], bytes] | None = None,
+    ) -> Coalescer:
+        """Framing for a tool's output: also flushed soon after a newline."""
+        return cls(sink, newline_window=COALESCE_NEWLINE_S, scrub_binary=scrub_binary)
 
     def feed(self, chunk: bytes | str) -> None:
         data = chunk.encode() if isinstance(chunk, str) else chunk
@@ -104,19 +117,34 @@ class Coalescer:
     def _send(self, cut: int) -> None:
         data = bytes(self._buf[:cut])
         del self._buf[:cut]
-        self._sink(encode_chunk(data))
+        self._sink(self._frame(data))
         self._note_frame()
+
+    def _frame(self, data: bytes) -> dict[str, Any]:
+        """``{"text": …}`` for UTF-8, else ``{"b64": …}`` of the scrubbed bytes (one
+        decode either way: an invalid byte stops it at once)."""
+        try:
+            return {"text": data.decode("utf-8")}
+        except UnicodeDecodeError:
+            pass
+        if self._scrub_binary is not None:
+            data = self._scrub_binary(data)
+        return {"b64": base64.b64encode(data).decode("ascii")}
 
     def _full_cut(self) -> int:
         """Where a frame ends when ``max_bytes`` or more wait: at most there, never
         inside a UTF-8 sequence, and after a whitespace near the end if it is text."""
-        cut = _utf8_safe_cut(self._buf, self._max_bytes) or self._max_bytes
-        try:
-            self._buf[:cut].decode()
-        except UnicodeDecodeError:
-            return cut  # binary: its "spaces" are no word boundaries, and it goes as b64
-        space = _LAST_SPACE.search(self._buf, max(0, cut - self.HOLD_BYTES - 1), cut)
-        return space.end() if space is not None else cut
+        buf = self._buf
+        cut = _utf8_safe_cut(buf, self._max_bytes) or self._max_bytes
+        if not buf.isascii():  # ASCII is text: no need to decode it to know
+            try:
+                buf[:cut].decode()
+            except UnicodeDecodeError:
+                return cut  # binary: its "spaces" are no word boundaries; it goes as b64
+        low = max(0, cut - self.HOLD_BYTES - 1)
+        space = _last_space(buf, low, cut)
+        boundary = space + 1 if space >= 0 else cut
+        return self._keep_together(low, boundary) or boundary  # a full frame is never empty
 
     def _word_cut(self, cut: int) -> int:
         """``cut`` moved back to just after the last whitespace, while a hold is allowed."""
@@ -125,17 +153,44 @@ class Coalescer:
             self._holding_since = None
             return cut  # held long enough: a prompt, not a word being streamed
         low = max(0, cut - self.HOLD_BYTES - 1)
-        space = _LAST_SPACE.search(self._buf, low, cut)
-        if space is not None:
-            boundary = space.end()
+        space = _last_space(self._buf, low, cut)
+        if space >= 0:
+            boundary = space + 1
         elif cut - low <= self.HOLD_BYTES:
             boundary = 0  # one short word so far: all of it waits
         else:
             return cut  # a long run without a space is no word to keep whole
+        boundary = self._keep_together(low, boundary)
         if boundary < cut and self._holding_since is None:
             self._holding_since = now
         elif boundary == cut:
             self._holding_since = None
+        return boundary
+
+    def _keep_together(self, low: int, boundary: int) -> int:
+        """``boundary``, or earlier, so that what may be one secret is not cut in two.
+
+        * An unterminated PEM block waits from its first line, so that its body reaches
+          the redactor after its armour (a private key is a few KiB: less than a frame).
+        * The line ``boundary`` falls in waits whole (if it began at most ``HOLD_BYTES``
+          back, after a ``\n`` or ``\r``) when its last ``_NAME_REACH`` bytes before
+          ``boundary`` hold the trigger of a built-in rule
+          (:func:`ateam.redact.may_hold_secret`): a name such as ``password: `` or
+          ``Authorization: Bearer `` followed by a pause or a frame's end would otherwise
+          go without its value. No rule spans lines; a trigger further back already has
+          its value beside it, so prose that mentions tokens streams on.
+        """
+        buf = self._buf
+        begin = buf.rfind(b"-----BEGIN", 0, boundary)
+        if begin > 0 and buf.find(b"-----END", begin, boundary) < 0:
+            line = _line_start(buf, 0, begin)
+            if line > 0:
+                return line
+        line = _line_start(buf, low, boundary)
+        if 0 <= line < boundary:
+            name = max(line, boundary - _NAME_REACH)  # a name long before is no question
+            if may_hold_secret(bytes(buf[name:boundary])):
+                return line
         return boundary
 
     def close(self) -> None:
@@ -169,8 +224,31 @@ class Coalescer:
             self._window = self._base_window
 
 
-_LAST_SPACE = re.compile(rb"\s(?=\S*\Z)")
-"""The last whitespace byte of a (bounded) buffer slice."""
+def _last_space(buf: bytearray, start: int, end: int) -> int:
+    """Index of the last whitespace byte (``bytes.isspace``) in ``buf[start:end]``, or -1.
+
+    Six reverse ``memchr`` scans of a slice of at most ``HOLD_BYTES``: cheaper than one
+    regex pass, and it runs once per frame.
+    """
+    return max(
+        buf.rfind(b" ", start, end),
+        buf.rfind(b"\n", start, end),
+        buf.rfind(b"\t", start, end),
+        buf.rfind(b"\r", start, end),
+        buf.rfind(b"\x0b", start, end),
+        buf.rfind(b"\x0c", start, end),
+    )
+
+
+_NAME_REACH = 128
+"""Bytes before a frame's end in which a secret's name (``token``, ``Bearer``) means its
+value may still be on its way: the name's rest, quotes, ``=`` or ``:`` and spaces."""
+
+
+def _line_start(buf: bytearray, low: int, end: int) -> int:
+    """Where the line holding ``buf[end - 1]`` starts, if at ``low`` or later, else -1."""
+    start = max(buf.rfind(b"\n", low, end), buf.rfind(b"\r", low, end)) + 1
+    return start if start > 0 or low == 0 else -1
 
 
 def _utf8_safe_cut(buf: bytearray, limit: int | None = None) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections import deque
@@ -35,6 +36,7 @@ from ateam.constants import (
     EVENT_LOG_MAX_BYTES,
     EVENT_LOG_MAXLEN,
     PUBLISH_BATCH_MAX,
+    PUBLISH_BATCH_MAX_BYTES,
 )
 from ateam.errors import AteamError, Code
 from ateam.wire.events import EventType
@@ -437,7 +439,13 @@ class EventPublisher:
         if self._written is None:
             await self._find_written()
         assert self._written is not None
-        batch = [self._buffer[i] for i in range(min(len(self._buffer), PUBLISH_BATCH_MAX))]
+        batch: list[tuple[int, bytes]] = []
+        size = 0
+        for entry in itertools.islice(self._buffer, PUBLISH_BATCH_MAX):
+            size += len(entry[1])
+            if batch and size > PUBLISH_BATCH_MAX_BYTES:
+                break
+            batch.append(entry)
         fence = self._fence() if self._fence else 0
         written = max(self._written, self._maybe_written)
         args: list[Any] = [self._maxlen, fence, written, self._max_bytes, self.lock_value]

@@ -5,26 +5,36 @@ of one project sees only its agents), found through the team-wide project set; a
 client lists every agent it may see in two round trips. The heartbeat times sit in a
 second hash stamped with the *Redis server's* clock, so "older than the TTL" never
 depends on clocks of different hosts agreeing.
+
+What a beat costs scales with what changed: every beat stamps the heartbeat hash and
+renews the liveness key, but the entry is written (and an ``update`` announced) only
+when it differs from the one last written. A watcher therefore keeps its own copy of
+the entries from the notices, and asks the server only which agents stopped beating
+(:meth:`Registry.lapsed`), instead of reading every entry again.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
+import gc
+import hashlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from operator import attrgetter
 from typing import Any
 
+import msgpack
 import redis.asyncio as aioredis
 from redis.exceptions import NoPermissionError, ResponseError
 
-from ateam.bus.codec import pack, unpack
+from ateam.bus.codec import pack
 from ateam.bus.keys import Keys
 from ateam.constants import DISCONNECTED_SHOWN_S, HEARTBEAT_TTL_S
-from ateam.errors import BadRequest
 
 
-@dataclass
+@dataclass(slots=True)
 class AgentEntry:
     """What an agent publishes about itself."""
 
@@ -58,11 +68,21 @@ class AgentEntry:
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> AgentEntry:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+        """Rebuild an entry; fields this version does not know (a newer agent's) are ignored.
+
+        Raises:
+            TypeError: a required field is missing or a key is not a string.
+        """
+        data.pop("v", None)
+        if data.keys() <= _ENTRY_FIELDS:  # the usual case, without a copy (ps of 1 000)
+            return cls(**data)
+        return cls(**{k: v for k, v in data.items() if k in _ENTRY_FIELDS})
 
 
-@dataclass
+_ENTRY_FIELDS = frozenset(AgentEntry.__dataclass_fields__)
+
+
+@dataclass(slots=True)
 class AgentView:
     """An entry as a console sees it, with liveness computed from the heartbeat."""
 
@@ -102,6 +122,7 @@ class Registry:
     def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
         self._client = client
         self._keys = keys
+        self._lapsed = client.register_script(_LAPSED_LUA)
 
     async def projects(self) -> builtins.list[str]:
         """The names of the projects that ever registered an agent, sorted."""
@@ -138,28 +159,48 @@ class Registry:
         now_ms = sec * 1000 + usec // 1000
         views: list[AgentView] = []
         expired: dict[str, list[bytes]] = {}
-        for project, entries, beats in zip(names, replies[0:-1:2], replies[1:-1:2], strict=True):
-            if isinstance(entries, Exception) or isinstance(beats, Exception):
-                if not _forbidden(entries) and not _forbidden(beats):
-                    raise entries if isinstance(entries, Exception) else beats
-                continue  # another project's, by this user's ACL: invisible
-            for raw_id, raw in entries.items():
-                try:
-                    entry = AgentEntry.from_wire(unpack(raw))
-                except (BadRequest, TypeError):
-                    continue
-                if entry.project != project or entry.id != f"{project}/{entry.name}":
-                    continue  # not this project's (a foreign writer): keys would be wrong
-                age = (now_ms - int(beats.get(raw_id, 0))) / 1000
-                if age > DISCONNECTED_SHOWN_S:
-                    expired.setdefault(project, []).append(raw_id)
-                    continue
-                views.append(AgentView(entry, max(age, 0.0)))
+        unpackb, from_wire = msgpack.unpackb, AgentEntry.from_wire
+        with _no_cycle_collection():
+            for project, entries, beats in zip(
+                names, replies[0:-1:2], replies[1:-1:2], strict=True
+            ):
+                if isinstance(entries, Exception) or isinstance(beats, Exception):
+                    if not _forbidden(entries) and not _forbidden(beats):
+                        raise entries if isinstance(entries, Exception) else beats
+                    continue  # another project's, by this user's ACL: invisible
+                for raw_id, raw in entries.items():
+                    age = (now_ms - int(beats.get(raw_id, 0))) / 1000
+                    if age > DISCONNECTED_SHOWN_S:
+                        expired.setdefault(project, []).append(raw_id)
+                        continue
+                    try:  # entry_of, inlined: this loop is most of a listing's time
+                        entry = from_wire(unpackb(raw, raw=False, strict_map_key=True))
+                    except Exception:  # not msgpack, not a map, not an entry
+                        continue
+                    if entry.project == project and entry.id == f"{project}/{entry.name}":
+                        views.append(AgentView(entry, age if age > 0 else 0.0))
         for project, ids in expired.items():
-            await self._forget(project, ids)
-        await self._mark_restarting([v for v in views if not v.connected])
-        views.sort(key=lambda v: v.id)
+            await self.forget(project, ids)
+        await self.mark_restarting([v for v in views if not v.connected])
+        views.sort(key=_BY_ID)
         return views
+
+    async def lapsed(self, project: str) -> Lapse:
+        """Which of ``project``'s agents have not beaten for longer than the TTL.
+
+        The comparison runs in Redis, beside the beats: the answer is the few agents that
+        lapsed, whatever the size of the team.
+        """
+        try:
+            reply = await self._lapsed(keys=[self._keys.heartbeats(project)], args=[_TTL_MS])
+        except ResponseError as exc:
+            if not _forbidden(exc):
+                raise
+            return Lapse(0, 0, 0, {})  # no longer this user's to read: nobody there
+        now_ms, beating, digest, *pairs = reply
+        agents, beats = pairs[0::2], pairs[1::2]
+        stamps = {_text(agent): int(stamp) for agent, stamp in zip(agents, beats, strict=True)}
+        return Lapse(int(now_ms), int(beating), int(digest), stamps)
 
     async def get(self, agent: str) -> AgentView | None:
         project = agent.partition("/")[0]
@@ -168,13 +209,15 @@ class Registry:
                 return view
         return None
 
-    async def _forget(self, project: str, ids: builtins.list[Any]) -> None:
+    async def forget(self, project: str, ids: builtins.list[Any]) -> None:
+        """Drop agents gone for longer than they are shown (their entries and beats)."""
         pipe = self._client.pipeline(transaction=False)
         pipe.hdel(self._keys.registry(project), *ids)
         pipe.hdel(self._keys.heartbeats(project), *ids)
         await pipe.execute()
 
-    async def _mark_restarting(self, views: builtins.list[AgentView]) -> None:
+    async def mark_restarting(self, views: builtins.list[AgentView]) -> None:
+        """Set ``restarting`` on those of ``views`` whose agent left a grace marker."""
         if not views:
             return
         pipe = self._client.pipeline(transaction=False)
@@ -182,6 +225,94 @@ class Registry:
             pipe.exists(self._keys.grace(view.id))
         for view, marked in zip(views, await pipe.execute(), strict=True):
             view.restarting = bool(marked)
+
+
+@dataclass(frozen=True)
+class Lapse:
+    """One project's heartbeats as :meth:`Registry.lapsed` found them."""
+
+    now_ms: int
+    """The Redis server's clock when it looked."""
+    beating: int
+    """How many agents have a heartbeat in the project (lapsed ones included)."""
+    digest: int
+    """:func:`id_digest` summed over those agents, modulo 2**32: which agents they are."""
+    stamps: dict[str, int]
+    """The server time (ms) of the last beat of each agent older than the TTL."""
+
+
+_LAPSED_LUA = """
+-- KEYS[1]: a project's heartbeat hash (agent id -> server time in ms of its last beat)
+-- ARGV[1]: the heartbeat TTL in ms
+-- Returns the server time, the hash's length, a digest of its agent ids (the sum of
+-- the first 32 bits of each id's SHA-1, modulo 2^32: a watcher compares it with its own
+-- to know it holds the same agents), then id and stamp of every agent whose last beat
+-- is older than the TTL: watchers learn of the few that lapsed, not of every beat, and
+-- the clock that judges is the one that stamped.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cutoff = now - tonumber(ARGV[1])
+local beats = redis.call('HGETALL', KEYS[1])
+local digest = 0
+local lapsed = {}
+for i = 1, #beats, 2 do
+  digest = (digest + tonumber(string.sub(redis.sha1hex(beats[i]), 1, 8), 16)) % 4294967296
+  local stamp = tonumber(beats[i + 1]) or 0
+  if stamp < cutoff then
+    lapsed[#lapsed + 1] = beats[i]
+    lapsed[#lapsed + 1] = stamp
+  end
+end
+local out = {now, #beats / 2, digest}
+for i = 1, #lapsed do out[#out + 1] = lapsed[i] end
+return out
+"""
+_TTL_MS = int(HEARTBEAT_TTL_S * 1000)
+DIGEST_MOD = 2**32
+
+
+def id_digest(agent: str) -> int:
+    """An agent id's share of :attr:`Lapse.digest`: the first 32 bits of its SHA-1."""
+    return int.from_bytes(hashlib.sha1(agent.encode(), usedforsecurity=False).digest()[:4], "big")
+
+
+_BY_ID = attrgetter("entry.id")
+
+
+def entry_of(data: Any, project: str) -> AgentEntry | None:
+    """The entry in ``data`` (a decoded payload), if it is one of an agent of ``project``.
+
+    Anything else — not an entry, or a foreign writer's entry that names another project
+    or an id other than ``project/name`` — is None: keys built from it would be wrong.
+    """
+    if not isinstance(data, dict):
+        return None
+    try:
+        entry = AgentEntry.from_wire(data)
+    except TypeError:
+        return None
+    if entry.project != project or entry.id != f"{project}/{entry.name}":
+        return None
+    return entry
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """The cycle collector held off while entries are decoded (no await inside).
+
+    A thousand entries are some five thousand new containers, none in a cycle: left
+    on, the collector runs several times per listing and promotes them all, which
+    brings on full collections of the whole heap every few listings (tens of ms,
+    the slowest listings by far). msgpack's own advice for large unpacking.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _forbidden(reply: object) -> bool:
@@ -203,29 +334,44 @@ class Heartbeat:
         self._keys = keys
         self.entry = entry
         self._joined = False
+        self._written = b""
+        """The entry as last written: a beat that would write the same bytes does not."""
 
     async def beat(self, *, changed: bool = False) -> None:
-        """Refresh the entry and liveness; announce join or update when there is news."""
+        """Renew liveness; write and announce the entry on joining and when it changed.
+
+        ``changed`` forces an ``update`` even if the entry reads the same (the agent
+        knows something moved, such as a lock taken again).
+        """
         sec, usec = await self._client.time()
         now_ms = sec * 1000 + usec // 1000
         agent, project = self.entry.id, self.entry.project
+        wire = self.entry.to_wire()
+        packed = pack(wire)
+        news = not self._joined or changed or packed != self._written
         pipe = self._client.pipeline(transaction=False)
-        pipe.hset(self._keys.registry(project), agent, pack(self.entry.to_wire()))
         pipe.hset(self._keys.heartbeats(project), agent, now_ms)
         pipe.set(self._keys.alive(agent), b"1", px=int(HEARTBEAT_TTL_S * 1000))
-        if not self._joined or changed:
+        if news:
+            pipe.hset(self._keys.registry(project), agent, packed)
             event = "update" if self._joined else "join"
             pipe.publish(
                 self._keys.registry_channel(project),
-                pack({"event": event, "agent": agent, "entry": self.entry.to_wire()}),
+                pack({"event": event, "agent": agent, "entry": wire}),
             )
         if not self._joined:
             # Consoles list projects from this set, and subscribe to a new one's channels
             # when it is announced (a restarted Redis lost both: re-said on every join).
             pipe.sadd(self._keys.projects, project)
             pipe.publish(self._keys.projects_channel, pack({"project": project}))
-        await pipe.execute()
+        replies = await pipe.execute()
         self._joined = True
+        self._written = packed
+        if replies[0] and not news:
+            # Our beat was not there any more (a console forgot us after a long silence,
+            # or Redis lost its data): the entry may be gone too. Join again.
+            self._joined = False
+            await self.beat()
 
     async def grace(self, seconds: float) -> None:
         """Tell consoles a planned restart is coming, so they don't flash it disconnected."""
@@ -243,3 +389,4 @@ class Heartbeat:
         )
         await pipe.execute()
         self._joined = False
+        self._written = b""

@@ -59,6 +59,8 @@ class Notice:
     """The agent concerned; empty for a context item posted by a console."""
     data: dict[str, Any] = field(default_factory=dict)
     """The whole notice as published (``by``, ``urgency``, ``title``, ``entry``…)."""
+    project: str = ""
+    """The project whose channel carried it; empty on a team-wide or session channel."""
 
 
 class Notices:
@@ -179,7 +181,15 @@ class Notices:
             body = unpack(data)
         except BadRequest:
             return None  # someone else's bytes on our channel: nothing to act on
-        return Notice(kind, str(body.get("event", "")), str(body.get("agent", "")), body)
+        event, agent = str(body.get("event", "")), str(body.get("agent", ""))
+        return Notice(kind, event, agent, body, self._project_of(channel))
+
+    def _project_of(self, channel: str) -> str:
+        """``<project>`` of a project channel ``{ns}p:{<project>}:events:<word>``, else ""."""
+        head = f"{self._keys.ns}p:{{"
+        if not channel.startswith(head):
+            return ""
+        return channel[len(head) :].partition("}:events:")[0]
 
     async def _drop(self) -> None:
         pubsub, self._pubsub = self._pubsub, None

@@ -29,6 +29,7 @@ from ateam.client._session import Session
 from ateam.client.acl import create_user
 from ateam.client.agent import AgentHandle
 from ateam.client.board import TasksApi
+from ateam.client.listing import AgentListing
 from ateam.client.notices import Notices
 from ateam.client.redaction import local_redactor
 from ateam.client.tail import Tail
@@ -207,6 +208,10 @@ class Team:
 
     async def status(self, agent_id: str) -> AgentView | None:
         return await self._session.registry.get(agent_id)
+
+    def listing(self) -> AgentListing:
+        """A copy of the registry kept current by notices (see :mod:`ateam.client.listing`)."""
+        return AgentListing(self._session.registry)
 
     async def snapshot(self, projects: Iterable[str] | None = None) -> dict[str, Any]:
         """The session snapshot, fresh from the bus: the document ``~/.ateam/session.json`` holds.

@@ -3,9 +3,15 @@
 The session holds the connection (an :class:`ateam.client.Team`), which agent it is
 attached to and whether it still writes, the agents it follows and where it stopped
 reading each, and the background loops that keep all that current: the event tail,
-the notices (joins, leaves, takeovers, context items), the registry poll and the
-ownership refresh. Front ends (plain line mode and the Textual panes) give it a
+the notices (joins, changes, leaves, takeovers, context items), the liveness check and
+the ownership refresh. Front ends (plain line mode and the Textual panes) give it a
 :class:`ConsoleView` to render into; commands (:mod:`ateam.console.commands`) act on it.
+
+The agents it knows (:attr:`ConsoleSession.known`) change with the registry's notices
+and a slow liveness check that asks only which agents stopped beating
+(:class:`~ateam.client.listing.AgentListing`): a console with a silent team does no work
+that grows with the team, and tells its front end only which agents changed
+(:attr:`ConsoleSession.agents_changed`).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import contextlib
 import subprocess
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol
 
 from ateam.client import (
@@ -36,12 +42,14 @@ from ateam.client import (
     redactor_for,
     session_id,
 )
+from ateam.client.listing import Change
 from ateam.console.banners import ContextBanners
 from ateam.console.editor import Editor, edit_text
 from ateam.console.offsets import OffsetStore
+from ateam.console.roster import agent_banners, auto_tails
 from ateam.constants import (
     BACKOFF_WARN_AFTER,
-    HEARTBEAT_INTERVAL_S,
+    LIVENESS_CHECK_S,
     OWNER_REFRESH_S,
     TAKEOVER_GRACE_S,
 )
@@ -57,7 +65,7 @@ AUTO_TAIL_BACKLOG = 20
 OFFSETS_SAVE_S = 0.25
 """Least time between two writes of the console's offsets file."""
 REGISTRY_NEWS_MIN_S = 0.2
-"""Least time between two registry reads triggered by change notices."""
+"""Least time between two full registry reads asked for by notices (missed news)."""
 
 
 class ConsoleView(Protocol):
@@ -136,7 +144,12 @@ class ConsoleSession:
         self.auto_tail_limit = 0
         """Follow up to this many other live agents unasked (panes mode's right column)."""
         self.auto_tailed: set[str] = set()
-        self.known: dict[str, AgentStatus] = {}
+        self.listing = self.team.listing()
+        self.known: dict[str, AgentStatus] = self.listing.agents
+        """Every agent known, by id: the listing's, updated in place as news comes."""
+        self.agents_changed: Callable[[set[str]], None] = lambda agents: None
+        """Told the ids whose row in a list of agents changed (joined, left, new state or
+        details); set by a front end that lists agents, to redraw those rows only."""
         self.banners = ContextBanners(self.team.context, self.view.banner)
         self.board_news = asyncio.Event()
         """Set when a task board changed (or notices may have been missed): the open
@@ -181,15 +194,12 @@ class ConsoleSession:
             self._notices = await self.team.subscribe()
             views = await self.refresh_agents(announce=False)
         for view in views:
-            if view.connected and self.announce_waiting and view.state == "waiting":
-                self.view.banner(f"agent {view.id} is waiting for approval", level="alert")
-        for view in views:
             if view.connected:
-                self._announce_blocked(None, view)
+                self._announce_change(None, view)
         for coro, name in (
             (self._tail_loop(), "tail"),
             (self._watch_loop(self._notices), "watch"),
-            (self._registry_poll(), "registry"),
+            (self._registry_loop(), "registry"),
             (self._owner_refresh(), "owner"),
         ):
             task = asyncio.create_task(coro, name=f"console:{name}")
@@ -355,61 +365,37 @@ class ConsoleSession:
     # the registry ------------------------------------------------------------------------
 
     async def refresh_agents(self, *, announce: bool = True) -> list[AgentStatus]:
-        views = await self.team.agents()
-        fresh = {v.id: v for v in views}
-        if announce:
-            for agent, view in fresh.items():
-                self._announce_change(self.known.get(agent), view)
-        self.known = fresh
+        """Read the whole registry again (a command's fresh look); every agent, by id."""
+        self._changed(await self.listing.load(), announce=announce)
         self._auto_tail()
-        return views
+        return sorted(self.known.values(), key=lambda v: v.id)
+
+    def _changed(self, changes: Iterable[Change], *, announce: bool = True) -> None:
+        """Act on what changed in the listing: banners, the auto-tails, the front end."""
+        shown = [change for change in changes if change.shown]
+        if not shown:
+            return
+        if announce:
+            for change in shown:
+                if change.new is not None:
+                    self._announce_change(change.old, change.new)
+        self._auto_tail()
+        self.agents_changed({change.agent for change in shown})
 
     def _announce_change(self, old: AgentStatus | None, view: AgentStatus) -> None:
-        if old is not None and old.connected and not view.connected:
-            self.view.banner(f"agent {view.id} is {view.state}", level="warn")
-        elif old is not None and not old.connected and view.connected:
-            self.view.banner(f"agent {view.id} is back")
-        if (
-            self.announce_waiting
-            and view.state == "waiting"
-            and (old is None or old.state != "waiting")
-        ):
-            self.view.banner(f"agent {view.id} is waiting for approval", level="alert")
-        self._announce_blocked(old, view)
-
-    def _announce_blocked(self, old: AgentStatus | None, view: AgentStatus) -> None:
-        """An agent that cannot write its state (a full disk) is a banner in every front end.
-
-        Its work is paused, not lost, and it resumes by itself: both ends are news.
-        """
-        was = old is not None and old.state == "blocked"
-        if view.state == "blocked" and not was:
-            why = view.entry.alert or "blocked"
-            self.view.banner(f"agent {view.id} is {why}", level="alert")
-        elif was and view.connected and view.state != "blocked":
-            self.view.banner(f"agent {view.id} is no longer blocked; its work resumes")
+        for text, level in agent_banners(old, view, waiting=self.announce_waiting):
+            self.view.banner(text, level=level)
 
     def _auto_tail(self) -> None:
-        """Keep up to :attr:`auto_tail_limit` other live agents followed, busy ones first.
+        """Keep up to :attr:`auto_tail_limit` other live agents followed (see :func:`auto_tails`).
 
         Started from their recent screen (a short backlog), not their whole history, and
         dropped again when they leave, so the set follows the team as it changes.
         """
         if self.auto_tail_limit <= 0 and not self.auto_tailed:
             return
-        live = [
-            v
-            for v in self.known.values()
-            if v.connected and v.id != self.attached and v.id not in self.tailed
-        ]
-        # Those already shown stay (no flicker as states change); free places go to
-        # the agents doing something, then by id.
-        wanted = {v.id for v in live if v.id in self.auto_tailed}
-        for view in sorted(live, key=lambda v: (v.state not in ("busy", "waiting"), v.id)):
-            if len(wanted) >= self.auto_tail_limit:
-                break
-            wanted.add(view.id)
-        wanted = set(sorted(wanted)[: max(self.auto_tail_limit, 0)])
+        skip = [*self.tailed, *(a for a in [self.attached] if a)]
+        wanted = auto_tails(self.known, self.auto_tailed, limit=self.auto_tail_limit, skip=skip)
         for agent in self.auto_tailed - wanted:
             if agent not in self.tailed and agent != self.attached:
                 self.tail.remove(agent)
@@ -469,12 +455,12 @@ class ConsoleSession:
         if notice.event == "join":
             self.view.banner(f"agent {notice.agent} joined")
             self._tasks_changed.set()
-        elif notice.event == "update":
-            self._registry_news.set()
         elif notice.event == "leave":
             self.view.banner(f"agent {notice.agent} left")
-            self.known.pop(notice.agent, None)
             self._tasks_changed.set()
+        self._changed(self.listing.apply(notice))
+        if self.listing.stale:
+            self._registry_news.set()  # a new project, or an entry it could not use
 
     def _on_session(self, notice: Notice) -> None:
         agent = notice.agent
@@ -492,6 +478,8 @@ class ConsoleSession:
         """An ``attention`` or ``blocking`` item is a banner; ``blocking`` also rings."""
         if notice.event == RESUMED:
             self.board_news.set()  # board notices may have been missed as well
+            self.listing.stale = True  # and registry notices: read it all again
+            self._registry_news.set()
             self.banners.missed(agent.split("/", 1)[0] for agent in self.known)
             return
         self.banners.show(notice.data)
@@ -511,19 +499,29 @@ class ConsoleSession:
         self.read_only = True
         self.agent(agent).disown()
 
-    async def _registry_poll(self) -> None:
+    async def _registry_loop(self) -> None:
+        """The liveness check on a slow timer; a full read when news may have been missed.
+
+        Joins, changes and leaves arrive as notices (see :meth:`_on_registry`); what no
+        notice can say is that an agent died without leaving, which the check asks the
+        server every :data:`LIVENESS_CHECK_S` — about the agents that lapsed only.
+        """
+        due = time.monotonic() + LIVENESS_CHECK_S
         while True:
-            # Every heartbeat interval, or at once when an agent announced a change (a
-            # new state such as `waiting` must not wait for the next poll).
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(HEARTBEAT_INTERVAL_S):
+                async with asyncio.timeout(max(due - time.monotonic(), 0.0)):
                     await self._registry_news.wait()
             self._registry_news.clear()
-            # A burst of notices (many agents changing at once) costs one read, not many.
-            await asyncio.sleep(REGISTRY_NEWS_MIN_S)
             self.keepers = [keeper for keeper in self.keepers if keeper.poll() is None]
+            self._auto_tail()  # attached, detached or tailed since: the places may move
             with contextlib.suppress(*CONNECTION_ERRORS):
-                await self.refresh_agents()
+                if self.listing.stale:
+                    # A burst of news (a new project, a reconnect) costs one read, not many.
+                    await asyncio.sleep(REGISTRY_NEWS_MIN_S)
+                    self._changed(await self.listing.load())
+                if time.monotonic() >= due:
+                    due = time.monotonic() + LIVENESS_CHECK_S
+                    self._changed(await self.listing.check())
 
     async def _owner_refresh(self) -> None:
         while True:

@@ -13,9 +13,11 @@ Design choices, and why:
 * **No thread per command.** On POSIX the PTY master is an ordinary selectable file
   descriptor, so it is read with ``loop.add_reader`` and non-blocking ``os.read`` calls of
   up to 64 KiB, looping until the kernel has nothing more. Every chunk goes to
-  ``on_output`` unchanged the moment it is read: bytes stay bytes (binary data, invalid
-  UTF-8 and ANSI escapes pass through); framing and coalescing (SPEC §4.5) are the
-  caller's job. The callback runs on the event loop and must not block.
+  ``on_output`` unchanged, each once the terminal is empty again: a Linux PTY buffers
+  only ~17 KiB, so it is drained before each chunk is processed and the command writes
+  on meanwhile. Bytes stay bytes (binary data, invalid UTF-8 and ANSI escapes pass
+  through); framing and coalescing (SPEC §4.5) are the caller's job. The callback runs
+  on the event loop and must not block.
 * **Leader exit is watched separately from end of output.** A ``pidfd`` (Linux ≥ 5.3)
   becomes readable when the shell exits; elsewhere ``waitid(..., WNOWAIT)`` is polled with
   a back-off. End of output alone cannot be trusted: ``cmd &`` leaves a process holding
@@ -86,6 +88,7 @@ import sys
 import termios
 import time
 import warnings
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -123,8 +126,10 @@ _TERMINAL_VARS: Final = frozenset({"TERM", "COLUMNS", "LINES"})
 
 _CHUNK: Final = 64 * 1024
 """Bytes asked for per ``os.read``; a Linux PTY hands out at most ~4 KiB at a time."""
-_READ_BUDGET: Final = 1 << 17
-"""Bytes read per readiness callback before the loop gets a turn (fairness)."""
+_READ_BUDGET: Final = 1 << 16
+"""Bytes read per readiness callback before the loop gets a turn (fairness): 64 KiB is
+~8 frames of output to redact and queue, about half a millisecond, so the publisher,
+whose appends wait for the loop, keeps up with a flood instead of trailing it."""
 _TERM_AFTER_S: Final = 1.0
 _KILL_AFTER_S: Final = 2.0
 _DRAIN_GRACE_S: Final = 0.5
@@ -581,22 +586,38 @@ class ExecProcess:
     # -- output -------------------------------------------------------------------------
 
     def _on_readable(self) -> None:
-        fd, budget = self._fd, _READ_BUDGET
+        # The terminal buffers only ~17 KiB: it is emptied before each chunk is handed on
+        # (framed, redacted, queued), so the command writes on meanwhile instead of
+        # waiting for every read in turn.
+        budget, pending, ended = _READ_BUDGET, deque[bytes](), False
+        while True:
+            if budget > 0 and not ended:
+                chunks, ended = self._read_available(budget)
+                budget -= sum(map(len, chunks))
+                pending.extend(chunks)
+            if not pending:
+                break
+            self._take(pending.popleft())
+        if ended:
+            self._at_eof()
+
+    def _read_available(self, budget: int) -> tuple[list[bytes], bool]:
+        """What the terminal holds now (up to about ``budget`` bytes), and whether it ended."""
+        fd, chunks = self._fd, list[bytes]()
         while budget > 0:
             try:
                 data = os.read(fd, _CHUNK)
             except BlockingIOError:
-                return
+                return chunks, False
             except OSError as exc:  # EIO: the buffer is empty and every slave fd is closed
                 if exc.errno != errno.EIO:
                     log.warning("exec %d: reading the terminal failed: %s", self.pid, exc)
-                self._at_eof()
-                return
+                return chunks, True
             if not data:
-                self._at_eof()
-                return
-            self._take(data)
+                return chunks, True
+            chunks.append(data)
             budget -= len(data)
+        return chunks, False
 
     def _take(self, data: bytes) -> None:
         self._total += len(data)

@@ -8,6 +8,11 @@ second, with a time budget per frame, so a flood of output costs a bounded amoun
 work per frame and keystrokes are handled between frames. Commands run one at a time
 in a worker, so a slow command never freezes typing either.
 
+Idling: the frame timer stops once a frame leaves nothing to draw, and whatever gives
+it work (an event, a banner, a registry change) wakes it (:meth:`ConsoleApp.wake`). The
+agent list is redrawn row by row, for the agents the session says changed; nothing is
+compared or redrawn on a timer, so a console with a large, silent team idles.
+
 Garbage collection: pauses of the cycle collector, not drawing, were what kept keys
 waiting in a flood. The stream widget (:class:`StreamLog`) keeps its rows in a form
 the collector does not track, and the objects that exist once the console is up are
@@ -29,14 +34,14 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, Static
-from textual.widgets.option_list import Option
 
 from ateam.client import AgentStatus
 from ateam.completion import TabCycler
 from ateam.console.commands import command_line, completer, palette_entries
 from ateam.console.controller import ConsoleController
-from ateam.console.panes.agent_list import STATE_STYLES, agent_prompt
+from ateam.console.panes.agent_list import STATE_STYLES, AgentList
 from ateam.console.panes.ask import AskScreen
 from ateam.console.panes.command_input import CommandInput
 from ateam.console.panes.lines import Kind, Lines, fit, visible
@@ -59,11 +64,11 @@ AUTO_TAILS = 4
 FRAME_S = 1 / 60
 TAILS_FRAME_S = 0.1
 """The tails are glanced at, not read: 10 redraws a second spare the CPU of 60."""
+LIVE_FRAME_S = 0.05
+"""The line being written grows token by token: 20 redraws a second read as smooth."""
 FRAME_BUDGET_S = 0.008
 """Time one frame may spend drawing stream lines; the rest waits for the next frame."""
 DRAW_CHUNK = 200
-SYNC_S = 0.25
-"""How often the agent list and banners are compared with the controller's registry."""
 QUIT_CONFIRM_S = 3.0
 
 
@@ -95,6 +100,7 @@ class ConsoleApp(App[str]):
     #centre.read-only #readonly { display: block; }
     #stream { height: 1fr; scrollbar-size-vertical: 1; }
     #live { height: auto; max-height: 4; }
+    #centre.attached #live { min-height: 1; }
     #tails { width: 32; height: 1fr; border: round $secondary; }
     #tails-text { text-wrap: nowrap; text-overflow: ellipsis; }
     #agents { text-wrap: nowrap; text-overflow: ellipsis; }
@@ -133,26 +139,27 @@ class ConsoleApp(App[str]):
         """Set once the controller has connected."""
         self._commands: asyncio.Queue[str] = asyncio.Queue()
         self._side_tasks: set[asyncio.Task[None]] = set()
-        self._refreshing = False
-        self._refresh_wanted = False
         self._session_closed = False
-        self._known_ref: object = None
-        self._rows: list[tuple[Any, ...]] = []
-        self._waiting: set[str] = set()
+        self._dirty_rows: set[str] = set()
+        self._drawn_attached: str | None = None
         self._status: tuple[Any, ...] = ()
         self._drawn_status: tuple[Any, ...] = ()
         self._live = ""
+        self._live_rows = -1
+        self._slow_drawn_at = 0.0
+        self._tails_rows = -1
         self._quit_armed_at = 0.0
         self._decoders: dict[str, AnsiDecoder] = {}
         self._froze = False
         self._tails_drawn_at = 0.0
+        self._frame_timer: Timer | None = None
 
     # layout ---------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield Static(id="banners")
         with Horizontal(id="body"):
-            yield OptionList(id="agents")
+            yield AgentList(id="agents")
             with Vertical(id="centre"):
                 yield Static(id="readonly")
                 yield StreamLog(id="stream", max_lines=self.scrollback, wrap=True, min_width=1)
@@ -167,8 +174,7 @@ class ConsoleApp(App[str]):
         self.query_one("#agents").border_title = "agents"
         self.query_one("#tails").border_title = "tails"
         self.query_one("#centre").border_title = "not attached"
-        self.set_interval(FRAME_S, self._frame)
-        self.set_interval(SYNC_S, self._sync)
+        self._frame_timer = self.set_interval(FRAME_S, self._frame)
         self._start()
         self._run_commands()
 
@@ -178,6 +184,7 @@ class ConsoleApp(App[str]):
         controller.front_end = "panes"
         controller.panes_possible = True
         controller.auto_tail_limit = self._auto_tails  # the right column: the rest of the team
+        controller.agents_changed = self._agents_changed
         self.controller = controller
         self.query_one("#command", CommandInput).cycler = TabCycler(completer(controller))
         try:
@@ -242,6 +249,9 @@ class ConsoleApp(App[str]):
             self.show_error(exc.one_line())
         except Exception as exc:  # a bug behind one command must not end the console
             self.show_error(f"error [internal]: {line.split()[0]} failed: {exc!r}")
+        # Attached, detached, tailed or read-only now: the titles and tails may change.
+        self.view.status_dirty = self.view.tails_dirty = True
+        self.wake()
         if controller.quit_requested:
             # ``/ui panes off`` ends this front end for the caller to continue in plain.
             await self.leave(EXIT_PLAIN if controller.switch_to == "plain" else EXIT_QUIT)
@@ -379,21 +389,36 @@ class ConsoleApp(App[str]):
         if not self.is_running:
             return  # shutting down: the widgets may already be gone
         view = self.view
-        if view.pending or view.skipped:
+        now = time.monotonic()
+        drew = bool(view.pending or view.skipped)
+        if drew:
             self._draw_stream()
         live = view.partial(view.centre_agent)
-        if live != self._live:
+        # Every frame that changes the screen is a screen update, which draws again each
+        # pane it overlaps: the live line and the tails share slow frames (the tails every
+        # other one). The live line also goes with the stream, so a finished line never
+        # shows twice or not at all.
+        slow = now - self._slow_drawn_at >= LIVE_FRAME_S
+        if slow:
+            self._slow_drawn_at = now
+        if live != self._live and (drew or slow):
             self._live = live
-            shown = live[-1000:]  # the widget shows a few rows of the newest text
-            self.query_one("#live", Static).update(Text.from_ansi(visible(shown)))
-        now = time.monotonic()
-        if view.tails_dirty and now - self._tails_drawn_at >= TAILS_FRAME_S:
+            self._draw_live(live)
+        if slow and view.tails_dirty and now - self._tails_drawn_at >= TAILS_FRAME_S - FRAME_S:
             view.tails_dirty = False
             self._tails_drawn_at = now
             self._draw_tails()
         if view.status_dirty or self._status_key() != self._status:
             view.status_dirty = False
             self._sync()
+        idle = not (view.pending or view.skipped or view.tails_dirty or view.status_dirty)
+        if idle and live == self._live and self._frame_timer is not None:
+            self._frame_timer.pause()
+
+    def wake(self) -> None:
+        """Something waits to be drawn: run the frame timer, which stops when idle."""
+        if self._frame_timer is not None:
+            self._frame_timer.resume()
 
     def _draw_stream(self) -> None:
         view = self.view
@@ -433,6 +458,22 @@ class ConsoleApp(App[str]):
             return (Text.from_ansi(text, style=lines.style) for text in texts)
         return (Text(text, lines.style) for text in texts)
 
+    def _draw_live(self, live: str) -> None:
+        """The line the attached agent is still writing, under the stream.
+
+        A layout (a reflow and redraw of the whole screen) only when its height changes:
+        the line grows token by token, and a layout per token was most of the console's
+        work with one agent talking.
+        """
+        widget = self.query_one("#live", Static)
+        text = Text.from_ansi(visible(live[-1000:]))  # the widget shows a few rows of it
+        width = widget.content_region.width
+        rows = len(text.wrap(self.console, width)) if text.plain and width > 0 else 0
+        # While attached the row is kept even when empty (CSS): a line ending is no layout.
+        rows = max(rows, 1 if self.controller is not None and self.controller.attached else 0)
+        widget.update(text, layout=rows != self._live_rows)
+        self._live_rows = rows
+
     def _draw_tails(self) -> None:
         controller = self.controller
         if controller is None:
@@ -448,39 +489,33 @@ class ConsoleApp(App[str]):
             for text, style in self.view.tails.get(agent, ()):
                 out.append_text(Text.from_ansi(visible(text), style=style or "dim"))
                 out.append("\n")
+            # The line being written, if any, takes the row that parts one agent from the
+            # next: a line ending then changes no row count, so it needs no layout.
             partial = self.view.partial(agent)
             if partial:
                 out.append_text(Text.from_ansi(visible(partial[-200:]), style="dim"))
-                out.append("\n")
             out.append("\n")
         if not shown:
             out.append("other agents' output\nshows here (/tail ID)", "dim")
-        self.query_one("#tails-text", Static).update(out)
+        # Rows are never wrapped here (one per line): only a new count needs a layout.
+        rows = out.plain.count("\n")
+        self.query_one("#tails-text", Static).update(out, layout=rows != self._tails_rows)
+        self._tails_rows = rows
 
     # registry, banners, ownership ------------------------------------------------------------
 
     def banner_posted(self) -> None:
-        """Any banner may follow a registry change (join, leave, back): re-read it now."""
-        controller = self.controller
-        if controller is None:
-            return
-        self._refresh_wanted = True
-        if self._refreshing:
-            return  # the running refresh goes round once more
-        self._refreshing = True
+        """A banner was added: the status bar shows it on the next frame."""
+        self.wake()
 
-        async def refresh() -> None:
-            try:
-                while self._refresh_wanted:
-                    self._refresh_wanted = False
-                    with contextlib.suppress(Exception):  # the controller's poll retries
-                        await controller.refresh_agents()
-            finally:
-                self._refreshing = False
-            if self.is_running:
-                self._sync()
-
-        self._side_task(refresh())
+    def _agents_changed(self, agents: set[str]) -> None:
+        """The session's news: these agents' rows changed (the registry says so)."""
+        for agent in agents:
+            # The registry's word is newer than the states seen in events before it.
+            self.view.live_states.pop(agent, None)
+        self._dirty_rows |= agents
+        self.view.status_dirty = True
+        self.wake()
 
     def _state_of(self, view: AgentStatus) -> str:
         return self.view.live_states.get(view.id, view.state)
@@ -492,58 +527,47 @@ class ConsoleApp(App[str]):
         return (controller.attached, controller.read_only)
 
     def _sync(self) -> None:
-        """Bring the agent list, banners and the stream's title in line with the session."""
+        """Bring the agent list, banners and the stream's title in line with the session.
+
+        Only the rows of agents that changed are drawn again: a silent team costs
+        nothing here, however large.
+        """
         controller = self.controller
         if controller is None or not self.is_running:
             return  # not connected yet, or shutting down with the widgets already gone
-        if controller.known is not self._known_ref:
-            # A fresh registry read supersedes the states seen in events before it.
-            self._known_ref = controller.known
-            self.view.live_states.clear()
-        views = sorted(controller.known.values(), key=lambda v: v.id)
-        states = {v.id: self._state_of(v) for v in views}
-        rows = [
-            (v.id, states[v.id], v.entry.model, v.entry.pinned, round(v.entry.ctx_pct),
-             v.entry.host, v.entry.queue_len, v.id == controller.attached)
-            for v in views
-        ]  # fmt: skip
-        if rows != self._rows:
-            self._rows = rows
-            self._draw_agents(views, states, controller.attached)
-            self.view.tails_dirty = True
-        waiting = {agent for agent, state in states.items() if state == "waiting"}
-        if waiting - self._waiting:
-            self.bell()
-        self._waiting = waiting
+        dirty, self._dirty_rows = self._dirty_rows | self.view.take_state_changes(), set()
+        attached = controller.attached
+        if attached != self._drawn_attached:
+            dirty |= {agent for agent in (attached, self._drawn_attached) if agent}
+            self._drawn_attached = attached
+        if dirty:
+            self._draw_agents(controller, dirty)
         self.view.prune_tails(
-            [*controller.tailed, *controller.auto_tailed, *(a for a in [controller.attached] if a)]
+            [*controller.tailed, *controller.auto_tailed, *(a for a in [attached] if a)]
         )
         self._status = self._status_key()
         self._draw_status(controller)
 
-    def _draw_agents(
-        self, views: list[AgentStatus], states: dict[str, str], attached: str | None
-    ) -> None:
-        agents = self.query_one("#agents", OptionList)
-        current = agents.highlighted_option
-        keep = current.id if current is not None else None
-        agents.set_options(
-            Option(agent_prompt(v, states[v.id], attached=v.id == attached), id=v.id) for v in views
+    def _draw_agents(self, controller: ConsoleController, dirty: set[str]) -> None:
+        """Redraw the rows of ``dirty`` agents (see :meth:`AgentList.redraw`)."""
+        agents = self.query_one("#agents", AgentList)
+        newly_waiting = agents.redraw(
+            controller.known, dirty, state_of=self._state_of, attached=controller.attached
         )
-        ids = [v.id for v in views]
-        if keep in ids:
-            agents.highlighted = ids.index(keep)
-        agents.border_title = f"agents ({len(views)})"
+        if newly_waiting:
+            self.bell()
+        self.view.tails_dirty = True  # a tail's header shows its agent's state
 
     def _draw_status(self, controller: ConsoleController) -> None:
         last = self.view.banners[-1] if self.view.banners else None
-        key = (tuple(sorted(self._waiting)), last, controller.attached, controller.read_only)
+        waiting = self.query_one("#agents", AgentList).waiting
+        key = (tuple(sorted(waiting)), last, controller.attached, controller.read_only)
         if key == self._drawn_status:
             return
         self._drawn_status = key
         bar = Text()
-        for waiting in sorted(self._waiting):
-            bar.append(f"⏳ agent {waiting} is waiting for approval", "bold black on yellow")
+        for waiter in sorted(waiting):
+            bar.append(f"⏳ agent {waiter} is waiting for approval", "bold black on yellow")
             bar.append("\n")
         if last is not None:
             text, level = last
@@ -555,6 +579,7 @@ class ConsoleApp(App[str]):
         agent = controller.attached
         read_only = bool(agent) and controller.read_only
         centre.set_class(read_only, "read-only")
+        centre.set_class(agent is not None, "attached")
         if agent is None:
             centre.border_title = "not attached"
             command.placeholder = "/attach ID or F1 to pick an agent; /help lists commands"

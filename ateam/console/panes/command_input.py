@@ -6,6 +6,8 @@ from typing import Any, ClassVar
 
 from textual import events
 from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widgets import Input
 
 from ateam.completion import TabCycler
@@ -26,6 +28,12 @@ class CommandInput(Input):
         # turn, and stops the key there so the screen's Tab does not move the focus.
         Binding("tab", "complete", show=False),
     ]
+
+    virtual_size = Reactive(Size(0, 0), layout=False)
+    """Input stores the line's width here on every key; Textual's own declaration asks
+    for a layout on each change, which re-renders the whole screen per keystroke. The
+    bar's size never depends on its text (fixed height, full width), so a repaint of the
+    bar is all a key needs."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -14,6 +14,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.strip import Strip
 from textual.widgets import RichLog
 
@@ -44,7 +45,13 @@ class StreamLog(RichLog):
     those on screen are kept drawn (:data:`LINE_CACHE`).
 
     ``lines`` still reads as RichLog's list of strips, made on demand.
+
+    A new row costs no layout: Textual lays out the whole screen (and draws every pane
+    again) whenever a widget's virtual size changes, which here is every line written.
+    Only the log's own scrollbars depend on it, and they are brought up to date here.
     """
+
+    virtual_size = Reactive(Size(0, 0), layout=False)
 
     def __init__(self, **kwargs: Any) -> None:
         self._rows: list[Row] = []
@@ -137,7 +144,7 @@ class StreamLog(RichLog):
             self._start_line += excess
             del self._rows[:excess]
             self.refresh()
-        self.virtual_size = Size(self._widest_line_width, len(self._rows))
+        self._set_virtual_size(Size(self._widest_line_width, len(self._rows)))
         if self.auto_scroll if scroll_end is None else scroll_end:
             self.scroll_end(animate=animate, immediate=False, x_axis=False)
 
@@ -196,9 +203,16 @@ class StreamLog(RichLog):
         self._start_line = 0
         self._widest_line_width = 0
         self._deferred_renders.clear()
-        self.virtual_size = Size(0, 0)
+        self._set_virtual_size(Size(0, 0))
         self.refresh()
         return self
+
+    def _set_virtual_size(self, size: Size) -> None:
+        if size != self.virtual_size:
+            self.virtual_size = size
+            # What a layout would do for this widget: scrollbars shown, hidden or resized
+            # (showing one the first time is a layout of its own, by Textual).
+            self._scroll_update(size)
 
     def _render_line(self, y: int, scroll_x: int, width: int) -> Strip:
         if y >= len(self._rows):

@@ -45,7 +45,10 @@ class PanesHost(Protocol):
     def bell(self) -> None: ...
 
     def banner_posted(self) -> None:
-        """A banner was added; the app may re-read the registry (joins, leaves)."""
+        """A banner was added (the status bar shows the newest)."""
+
+    def wake(self) -> None:
+        """Something was buffered: the app draws it on its next frame."""
 
     async def ask(self, question: str) -> str: ...
 
@@ -82,7 +85,8 @@ class PanesView(ConsoleView):
         self.banners: deque[tuple[str, str]] = deque(maxlen=3)
         """Newest banners, ``(text, level)``; the bar shows the last one."""
         self.live_states: dict[str, str] = {}
-        """States from ``state`` events, newer than the registry until it is re-read."""
+        """States from ``state`` events, newer than the registry until it says otherwise."""
+        self._state_changes: set[str] = set()
         self._streams: dict[str, LineAssembler] = {}
         self._pending_from: dict[str, int] = {}
 
@@ -93,7 +97,12 @@ class PanesView(ConsoleView):
         controller = self.app.controller if self.app is not None else None
         return controller.attached if controller is not None else None
 
+    def _wake(self) -> None:
+        if self.app is not None:
+            self.app.wake()
+
     def _put(self, lines: Lines) -> None:
+        self._wake()
         agent = lines.agent
         if agent is None or agent == self.centre_agent:
             self.pending.append(lines)
@@ -154,6 +163,7 @@ class PanesView(ConsoleView):
             self._put(lines)
         if event.agent != self.centre_agent:
             self.tails_dirty = True
+        self._wake()  # the line still being written is shown too
 
     def partial(self, agent: str | None) -> str:
         """The line ``agent`` is still writing (shown live under the stream)."""
@@ -185,6 +195,11 @@ class PanesView(ConsoleView):
             self.pending_chars -= len(oldest.text)
         return taken
 
+    def take_state_changes(self) -> set[str]:
+        """The agents whose state an event changed since the last call."""
+        changed, self._state_changes = self._state_changes, set()
+        return changed
+
     def drawn(self) -> None:
         """Recompute where each agent's undrawn centre lines begin, after a frame."""
         self._pending_from.clear()
@@ -211,7 +226,9 @@ class PanesView(ConsoleView):
     def event(self, event: Event) -> None:
         if isinstance(payload := event.payload, wire.StateChange):
             self.live_states[event.agent] = payload.state
+            self._state_changes.add(event.agent)
             self.status_dirty = True
+            self._wake()
         shown = render(event)
         if isinstance(shown, Chunk):
             self._stream(event, shown.text, Kind.OUTPUT if shown.output else Kind.MODEL)

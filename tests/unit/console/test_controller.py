@@ -292,8 +292,8 @@ async def test_a_state_change_notice_refreshes_the_agent_list_without_waiting_fo
     from ateam.bus.keys import Keys
     from ateam.bus.registry import AgentEntry, Heartbeat
 
-    # No periodic poll within the test: only the agent's notice can bring the news.
-    monkeypatch.setattr(controller_mod, "HEARTBEAT_INTERVAL_S", 3600.0)
+    # No periodic check within the test: only the agent's notice can bring the news.
+    monkeypatch.setattr(controller_mod, "LIVENESS_CHECK_S", 3600.0)
     view = RecordingView()
     console = ConsoleController(target, view)
     await console.start()
