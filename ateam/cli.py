@@ -145,13 +145,45 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-
+    web_only = (args.host, args.port, args.token_file) != (None, None, None) or args.read_only
+    if web_only and not args.web:
+        raise UsageError("--host, --port, --token-file and --read-only go with --web")
+    if args.web and (args.no_ui or args.panes):
+        raise UsageError("--web serves the panes console; --no-ui and --panes do not go with it")
     try:
         target = _target(args, _project_or_none())
     except AteamError as exc:
         print(exc.one_line(), file=sys.stderr)
         return cli_exit_code(exc)
+    if args.web:
+        return _console_web(args, target)
     return run_console(target, plain=args.no_ui, force_panes=args.panes)
+
+
+def _console_web(args: argparse.Namespace, target: Target) -> int:
+    """``ateam console --web``: the panes console in a browser, one console per tab."""
+    try:
+        from ateam.console.web import DEFAULT_PORT, WebOptions, serve
+    except ImportError as exc:  # textual-serve is an extra
+        need = f"ateam console --web needs the web extra: pip install 'ateam[web]' ({exc})"
+        raise UsageError(need) from None
+    try:
+        port = DEFAULT_PORT if args.port is None else _port(args.port)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise UsageError(f"--port {args.port}: a port is a number from 0 to 65535") from None
+    options = WebOptions(
+        host=args.host or "127.0.0.1",
+        port=port,
+        token_file=args.token_file,
+        read_only=args.read_only,
+        redis_url=args.redis,
+    )
+    try:
+        asyncio.run(serve(options, target))
+    except AteamError as exc:
+        print(exc.one_line(), file=sys.stderr)
+        return cli_exit_code(exc)
+    return 0
 
 
 def panes_capable() -> bool:
@@ -1082,6 +1114,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("console", cmd_console, "the interactive console")
     p.add_argument("--no-ui", action="store_true", help="plain line mode")
     p.add_argument("--panes", action="store_true", help="full-screen panes (when available)")
+    p.add_argument("--web", action="store_true", help="serve the console to browsers (one per tab)")
+    p.add_argument("--host", metavar="ADDR", help="with --web (default 127.0.0.1)")
+    # A string, checked by the handler: a bad port is a one-line error with a code.
+    p.add_argument("--port", metavar="N", help="with --web (default 8765; 0: any free port)")
+    p.add_argument("--token-file", metavar="FILE", help="with --web: also write the token here")
+    p.add_argument("--read-only", action="store_true", help="with --web: tabs only watch")
 
     p = add("up", cmd_up, "start every agent of a project in the background, then a console")
     p.add_argument("dir", nargs="?", default=".")
