@@ -159,7 +159,11 @@ def assert_done_exactly_once(bus: Bus, agent: str, item_ids: set[str], root: Pat
         if t["role"] == "assistant"
     )
     assert set(answers) == item_ids
-    assert all(n <= 2 for n in answers.values()) and sum(answers.values()) <= INPUTS + KILLS
+    # Each extra answer is a run a kill cut short after it wrote its answer, so they
+    # are bounded like the extra starts: an item in flight at two kills in a row may
+    # have written three.
+    extra = [(i, n) for i, n in answers.items() if n > 1]
+    assert sum(n - 1 for _, n in extra) <= KILLS, extra
     # Killed from outside, never crashed: nothing was moved aside as a poison item, even
     # when one item was in flight at two kills in a row (the supervisor says how the
     # previous process ended).
