@@ -103,9 +103,6 @@ class AgentHooks:
     def scrub_text(self, text: str) -> str:
         return self.redactor.redact(text)
 
-    def scrub_bytes(self, data: bytes) -> bytes:
-        return self.redactor.redact_bytes(data)
-
     def tool_context(
         self,
         item: QueueItem,

@@ -24,6 +24,7 @@ from ateam.bus.publisher import EventPublisher
 from ateam.config.schema import Approval
 from ateam.errors import AteamError, ToolDenied
 from ateam.providers.base import ToolCall
+from ateam.redact import Redactor
 from ateam.tools.approvals import Answer, Approvals, Decision
 from ateam.tools.registry import ToolContext, ToolPolicy
 
@@ -39,8 +40,9 @@ class ToolHooks(Protocol):
         """Text with its secrets masked (tool results, errors)."""
         ...
 
-    def scrub_bytes(self, data: bytes) -> bytes:
-        """Raw tool output with its secrets masked."""
+    @property
+    def redactor(self) -> Redactor:
+        """What masks secrets in the tool's output, as it streams."""
         ...
 
     def tool_context(
@@ -90,13 +92,12 @@ class ToolCaller:
         self._events.emit(EventType.TOOL_START, input=call.args, **base)
 
         def output_frame(frame: dict[str, Any]) -> None:
-            self._events.emit(EventType.TOOL_OUTPUT, **frame, **base)
+            self._events.emit_redacted(EventType.TOOL_OUTPUT, frame, **base)
 
-        # Text frames are scrubbed with every event payload; a base64 frame would hide
-        # a key from that, so the coalescer redacts its bytes before encoding them.
-        # Whole frames (cut at whitespace) rather than single reads, so a key streamed
-        # in pieces is redacted whole.
-        coalescer = Coalescer.for_output(output_frame, scrub_binary=self._hooks.scrub_bytes)
+        # The framer redacts what it frames: whole frames (cut at whitespace) rather
+        # than single reads, so a key streamed in pieces is redacted whole, and checked
+        # read by read as they come, so that a flood is not held up by it.
+        coalescer = Coalescer.for_output(output_frame, redactor=self._hooks.redactor)
         end: dict[str, Any] = {}
         try:
             value = await self._invoke(call, item, control, coalescer, ids)

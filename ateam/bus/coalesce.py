@@ -1,14 +1,14 @@
 """Framing streamed text into events: tokens and tool output in bounded, timely frames.
 
 Bounded means every frame, whatever arrives at once: a tool that writes a megabyte in
-one read still becomes frames of at most ``max_bytes`` (8 KiB), so each event stays small
-and the event stream's byte cap (see :mod:`ateam.bus.publisher`) trims finely.
+one read still becomes frames of at most ``max_bytes`` (8 KiB; 64 KiB while a flood
+lasts), so each event stays small and the event stream's byte cap (see
+:mod:`ateam.bus.publisher`) trims finely.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 from collections import deque
 from collections.abc import Callable
@@ -16,11 +16,12 @@ from typing import Any
 
 from ateam.constants import (
     COALESCE_HARD_FRAMES_PER_S,
+    COALESCE_HARD_MAX_BYTES,
     COALESCE_MAX_BYTES,
     COALESCE_NEWLINE_S,
     COALESCE_WINDOW_S,
 )
-from ateam.redact import may_hold_secret
+from ateam.redact import Redactor, may_hold_secret
 
 
 class Coalescer:
@@ -29,10 +30,23 @@ class Coalescer:
     A frame is flushed after ``window`` seconds or ``max_bytes``, and for tool output
     also ``newline_window`` after a newline; no frame is longer than ``max_bytes``.
     Bytes are never split inside a UTF-8 sequence; output that is not valid UTF-8 is
-    sent base64-encoded, after ``scrub_binary`` (the redactor's bytes pass: once the
-    bytes are base64, no pattern can see a secret in them). Text frames are sent as
-    text, for the publisher to redact with the rest of the event. Above ``hard_fps``
-    frames per second the window widens rather than anything being dropped.
+    sent as bytes (``bin``, a msgpack binary), text as ``text``.
+
+    With a ``redactor`` every frame comes out redacted, text and bytes alike, and its
+    sink emits it as such (the publisher's scrub only reads text, and would redact the
+    same text again). Each chunk is checked as it is fed (:meth:`Redactor.may_change
+    <ateam.redact.Redactor.may_change>`, with the bytes before it), so a frame none of
+    whose chunks can hold a secret goes out without another look: under a flood the
+    checking happens between reads of the terminal, while the command writes on,
+    instead of all at once per frame while it waits. Without one, text frames are left
+    for the publisher to redact, and bytes are sent as they are.
+
+    Above ``hard_fps``
+    frames per second the stream is coalesced harder rather than anything dropped: the
+    window widens and frames grow, up to ``hard_max_bytes``; both fall back once the
+    rate is below half of it. A flood of output then costs a frame per 256 KiB instead of
+    per 8 KiB, and each frame's fixed cost (packing, an entry in Redis, a console's
+    decoding) is paid a thirty-second as often.
 
     Frames end at whitespace where they can: a trailing run of up to ``HOLD_BYTES``
     non-space bytes waits for the next frame (at most ``HOLD_S``), so a key streamed a
@@ -45,6 +59,9 @@ class Coalescer:
 
     HOLD_BYTES = 512
     HOLD_S = 1.0
+    CHECK_BYTES = 16 * 1024
+    """Bytes checked for secrets at a time: each check has a fixed cost, and each keeps
+    the terminal's reader from reading, so a few KiB, about what a PTY buffers."""
 
     def __init__(
         self,
@@ -54,13 +71,23 @@ class Coalescer:
         max_bytes: int = COALESCE_MAX_BYTES,
         newline_window: float | None = None,
         hard_fps: int = COALESCE_HARD_FRAMES_PER_S,
-        scrub_binary: Callable[[bytes], bytes] | None = None,
+        hard_max_bytes: int = COALESCE_HARD_MAX_BYTES,
+        redactor: Redactor | None = None,
     ) -> None:
         self._sink = sink
-        self._scrub_binary = scrub_binary
+        self._redactor = redactor
+        self._reach = redactor.reach if redactor is not None else 0
+        self._start = 0
+        """Where in the stream ``_buf`` begins."""
+        self._checked = 0
+        """How much of ``_buf`` has been checked for secrets."""
+        self._dirty: deque[tuple[int, int]] = deque()
+        """Stretches of the stream (start, end) whose check said a secret may be there."""
         self._base_window = window
         self._window = window
+        self._base_max_bytes = max_bytes
         self._max_bytes = max_bytes
+        self._hard_max_bytes = max(hard_max_bytes, max_bytes)
         self._newline_window = newline_window
         self._hard_fps = hard_fps
         self._buf = bytearray()
@@ -73,16 +100,20 @@ class Coalescer:
         cls,
         sink: Callable[[dict[str, Any]], None],
         *,
-        scrub_binary: Callable[[bytes], bytes] | None = None,
+        redactor: Redactor | None = None,
     ) -> Coalescer:
         """Framing for a tool's output: also flushed soon after a newline."""
-        return cls(sink, newline_window=COALESCE_NEWLINE_S, scrub_binary=scrub_binary)
+        return cls(sink, newline_window=COALESCE_NEWLINE_S, redactor=redactor)
 
     def feed(self, chunk: bytes | str) -> None:
         data = chunk.encode() if isinstance(chunk, str) else chunk
         if not data:
             return
+        if self._max_bytes > self._base_max_bytes and self._quiet():
+            self._soften()
         self._buf += data
+        if self._redactor is not None and len(self._buf) - self._checked >= self.CHECK_BYTES:
+            self._check()
         if len(self._buf) >= self._max_bytes:
             # Whole frames go now; the rest waits for more, within the window, so a
             # fast stream makes full frames rather than a full one and a scrap per read.
@@ -114,22 +145,43 @@ class Coalescer:
                     return
             self._send(cut)
 
+    def _check(self) -> None:
+        """Note whether the bytes not checked yet (with the few before them, so that no
+        trigger is cut in two) may hold a secret."""
+        assert self._redactor is not None
+        low = max(0, self._checked - self._reach)
+        end, self._checked = len(self._buf), len(self._buf)
+        if not self._redactor.may_change(bytes(self._buf[low:])):
+            return
+        begin, end = self._start + low, self._start + end
+        if self._dirty and self._dirty[-1][1] >= begin:
+            begin = self._dirty.pop()[0]
+        self._dirty.append((begin, end))
+
     def _send(self, cut: int) -> None:
+        if self._redactor is not None and self._checked < cut:
+            self._check()
         data = bytes(self._buf[:cut])
         del self._buf[:cut]
-        self._sink(self._frame(data))
+        self._start += cut
+        self._checked = max(0, self._checked - cut)
+        # A frame is looked at again only where a check of its chunks said so.
+        dirty = bool(self._dirty) and self._dirty[0][0] < self._start
+        while self._dirty and self._dirty[0][1] <= self._start:
+            self._dirty.popleft()
+        self._sink(self._frame(data, dirty))
         self._note_frame()
 
-    def _frame(self, data: bytes) -> dict[str, Any]:
-        """``{"text": …}`` for UTF-8, else ``{"b64": …}`` of the scrubbed bytes (one
-        decode either way: an invalid byte stops it at once)."""
+    def _frame(self, data: bytes, dirty: bool) -> dict[str, Any]:
+        """``{"text": …}`` for UTF-8, else ``{"bin": …}``, redacted if there is a
+        redactor and a check said so (one decode either way: an invalid byte stops it
+        at once)."""
+        redactor = self._redactor if dirty else None
         try:
-            return {"text": data.decode("utf-8")}
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
-            pass
-        if self._scrub_binary is not None:
-            data = self._scrub_binary(data)
-        return {"b64": base64.b64encode(data).decode("ascii")}
+            return {"bin": redactor.redact_bytes(data) if redactor is not None else data}
+        return {"text": redactor.redact(text) if redactor is not None else text}
 
     def _full_cut(self) -> int:
         """Where a frame ends when ``max_bytes`` or more wait: at most there, never
@@ -140,7 +192,7 @@ class Coalescer:
             try:
                 buf[:cut].decode()
             except UnicodeDecodeError:
-                return cut  # binary: its "spaces" are no word boundaries; it goes as b64
+                return cut  # binary: its "spaces" are no word boundaries; it goes as bin
         low = max(0, cut - self.HOLD_BYTES - 1)
         space = _last_space(buf, low, cut)
         boundary = space + 1 if space >= 0 else cut
@@ -194,7 +246,7 @@ class Coalescer:
         return boundary
 
     def close(self) -> None:
-        """Flush everything, including a trailing partial sequence (as base64)."""
+        """Flush everything, including a trailing partial sequence (as bytes)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -220,8 +272,17 @@ class Coalescer:
             self._frames.popleft()
         if len(self._frames) > self._hard_fps:
             self._window = min(self._window * 2, 1.0)
+            self._max_bytes = min(self._max_bytes * 2, self._hard_max_bytes)
         elif len(self._frames) < self._hard_fps // 2:
-            self._window = self._base_window
+            self._soften()
+
+    def _quiet(self) -> bool:
+        """No frame for a second: what comes now is no longer part of a flood."""
+        return not self._frames or time.monotonic() - self._frames[-1] > 1.0
+
+    def _soften(self) -> None:
+        self._window = self._base_window
+        self._max_bytes = self._base_max_bytes
 
 
 def _last_space(buf: bytearray, start: int, end: int) -> int:

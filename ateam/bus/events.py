@@ -140,15 +140,19 @@ def own_body(agent: str, offset: int, raw: bytes) -> dict[str, Any] | None:
 
 
 def encode_chunk(data: bytes) -> dict[str, Any]:
-    """``{"text": …}`` for valid UTF-8, else ``{"b64": …}`` so binary survives intact."""
+    """``{"text": …}`` for valid UTF-8, else ``{"bin": …}`` (bytes, a msgpack binary)."""
     try:
         return {"text": data.decode("utf-8")}
     except UnicodeDecodeError:
-        return {"b64": base64.b64encode(data).decode("ascii")}
+        return {"bin": data}
 
 
 def decode_chunk(data: dict[str, Any]) -> bytes:
-    """Inverse of :func:`encode_chunk`; malformed base64 becomes a visible marker."""
+    """Inverse of :func:`encode_chunk`; also reads ``b64``, what earlier agents sent
+    (malformed base64 becomes a visible marker)."""
+    binary = data.get("bin")
+    if isinstance(binary, bytes):
+        return binary
     if "b64" in data:
         try:
             return base64.b64decode(str(data["b64"]), validate=True)

@@ -190,3 +190,11 @@ class Keys:
         Same hash tag as :meth:`events`: the append script updates both at once.
         """
         return self._agent("events-bytes", agent)
+
+    def events_costs(self, agent: str) -> str:
+        """A list of the cost of each entry of :meth:`events`, oldest first.
+
+        Kept by the append script beside :meth:`events_bytes` (same hash tag), so that
+        trimming by bytes pops costs instead of reading the trimmed entries back.
+        """
+        return self._agent("events-costs", agent)

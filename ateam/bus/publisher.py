@@ -18,7 +18,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +55,11 @@ COUNT_SLACK = 100
 # Appends a batch with explicit ids and trims the log. The fencing check makes a
 # process that lost its instance lock unable to write into its successor's stream.
 #
-# KEYS: the stream, the fence, a scratch key, the byte count and the instance lock, all
-# in one slot. ARGV: MAXLEN, the fence, the newest offset this writer may have written
-# (confirmed, or sent in a call whose reply was lost), the byte cap, the lock's value
-# ('' to skip that check), then (offset, payload) pairs. Returns {status (-1 fenced),
-# skipped, foreign, first, last foreign id}.
+# KEYS: the stream, the fence, a scratch key, the byte count, the instance lock and the
+# cost ledger, all in one slot. ARGV: MAXLEN, the fence, the newest offset this writer
+# may have written (confirmed, or sent in a call whose reply was lost), the byte cap,
+# the lock's value ('' to skip that check), then (offset, payload) pairs. Returns
+# {status (-1 fenced), skipped, foreign, first, last foreign id}.
 #
 # With the lock's value the writer must hold the lock as well as the fence: after Redis
 # lost everything, another host's instance could be issued a fence this one already
@@ -74,8 +74,11 @@ COUNT_SLACK = 100
 # XSETID: Redis 7 refuses to set the last id below a deleted one. A key of another type
 # under the stream's name is someone else's too.
 #
-# Trimming reads the entries it removes, to take their bytes off the count: each entry
-# is read once in its life, and only by count once it is old.
+# The ledger is a list of every entry's cost, oldest first: trimming pops the costs of
+# the entries it removes instead of reading those entries back, which copied each
+# payload a second time and was a quarter of the server's work under a flood of output.
+# A ledger whose length is not the stream's (lost, evicted, or a stream older than the
+# ledger) is rebuilt from the stream, once.
 _APPEND_LUA = (
     f"local OVERHEAD, SLACK = {ENTRY_OVERHEAD}, {COUNT_SLACK}\n"
     + """
@@ -96,19 +99,39 @@ if kind ~= 'stream' and kind ~= 'none' then
   redis.call('DEL', KEYS[1])
   note('(a ' .. kind .. ')')
 end
-local total = 0
-if kind == 'stream' then
-  total = tonumber(redis.call('GET', KEYS[4]) or '') or 0
-end
 local function cost(fields)
   local n = OVERHEAD
   for k = 1, #fields do n = n + #fields[k] end
   return n
 end
+local function each_entry(visit)  -- every entry of the stream, oldest first, once
+  local start = '-'
+  while true do
+    local page = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 512)
+    for _, entry in ipairs(page) do visit(entry) end
+    if #page < 512 then break end
+    start = '(' .. page[#page][1]
+  end
+end
+local total = 0
+if kind ~= 'stream' then
+  redis.call('DEL', KEYS[6])
+elseif redis.call('LLEN', KEYS[6]) == redis.call('XLEN', KEYS[1]) then
+  total = tonumber(redis.call('GET', KEYS[4]) or '') or 0
+else
+  redis.call('DEL', KEYS[6])
+  each_entry(function(entry)
+    local n = cost(entry[2])
+    total = total + n
+    redis.call('RPUSH', KEYS[6], n)
+  end)
+end
 local function add(i)
   local ok, err = pcall(redis.call, 'XADD', KEYS[1], ARGV[i] .. '-0', 'd', ARGV[i + 1])
   if ok then
-    total = total + OVERHEAD + 1 + #ARGV[i + 1]
+    local n = OVERHEAD + 1 + #ARGV[i + 1]
+    total = total + n
+    redis.call('RPUSH', KEYS[6], n)
     return true
   end
   -- Only a stale id is the case handled below; anything else (an ACL without XADD, a
@@ -132,27 +155,23 @@ end
 local function rebuild()
   local mine = {}
   for j = 6, #ARGV, 2 do mine[ARGV[j] .. '-0'] = ARGV[j + 1] end
-  redis.call('DEL', KEYS[3])
+  redis.call('DEL', KEYS[3], KEYS[6])
   total = 0
-  local start = '-'
-  while true do
-    local page = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 512)
-    for _, entry in ipairs(page) do
-      local id = entry[1]
-      local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-      local body = payload(entry)
-      -- The agent writes one field, d, at ids N-0: anything else is not its own.
-      if body and #entry[2] == 2 and seq == '0'
-          and (at_most(ms, ARGV[3]) or mine[id] == body) then
-        redis.call('XADD', KEYS[3], id, 'd', body)
-        total = total + cost(entry[2])
-      else
-        note(id)
-      end
+  each_entry(function(entry)
+    local id = entry[1]
+    local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+    local body = payload(entry)
+    -- The agent writes one field, d, at ids N-0: anything else is not its own.
+    if body and #entry[2] == 2 and seq == '0'
+        and (at_most(ms, ARGV[3]) or mine[id] == body) then
+      redis.call('XADD', KEYS[3], id, 'd', body)
+      local n = cost(entry[2])
+      total = total + n
+      redis.call('RPUSH', KEYS[6], n)
+    else
+      note(id)
     end
-    if #page < 512 then break end
-    start = '(' .. page[#page][1]
-  end
+  end)
   if redis.call('EXISTS', KEYS[3]) == 1 then
     redis.call('RENAME', KEYS[3], KEYS[1])
   else
@@ -168,18 +187,20 @@ local function trim()
   local function over(kept)
     return kept > 1 and (kept > maxlen or total > goal)
   end
-  local drop, start = 0, '-'
+  local drop = 0
   while over(len - drop) do
-    local page = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 256)
+    local page = redis.call('LRANGE', KEYS[6], drop, drop + 255)
     if #page == 0 then break end
-    for _, entry in ipairs(page) do
+    for _, n in ipairs(page) do
       if not over(len - drop) then break end
       drop = drop + 1
-      total = total - cost(entry[2])
-      start = '(' .. entry[1]
+      total = total - tonumber(n)
     end
   end
-  if drop > 0 then redis.call('XTRIM', KEYS[1], 'MAXLEN', len - drop) end
+  if drop > 0 then
+    redis.call('XTRIM', KEYS[1], 'MAXLEN', len - drop)
+    redis.call('LTRIM', KEYS[6], drop, -1)
+  end
 end
 local skipped, rebuilt = 0, false
 for i = 6, #ARGV, 2 do
@@ -213,6 +234,10 @@ def _newest_own(agent: str, newest_first: Any) -> int | None:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+_BINARY_FIELDS = ("bin", "b64")
+"""Chunk fields holding bytes, already redacted by whoever emitted them."""
 
 
 class _FenceDoubt(Exception):
@@ -349,18 +374,23 @@ class EventPublisher:
 
     def emit(self, etype: str, **fields: Any) -> int:
         """Queue one event for publishing and return its offset."""
+        return self.emit_redacted(etype, {}, **fields)
+
+    def emit_redacted(self, etype: str, redacted: Mapping[str, Any], **fields: Any) -> int:
+        """:meth:`emit`, with ``redacted`` fields the caller has redacted already (the
+        framer of a tool's output): the scrub leaves those out, as it does bytes."""
         offset = self._next
         self._next += 1
         body = {"type": etype, "ts": time.time(), "offset": offset, "agent": self._agent}
         payload = {k: v for k, v in fields.items() if v is not None}
         # Secrets are removed before anything leaves the process (SPEC §11). Frames are
         # already coalesced here, so a key split across two model chunks is whole.
-        # A base64 frame is left out: text patterns would only mangle its encoding, so
-        # whoever emits one redacts the bytes before encoding them (the task runner).
-        binary = payload.pop("b64", None)
+        # A frame of bytes is left out: whoever emits one redacts its bytes (the task
+        # runner's framer), and a base64 one would only be mangled by text patterns.
+        kept = {key: payload.pop(key) for key in _BINARY_FIELDS if key in payload}
         body.update(self._scrub(payload) if self._scrub is not None else payload)
-        if binary is not None:
-            body["b64"] = binary
+        body.update(kept)
+        body.update(redacted)
         self._buffer.append((offset, pack(body)))
         if len(self._buffer) > self._buffer_max:
             dropped, _ = self._buffer.popleft()
@@ -457,6 +487,7 @@ class EventPublisher:
             self._keys.events_scratch(self._agent),
             self._keys.events_bytes(self._agent),
             self._keys.lock(self._agent),
+            self._keys.events_costs(self._agent),
         ]
         self._in_flight = batch[-1][0]
         try:

@@ -121,7 +121,7 @@ def _renders(
 
 
 def _text(chunk: wire.Chunk) -> str:
-    if chunk.text is not None and chunk.b64 is None:
+    if chunk.text is not None and chunk.bin is None and chunk.b64 is None:
         return chunk.text
     # Bytes as written: output that is not UTF-8 shows replacement marks instead of
     # breaking the line, and colour escapes pass through for the front end to read.

@@ -56,7 +56,7 @@ DECISIONS_SHOWN = 20
 ACTIVE = (TaskStatus.OPEN, TaskStatus.CLAIMED)
 """Board tasks still to do: the ``tasks`` resource."""
 CHUNKS = frozenset({EventType.TOKEN, EventType.TOOL_OUTPUT})
-"""Event types whose text arrives as chunks (``text`` or ``b64``)."""
+"""Event types whose text arrives as chunks (``text``, or ``bin`` bytes)."""
 RUNTIME_FALLBACK = "mcp"
 
 _RUNTIME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -119,6 +119,7 @@ def event_row(event: Event) -> dict[str, Any]:
     data = dict(event.data)
     if event.type in CHUNKS:
         data["text"] = decode_chunk(data).decode("utf-8", "replace")
+        data.pop("bin", None)
         data.pop("b64", None)
     return {"offset": event.offset, "type": event.type, "ts": event.ts, "data": _plain(data)}
 

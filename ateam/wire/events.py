@@ -51,15 +51,21 @@ class Payload(BaseModel):
 
 
 class Chunk(Payload):
-    """``token`` and ``tool.output``: a piece of text, or of bytes that are not UTF-8."""
+    """``token`` and ``tool.output``: a piece of text, or of bytes that are not UTF-8.
+
+    Bytes come as ``bin`` (a msgpack binary); ``b64`` is what earlier agents sent.
+    """
 
     text: str | None = None
+    bin: bytes | None = None
     b64: str | None = None
     call_id: str | None = None
     name: str | None = None
 
     def data(self) -> bytes:
         """The chunk's bytes; undecodable base64 becomes a visible marker, not an error."""
+        if self.bin is not None:
+            return self.bin
         if self.b64 is not None:
             try:
                 return base64.b64decode(self.b64, validate=True)

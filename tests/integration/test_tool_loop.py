@@ -7,7 +7,6 @@ history file, and the processes left on the machine.
 
 from __future__ import annotations
 
-import base64
 import re
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,7 @@ def of_type(bus: Bus, agent: str, kind: str) -> list[tuple[int, dict[str, Any]]]
 def output_bytes(bus: Bus, agent: str) -> bytes:
     data = b""
     for _, body in of_type(bus, agent, "tool.output"):
-        data += base64.b64decode(body["b64"]) if "b64" in body else body["text"].encode()
+        data += body["bin"] if "bin" in body else body["text"].encode()
     return data
 
 
@@ -114,7 +113,7 @@ def test_colours_invalid_utf8_and_binary_pass_through_without_breaking_anything(
     assert re.search(r"\x1b\[[0-9;]*m", colour_line), repr(colour_line)
     raw = output_bytes(bus, "c/zeus")
     assert b"\x1b[" in raw and b"bad:\xff\xfe:" in raw
-    assert any("b64" in body for _, body in of_type(bus, "c/zeus", "tool.output"))
+    assert any("bin" in body for _, body in of_type(bus, "c/zeus", "tool.output"))
     console.wait_line("after-binary")
     ends = bus.task_end_list("c/zeus")
     assert [e["ok"] for e in ends] == [True, True]
@@ -230,7 +229,7 @@ def test_a_secret_printed_by_a_tool_is_masked_in_events_logs_and_history(
     raw = output_bytes(bus, "r/zeus")
     assert b"key=****" in raw and b"bin=**** \xff" in raw
     assert secret.encode() not in raw
-    assert any("b64" in body for _, body in of_type(bus, "r/zeus", "tool.output"))
+    assert any("bin" in body for _, body in of_type(bus, "r/zeus", "tool.output"))
     everything = repr(bus.events("r/zeus"))
     assert secret not in everything
     history = (root / ".ateam/agents/zeus/state/history.jsonl").read_text()

@@ -188,8 +188,10 @@ def test_utf8_cut_never_splits_a_sequence() -> None:
 def test_chunks_round_trip_text_and_binary() -> None:
     assert encode_chunk(b"plain") == {"text": "plain"}
     binary = bytes(range(256))
-    assert "b64" in encode_chunk(binary)
+    assert encode_chunk(binary) == {"bin": binary}  # bytes as they are: no base64
     assert decode_chunk(encode_chunk(binary)) == binary
+    # What earlier agents sent is still read.
+    assert decode_chunk({"b64": "AAEC"}) == b"\x00\x01\x02"
 
 
 async def test_coalescer_joins_chunks_into_frames_without_splitting_utf8() -> None:
@@ -468,6 +470,7 @@ async def test_a_batch_written_twice_after_a_lost_reply_is_not_taken_for_a_forge
         keys.events_scratch(AGENT),
         keys.events_bytes(AGENT),
         keys.lock(AGENT),
+        keys.events_costs(AGENT),
     ]
     batch = [4, pack({"agent": AGENT, "offset": 4}), 5, pack({"agent": AGENT, "offset": 5})]
     first = await script(keys=stream_keys, args=[1000, 0, 3, CAP, "", *batch])
@@ -539,6 +542,7 @@ async def test_a_lost_reply_never_makes_the_publisher_delete_its_own_entries(
         keys.events_scratch(AGENT),
         keys.events_bytes(AGENT),
         keys.lock(AGENT),
+        keys.events_costs(AGENT),
     ]
 
     def batch(offsets: range) -> list[Any]:

@@ -1,7 +1,7 @@
 """Tool output frames from the framer to every reader, through a real Redis (issue 14).
 
 The framer (:class:`~ateam.bus.coalesce.Coalescer`) sends text as ``text`` and bytes
-that are not UTF-8 as ``b64``, redacted before encoding; the publisher writes them in
+that are not UTF-8 as ``bin`` (bytes), both redacted by it; the publisher writes them in
 batches bounded in bytes. Every reader must get the bytes back: the client API
 (``decode_chunk``), the typed payload (``Chunk.data()``), the console's renderer (which
 the ``tail`` verb prints) and the MCP ``agent_tail`` rows.
@@ -56,7 +56,7 @@ async def test_text_and_binary_frames_reach_every_reader_intact(
     publisher = EventPublisher(client, keys, AGENT, scrub=redactor.redact_obj)
     await publisher.start()
     frames: list[dict[str, Any]] = []
-    coalescer = Coalescer.for_output(frames.append, scrub_binary=redactor.redact_bytes)
+    coalescer = Coalescer.for_output(frames.append, redactor=redactor)
     text = "héllo wörld ✓ \x1b[31mred\x1b[0m\n".encode() * 900  # ~30 KB of UTF-8
     binary = b"\xff\xfe\x00 raw " * 2000 + b"key=" + KEY.encode() + b" \xff\n"
     for piece in (text, binary, "tail ✓".encode()[:-1]):  # ends inside a character
@@ -70,8 +70,8 @@ async def test_text_and_binary_frames_reach_every_reader_intact(
     events = await read_back(client, keys, len(frames))
 
     expected = text + binary.replace(KEY.encode(), b"****") + "tail ✓".encode()[:-1]
-    kinds = {"text" if "text" in e.data else "b64" for e in events}
-    assert kinds == {"text", "b64"}
+    kinds = {"text" if "text" in e.data else "bin" for e in events}
+    assert kinds == {"text", "bin"}
     assert b"".join(decode_chunk(e.data) for e in events) == expected
     assert b"".join(client_api.decode_chunk(e.data) for e in events) == expected
     payloads = [e.payload for e in events]
@@ -82,7 +82,7 @@ async def test_text_and_binary_frames_reach_every_reader_intact(
         rendered = render(event)
         assert isinstance(rendered, Chunk) and rendered.output and rendered.text == shown
         row = event_row(event)
-        assert "b64" not in row["data"]
+        assert "bin" not in row["data"] and "b64" not in row["data"]  # JSON has no bytes
         assert row["data"]["text"].startswith(shown[:FIELD_MAX_CHARS])
     assert KEY not in repr([e.data for e in events])
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -120,6 +121,56 @@ async def test_a_stream_lost_with_its_count_starts_counting_afresh(
     assert await counted_bytes(client, keys) == await real_cost(client, keys)
 
 
+async def ledger(client: aioredis.Redis, keys: Keys) -> list[int]:
+    return [int(n) for n in await client.lrange(keys.events_costs(AGENT), 0, -1)]
+
+
+async def test_trimming_pops_costs_and_never_reads_the_trimmed_entries_back(
+    own_redis: Any, namespace: str
+) -> None:
+    # A server of its own: its command counts are this test's alone.
+    client = make_client(RedisTarget(own_redis.url, "test", namespace=namespace))
+    keys = Keys(namespace)
+    pub = EventPublisher(client, keys, AGENT, max_bytes=1 << 20)
+    await pub.start()
+    await client.config_resetstat()
+    for i in range(600):  # ~10 MB through a 1 MiB cap: trimmed about 70 times
+        pub.emit("tool.output", text=f"{i:04d}" + "x" * (16 * 1024), task_id="t")
+    assert await pub.flush(30)
+    await pub.aclose()
+    stats = await client.info("commandstats")
+    assert stats["cmdstat_xtrim"]["calls"] > 10  # it trimmed again and again
+    assert "cmdstat_xrange" not in stats  # ...without reading a trimmed payload again
+
+    costs = await ledger(client, keys)
+    assert len(costs) == await client.xlen(keys.events(AGENT))
+    assert sum(costs) == await counted_bytes(client, keys) == await real_cost(client, keys)
+    assert await counted_bytes(client, keys) <= 1 << 20
+    await client.aclose()
+
+
+async def test_a_ledger_lost_or_from_before_it_existed_is_rebuilt_from_the_stream(
+    any_client: tuple[aioredis.Redis, Keys],
+) -> None:
+    client, keys = any_client
+    pub = EventPublisher(client, keys, AGENT, max_bytes=200_000)
+    await pub.start()
+    for i in range(40):
+        pub.emit("tool.output", text=f"{i} " + "y" * 3000)
+    assert await pub.flush(10)
+    # A stream written before the ledger (an upgrade), or a ledger evicted: the next
+    # append rebuilds it from the entries, and trimming by bytes stays exact.
+    await client.delete(keys.events_costs(AGENT))
+    for i in range(100):
+        pub.emit("tool.output", text=f"{i} " + "z" * 3000)
+    assert await pub.flush(10)
+    await pub.aclose()
+    costs = await ledger(client, keys)
+    assert len(costs) == await client.xlen(keys.events(AGENT))
+    assert sum(costs) == await counted_bytes(client, keys) == await real_cost(client, keys)
+    assert await counted_bytes(client, keys) <= 200_000
+
+
 async def test_one_large_read_becomes_bounded_frames() -> None:
     frames: list[dict[str, str]] = []
     co = Coalescer.for_output(frames.append)
@@ -137,8 +188,8 @@ async def test_binary_output_is_bounded_too() -> None:
     co = Coalescer(frames.append)
     co.feed(bytes(range(256)) * 1024)  # 256 KiB, not UTF-8
     co.close()
-    sizes = [len(f.get("b64") or f.get("text", "")) for f in frames]
-    assert len(sizes) >= 32 and max(sizes) <= COALESCE_MAX_BYTES * 4 // 3 + 4
+    sizes = [len(f.get("bin") or f.get("text", "")) for f in frames]
+    assert len(sizes) >= 32 and max(sizes) <= COALESCE_MAX_BYTES
 
 
 def test_the_defaults_documented_in_the_protocol() -> None:

@@ -210,7 +210,7 @@ def test_plain_view_joins_tokens_into_prefixed_lines() -> None:
 def test_plain_view_shows_binary_output_without_breaking() -> None:
     out = io.StringIO()
     view = PlainView(asyncio.Queue(), out)
-    view.event(Event("p/a", 1, "token", 0.0, {"b64": "gP8KCg=="}))
+    view.event(Event("p/a", 1, "token", 0.0, {"bin": b"\x80\xff\n\n"}))
     view.event(Event("p/a", 2, "task.end", 0.0, {"ok": False, "error": "interrupted"}))
     lines = out.getvalue().splitlines()
     assert lines == [

@@ -47,8 +47,10 @@ def test_a_tool_call_whose_arguments_hold_bytes_renders_in_both_modes() -> None:
 def test_lines_carry_tones_and_streams_are_chunks() -> None:
     token = Event("p/a", 1, "token", 0.0, {"text": "hel"})
     assert render(token) == Chunk("hel")
-    output = Event("p/a", 2, "tool.output", 0.0, {"b64": "gP8="})
+    output = Event("p/a", 2, "tool.output", 0.0, {"bin": b"\x80\xff"})
     assert render(output) == Chunk("\ufffd\ufffd", output=True)
+    legacy = Event("p/a", 2, "tool.output", 0.0, {"b64": "gP8="})  # from an earlier agent
+    assert render(legacy) == Chunk("\ufffd\ufffd", output=True)
     end = Event("p/a", 3, "task.end", 0.0, {"ok": False, "error": "boom", "task_id": "q-1"})
     assert render(end) == (Line("task q-1 failed: boom", Tone.RULE_FAILED),)
     assert render(Event("p/a", 4, "state", 0.0, {"state": "idle"})) == ()

@@ -42,8 +42,10 @@ def test_a_payload_that_fits_nothing_becomes_malformed() -> None:
 
 def test_chunks_give_back_their_bytes() -> None:
     assert parse_payload("token", {"text": "héllo"}).data() == "héllo".encode()  # type: ignore[attr-defined]
-    binary = parse_payload("tool.output", {"b64": "AAEC"})
-    assert isinstance(binary, Chunk) and binary.data() == b"\x00\x01\x02"
+    binary = parse_payload("tool.output", {"bin": b"\x00\x01\xff"})
+    assert isinstance(binary, Chunk) and binary.data() == b"\x00\x01\xff"
+    legacy = parse_payload("tool.output", {"b64": "AAEC"})  # what earlier agents sent
+    assert isinstance(legacy, Chunk) and legacy.data() == b"\x00\x01\x02"
     assert Chunk(b64="!!").data() == b"<undecodable binary chunk>"
 
 
