@@ -46,7 +46,7 @@ COALESCE_WINDOW_S = 0.050
 COALESCE_MAX_BYTES = 8 * 1024
 COALESCE_NEWLINE_S = 0.040
 COALESCE_HARD_FRAMES_PER_S = 200
-COALESCE_HARD_MAX_BYTES = 256 * 1024
+COALESCE_HARD_MAX_BYTES = 64 * 1024
 """How large frames grow above ``COALESCE_HARD_FRAMES_PER_S`` ("coalesced harder"): a
 flood of output at terminal speed costs an eighth of the events, and so an eighth of the
 per-event work of agent, Redis and console, while 256 such frames still fill the stream's

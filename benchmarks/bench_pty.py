@@ -13,8 +13,9 @@ Every ``tool.output`` frame of the call is decoded with
 :func:`ateam.bus.events.decode_chunk` and its bytes counted (and kept, so the text
 variant can be compared byte for byte with what the command prints) until the
 call's ``tool.end`` arrives. So the path measured is: the command writes into the PTY →
-the agent reads it, coalesces it into frames, redacts them, packs and publishes them
-with ``XADD`` → Redis → ``XREAD`` here → decode. The receive count must equal the command's
+ateam's relay (a ``cat``) moves it into a 1 MiB pipe → the agent reads that, frames it,
+checks it for secrets (redacting flagged frames), packs and publishes the frames in
+the append script → Redis → ``XREAD`` here → decode. The receive count must equal the command's
 output size exactly (ONLCR is off on ateam's PTYs, so no ``\\r`` is added).
 
 Timing window: from receiving ``tool.start`` until receiving ``tool.end``, both taken in
@@ -39,8 +40,9 @@ to the target. The figures are medians over
 ``--rounds``. The notes show where the time goes: frame count and mean frame size
 (coalescing); the agent's own span from its ``ts`` stamps and each frame's emit →
 receive lag (a large lag means frames wait in the agent's publish buffer); CPU seconds
-of the agent, the command (the agent's reaped children), redis-server, the consumer
-and the whole host per run, and of the reader and command in the raw runs.
+of the agent, the command (the agent's reaped children, the relay included),
+redis-server, the consumer and the whole host per run, and of the reader and command in
+the raw runs.
 ``--profile DIR`` runs the agent under cProfile.
 
     python benchmarks/bench_pty.py [--quick] [--tcp] [--mb 50] [--rounds 3]

@@ -44,9 +44,9 @@ class Coalescer:
     Above ``hard_fps``
     frames per second the stream is coalesced harder rather than anything dropped: the
     window widens and frames grow, up to ``hard_max_bytes``; both fall back once the
-    rate is below half of it. A flood of output then costs a frame per 256 KiB instead of
+    rate is below half of it. A flood of output then costs a frame per 64 KiB instead of
     per 8 KiB, and each frame's fixed cost (packing, an entry in Redis, a console's
-    decoding) is paid a thirty-second as often.
+    decoding) is paid an eighth as often.
 
     Frames end at whitespace where they can: a trailing run of up to ``HOLD_BYTES``
     non-space bytes waits for the next frame (at most ``HOLD_S``), so a key streamed a
@@ -161,7 +161,8 @@ class Coalescer:
     def _send(self, cut: int) -> None:
         if self._redactor is not None and self._checked < cut:
             self._check()
-        data = bytes(self._buf[:cut])
+        with memoryview(self._buf) as view:  # one copy, not two, of up to 64 KiB
+            data = bytes(view[:cut])
         del self._buf[:cut]
         self._start += cut
         self._checked = max(0, self._checked - cut)

@@ -10,14 +10,20 @@ their output and line-buffer it). :func:`run_command` is the start-and-wait shor
 
 Design choices, and why:
 
-* **No thread per command.** On POSIX the PTY master is an ordinary selectable file
-  descriptor, so it is read with ``loop.add_reader`` and non-blocking ``os.read`` calls of
-  up to 64 KiB, looping until the kernel has nothing more. Every chunk goes to
-  ``on_output`` unchanged, each once the terminal is empty again: a Linux PTY buffers
-  only ~17 KiB, so it is drained before each chunk is processed and the command writes
-  on meanwhile. Bytes stay bytes (binary data, invalid UTF-8 and ANSI escapes pass
-  through); framing and coalescing (SPEC §4.5) are the caller's job. The callback runs
-  on the event loop and must not block.
+* **A relay drains the terminal; no thread per command.** A Linux PTY buffers only 20
+  KiB and hands it out 4 KiB a read, each read waiting for the kernel's worker to move
+  the next 4 KiB: a command writing fast stops as soon as its reader pauses to frame,
+  check and queue what it read. So a ``cat`` (started in a session of its own, so that
+  neither the command's group kill nor a terminal's ^C reaches it) reads the master and
+  writes into a pipe of 1 MiB, which the agent reads with ``loop.add_reader`` and
+  non-blocking ``os.read`` calls of up to 1 MiB: the command writes on while the agent
+  works, and the agent makes a tenth of the system calls. (A relay thread would not do:
+  each of its 4 KiB reads waits for the GIL.) Once the pipe ends (the terminal ended,
+  or the relay died), the master itself is read until it reports EOF too, so nothing
+  is lost either way; without a ``cat`` the master is read directly from the start.
+  Every chunk goes to ``on_output`` unchanged. Bytes stay bytes (binary data, invalid
+  UTF-8 and ANSI escapes pass through); framing and coalescing (SPEC §4.5) are the
+  caller's job. The callback runs on the event loop and must not block.
 * **Leader exit is watched separately from end of output.** A ``pidfd`` (Linux ≥ 5.3)
   becomes readable when the shell exits; elsewhere ``waitid(..., WNOWAIT)`` is polled with
   a back-off. End of output alone cannot be trusted: ``cmd &`` leaves a process holding
@@ -79,16 +85,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import fcntl
 import logging
 import math
 import os
 import resource
+import shutil
 import signal
+import subprocess
 import sys
 import termios
 import time
 import warnings
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -124,12 +132,15 @@ DEFAULT_LANG: Final = "C.UTF-8"
 _DEFAULT_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 _TERMINAL_VARS: Final = frozenset({"TERM", "COLUMNS", "LINES"})
 
-_CHUNK: Final = 64 * 1024
-"""Bytes asked for per ``os.read``; a Linux PTY hands out at most ~4 KiB at a time."""
-_READ_BUDGET: Final = 1 << 16
-"""Bytes read per readiness callback before the loop gets a turn (fairness): 64 KiB is
-~8 frames of output to redact and queue, about half a millisecond, so the publisher,
-whose appends wait for the loop, keeps up with a flood instead of trailing it."""
+_CHUNK: Final = 1 << 18
+"""Bytes asked for per ``os.read``: a pipe hands out what it holds, a Linux PTY 4 KiB."""
+_READ_BUDGET: Final = 1 << 18
+"""Bytes read per readiness callback before the loop gets a turn (fairness): 256 KiB is
+about a millisecond of framing, checking and queueing, so the publisher, whose appends
+wait for the loop, keeps up with a flood instead of trailing it."""
+_RELAY_PIPE_BYTES: Final = 1 << 20
+"""The relay's pipe: how far a command may write ahead of the agent (Linux lets anyone
+ask for up to 1 MiB; elsewhere the system's size stays)."""
 _TERM_AFTER_S: Final = 1.0
 _KILL_AFTER_S: Final = 2.0
 _DRAIN_GRACE_S: Final = 0.5
@@ -373,7 +384,10 @@ class ExecProcess:
         self._started = started
         self.pid = child.pid
         self.pgid = child.pid
+        self._master: int = child.fd
         self._fd: int = child.fd
+        """What output is read from: the relay's pipe, else (and at the end) the master."""
+        self._relay: subprocess.Popen[bytes] | None = None
         self._pidfd: int | None = None
         self._tail = bytearray()
         self._total = 0
@@ -444,11 +458,41 @@ class ExecProcess:
             os.kill(self.pid, signal.SIGKILL)
             self._on_leader_exit()
             raise AteamError(f"{SHELL} did not start its own session (pgid {pgid}, sid {sid})")
-        os.set_blocking(self._fd, False)
-        self._loop.add_reader(self._fd, self._on_readable)
-        self._reading = True
+        self._fd = self._start_relay()
+        self._read_from(self._fd)
         self._watch_leader()
         self._handles.append(self._loop.call_later(self._limits.timeout_s, self._on_timeout))
+
+    def _start_relay(self) -> int:
+        """Start ``cat`` from the master into a large pipe; the pipe's read end, or the
+        master if no relay could start (output is then read from it directly)."""
+        cat = shutil.which("cat", path=_DEFAULT_PATH)
+        if cat is None:
+            return self._master
+        read_end, write_end = os.pipe()
+        try:
+            with contextlib.suppress(OSError, AttributeError):  # Linux only; best effort
+                fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, _RELAY_PIPE_BYTES)
+            self._relay = subprocess.Popen(
+                [cat],
+                stdin=self._master,
+                stdout=write_end,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            log.warning("exec %d: no output relay (%s); reading the terminal", self.pid, exc)
+            os.close(read_end)
+            return self._master
+        finally:
+            os.close(write_end)
+        return read_end
+
+    def _read_from(self, fd: int) -> None:
+        self._fd = fd
+        os.set_blocking(fd, False)
+        self._loop.add_reader(fd, self._on_readable)
+        self._reading = True
 
     # -- public control ---------------------------------------------------------------
 
@@ -458,6 +502,11 @@ class ExecProcess:
         Cancelling this wait does not stop the command (see :func:`run_command`).
         """
         return await asyncio.shield(self._done)
+
+    @property
+    def relay_pid(self) -> int | None:
+        """The pid of the ``cat`` relaying the output, until the command is done."""
+        return self._relay.pid if self._relay is not None else None
 
     @property
     def done(self) -> bool:
@@ -586,18 +635,17 @@ class ExecProcess:
     # -- output -------------------------------------------------------------------------
 
     def _on_readable(self) -> None:
-        # The terminal buffers only ~17 KiB: it is emptied before each chunk is handed on
-        # (framed, redacted, queued), so the command writes on meanwhile instead of
-        # waiting for every read in turn.
-        budget, pending, ended = _READ_BUDGET, deque[bytes](), False
-        while True:
-            if budget > 0 and not ended:
-                chunks, ended = self._read_available(budget)
-                budget -= sum(map(len, chunks))
-                pending.extend(chunks)
-            if not pending:
+        # The terminal buffers only 20 KiB, handed out 4 KiB a read: it is emptied, and
+        # what it held handed on (framed, checked, queued) in one piece, so the command
+        # writes on meanwhile and the per-call work is paid once per emptying.
+        budget, ended = _READ_BUDGET, False
+        while budget > 0 and not ended:
+            chunks, ended = self._read_available(budget)
+            if not chunks:
                 break
-            self._take(pending.popleft())
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            budget -= len(data)
+            self._take(data)
         if ended:
             self._at_eof()
 
@@ -643,8 +691,15 @@ class ExecProcess:
             self._on_readable()
 
     def _at_eof(self) -> None:
-        self._eof = True
         self._stop_reading()
+        if self._fd != self._master:
+            # The relay's pipe ended: the terminal did, or the relay died. The master
+            # says which (EOF at once, or what is still to come).
+            os.close(self._fd)
+            self._read_from(self._master)
+            self._on_readable()
+            return
+        self._eof = True
         if self._ended_at is not None:
             self._finish()
 
@@ -660,6 +715,10 @@ class ExecProcess:
             return
         self._cancel_handles()
         self._stop_reading()
+        if self._fd != self._master:  # given up on: the terminal is held open elsewhere
+            os.close(self._fd)
+            self._fd = self._master
+        self._stop_relay()
         # Close through ptyprocess's file object, which owns the descriptor, and mark it
         # closed so its __del__ neither closes a recycled fd number nor sleeps.
         self._child.fileobj.close()
@@ -702,6 +761,15 @@ class ExecProcess:
             or exit_code == 128 + signal.SIGXCPU  # the shell reporting a child's death
             or (sig == signal.SIGKILL and self._cpu_used >= math.ceil(cpu_s))
         )
+
+    def _stop_relay(self) -> None:
+        """Reap the relay, killing it first if it still reads (a terminal held open)."""
+        relay, self._relay = self._relay, None
+        if relay is None:
+            return
+        if relay.poll() is None:
+            relay.kill()
+        relay.wait()
 
     def _cancel_handles(self) -> None:
         for handle in self._handles:

@@ -65,7 +65,7 @@ async def test_a_flood_is_framed_in_larger_frames_and_a_trickle_is_not() -> None
     assert max(sizes) <= COALESCE_HARD_MAX_BYTES
     # Coalesced harder rather than sent in more frames: once the rate is over the limit,
     # frames grow, and most of the flood travels in frames far larger than 8 KiB.
-    assert max(sizes) > COALESCE_MAX_BYTES * 8
+    assert max(sizes) > COALESCE_HARD_MAX_BYTES - Coalescer.HOLD_BYTES - 1
     assert sum(size for size in sizes if size > COALESCE_MAX_BYTES * 4) > len(flood) // 2
 
     # Once the rate is low again, frames are small again: a trickle stays timely.

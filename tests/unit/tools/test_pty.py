@@ -367,3 +367,37 @@ def reaped(pid: int) -> bool:
     except ChildProcessError:
         return True
     return False
+
+
+async def test_output_goes_through_a_relay_of_its_own_that_is_reaped(tmp_path: Path) -> None:
+    # A terminal buffers 20 KiB: a relay drains it into a large pipe, so the command
+    # writes on while the agent works. It sits outside the command's group and session
+    # (the group kill must not cut the output short), and is gone with the call.
+    out = Output()
+    cmd = "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo END"
+    proc = await ExecProcess.start(cmd, cwd=tmp_path, limits=LIMITS, on_output=out)
+    relay = proc.relay_pid
+    assert relay is not None and pid_is_running(relay)
+    assert Path(f"/proc/{relay}/comm").read_text().strip() == "cat"  # noqa: ASYNC240
+    assert os.getsid(relay) not in (os.getsid(0), proc.pid)
+    result = await proc.wait()
+    assert result.exit_code == 0
+    assert bytes(out.data) == b"x" * 3_000_000 + b"\nEND\n"
+    assert proc.relay_pid is None
+    assert not Path(f"/proc/{relay}").exists()  # noqa: ASYNC240 - reaped, not a zombie
+
+
+async def test_a_relay_killed_mid_command_stalls_nothing(tmp_path: Path) -> None:
+    # Without the relay nobody would read the terminal, and the command would block on
+    # its next write until the timeout. The master is read directly instead: at most
+    # what the relay had read and not yet written (one terminal read, 4 KiB) is lost.
+    out = Output()
+    cmd = "echo first; sleep 0.3; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo END"
+    proc = await ExecProcess.start(cmd, cwd=tmp_path, limits=LIMITS, on_output=out)
+    await out.wait_for(b"first")
+    assert proc.relay_pid is not None
+    os.kill(proc.relay_pid, signal.SIGKILL)
+    result = await proc.wait()
+    assert result.reason is EndReason.EXITED and result.exit_code == 0
+    assert out.data.endswith(b"x\nEND\n")
+    assert len(out.data) >= len(b"first\n") + 3_000_000 - 4096
