@@ -20,6 +20,7 @@ asyncio loop exists (CLI verbs, agent start-up).
 from __future__ import annotations
 
 import enum
+import hashlib
 import logging
 import os
 import secrets
@@ -102,7 +103,7 @@ class EmbeddedPaths:
         """
         data_dir = (ateam_home() / "redis").absolute()
         return cls(
-            socket=(runtime_dir() / "redis.sock").absolute(),
+            socket=(runtime_dir() / socket_name(data_dir)).absolute(),
             data_dir=data_dir,
             password_file=data_dir / "password",
             lock_file=data_dir / "start.lock",
@@ -122,6 +123,16 @@ class EmbeddedPaths:
     def pid_file(self) -> Path:
         """Written by the server once it is up; removed by it on a clean shutdown."""
         return self.data_dir / "redis.pid"
+
+
+def socket_name(data_dir: Path) -> str:
+    """The socket's file name, told apart by the server's data directory.
+
+    The runtime directory is per user, not per ``ATEAM_HOME``: a second home of the same
+    user (another ``HOME``, a test's ``ATEAM_HOME``) must get a server of its own, not
+    meet the first one's and be refused its password.
+    """
+    return f"redis-{hashlib.sha256(str(data_dir).encode()).hexdigest()[:12]}.sock"
 
 
 class _Probe(enum.Enum):

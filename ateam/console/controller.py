@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ateam.console.commands import COMMANDS, Command, run_line
+from ateam.console.commands import COMMANDS, Command, command_line, run_line
 from ateam.console.session import ConsoleSession, ConsoleView
 
 __all__ = ["ConsoleController", "ConsoleView"]
@@ -25,3 +25,7 @@ class ConsoleController(ConsoleSession):
     async def execute(self, line: str) -> None:
         """Run one line typed by the user; raises AteamError on failure."""
         await run_line(self, line)
+
+    def pick(self, agent: str) -> str:
+        """The line that picking ``agent`` in the agent list or the palette runs."""
+        return command_line("attach", agent)

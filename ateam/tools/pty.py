@@ -16,14 +16,16 @@ Design choices, and why:
   check and queue what it read. So a ``cat`` (started in a session of its own, so that
   neither the command's group kill nor a terminal's ^C reaches it) reads the master and
   writes into a pipe of 1 MiB, which the agent reads with ``loop.add_reader`` and
-  non-blocking ``os.read`` calls of up to 1 MiB: the command writes on while the agent
-  works, and the agent makes a tenth of the system calls. (A relay thread would not do:
-  each of its 4 KiB reads waits for the GIL.) Once the pipe ends (the terminal ended,
-  or the relay died), the master itself is read until it reports EOF too, so nothing
-  is lost either way; without a ``cat`` the master is read directly from the start.
-  Every chunk goes to ``on_output`` unchanged. Bytes stay bytes (binary data, invalid
-  UTF-8 and ANSI escapes pass through); framing and coalescing (SPEC §4.5) are the
-  caller's job. The callback runs on the event loop and must not block.
+  non-blocking ``os.read`` calls of up to 256 KiB: the command writes on while the agent
+  works, and the agent's reads are a few large ones instead of one per 4 KiB. (A relay
+  thread would not do: each of its 4 KiB reads waits for the GIL.) Once the pipe ends
+  (the terminal ended, or the relay died), the master itself is read until it reports
+  EOF too, so the command is never left writing into a terminal nobody reads (a relay
+  killed from outside loses at most the one read it held); without a ``cat`` the master
+  is read directly from the start. Every chunk goes to ``on_output`` unchanged. Bytes
+  stay bytes (binary data, invalid UTF-8 and ANSI escapes pass through); framing and
+  coalescing (SPEC §4.5) are the caller's job. The callback runs on the event loop and
+  must not block.
 * **Leader exit is watched separately from end of output.** A ``pidfd`` (Linux ≥ 5.3)
   becomes readable when the shell exits; elsewhere ``waitid(..., WNOWAIT)`` is polled with
   a back-off. End of output alone cannot be trusted: ``cmd &`` leaves a process holding
@@ -635,9 +637,9 @@ class ExecProcess:
     # -- output -------------------------------------------------------------------------
 
     def _on_readable(self) -> None:
-        # The terminal buffers only 20 KiB, handed out 4 KiB a read: it is emptied, and
-        # what it held handed on (framed, checked, queued) in one piece, so the command
-        # writes on meanwhile and the per-call work is paid once per emptying.
+        # What is ready (up to the budget) is handed on (framed, checked, queued) in one
+        # piece: from the master that can be several 4 KiB reads, and the per-call work
+        # is paid once per emptying rather than per read.
         budget, ended = _READ_BUDGET, False
         while budget > 0 and not ended:
             chunks, ended = self._read_available(budget)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from ateam.bus.embedded import socket_name
 from tests._wait import wait_for
 
 from .conftest import (
@@ -46,7 +47,8 @@ TASK = (
 
 def embedded_client(home: Path, runtime: str) -> redis.Redis:
     password = (home / "redis" / "password").read_text().strip()
-    return redis.Redis(unix_socket_path=f"{runtime}/redis.sock", password=password)
+    socket = Path(runtime) / socket_name((home / "redis").absolute())
+    return redis.Redis(unix_socket_path=str(socket), password=password)
 
 
 def every_value(client: redis.Redis) -> list[bytes]:

@@ -354,7 +354,7 @@ class ConsoleApp(App[str]):
                 bar.cursor_position = len(bar.value)
                 bar.focus()
                 return
-            self._commands.put_nowait(command_line("attach", choice))
+            self._commands.put_nowait(self._pick(choice))
 
         self.push_screen(PaletteScreen(self._agent_ids, palette_entries), chosen)
 
@@ -376,10 +376,16 @@ class ConsoleApp(App[str]):
     def _agent_ids(self) -> list[str]:
         return sorted(self.controller.known) if self.controller is not None else []
 
+    def _pick(self, agent: str) -> str:
+        """What picking ``agent`` runs: the session decides (a watch-only one tails)."""
+        if self.controller is None:
+            return command_line("attach", agent)
+        return self.controller.pick(agent)
+
     @on(OptionList.OptionSelected, "#agents")
     def _agent_selected(self, event: OptionList.OptionSelected) -> None:
         if event.option.id:
-            self._commands.put_nowait(command_line("attach", event.option.id))
+            self._commands.put_nowait(self._pick(event.option.id))
             self.query_one("#command").focus()
 
     # drawing -------------------------------------------------------------------------------

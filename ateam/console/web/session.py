@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ateam.client import Target, resolve_target
 from ateam.config import ProjectConfig, load_project
+from ateam.console.commands import command_line
 from ateam.console.controller import ConsoleController
 from ateam.console.session import ConsoleView
 from ateam.errors import (
@@ -75,6 +76,10 @@ class WebController(ConsoleController):
             what = "an overlay line" if text.startswith("#") else "input"
             raise WatchOnly(f"{what} is refused")
         await super().execute(line)
+
+    def pick(self, agent: str) -> str:
+        # A watch-only tab follows the agent it picks; attaching would only be refused.
+        return command_line("tail", agent) if self.watch_only else super().pick(agent)
 
 
 def _check_command(text: str, *, watch_only: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -20,7 +21,7 @@ from redis.exceptions import AuthenticationError
 
 from ateam.bus._server_binary import find_server_binary
 from ateam.bus.connection import RedisTarget, make_client
-from ateam.bus.embedded import EmbeddedPaths, EmbeddedServer, server_command
+from ateam.bus.embedded import EmbeddedPaths, EmbeddedServer, server_command, socket_name
 from ateam.errors import EmbeddedServerError
 
 HAS_PROC = Path("/proc/self/cwd").exists()
@@ -338,7 +339,36 @@ def test_default_paths_follow_ateam_home_and_runtime_dir(
 ) -> None:
     paths = EmbeddedPaths.default()
 
-    assert paths.socket == runtime / "redis.sock"
+    assert paths.socket == runtime / socket_name(isolated_home / "redis")
+    assert paths.socket.name.startswith("redis-") and paths.socket.suffix == ".sock"
     assert paths.data_dir == isolated_home / "redis"
     assert paths.password_file == isolated_home / "redis" / "password"
     assert paths.lock_file == isolated_home / "redis" / "start.lock"
+
+
+def test_two_homes_of_one_user_each_get_a_server_of_their_own(
+    runtime: Path, isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One runtime dir (per user), two ATEAM_HOMEs: another HOME, a test's home. Both
+    # used to share one socket, and the second was refused the first one's password.
+    first = EmbeddedServer()
+    other_home = tmp_path / "other-home"
+    other_home.mkdir()
+    monkeypatch.setenv("ATEAM_HOME", str(other_home))
+    second = EmbeddedServer()
+    try:
+        targets = [first.ensure(timeout=30), second.ensure(timeout=30)]
+        assert first.paths.socket != second.paths.socket
+        assert first.paths.socket.parent == second.paths.socket.parent == runtime
+        for target, name in zip(targets, ("first", "second"), strict=True):
+            with sync_client(target) as client:
+                client.set("home", name)
+        for target, name in zip(targets, ("first", "second"), strict=True):
+            with sync_client(target) as client:
+                assert client.get("home") == name.encode()  # two servers, two datasets
+    finally:
+        for server in (first, second):
+            with contextlib.suppress(EmbeddedServerError):
+                server.stop(timeout=10)
+            for pid in servers_in(server.paths.data_dir):
+                os.kill(pid, signal.SIGKILL)

@@ -413,3 +413,16 @@ async def test_a_console_that_reconnects_shows_the_urgent_items_it_missed(
     await view.wait_for(lambda: any("prod is down" in b for b in view.banners), timeout=10)
     banner = next(b for b in view.banners if "prod is down" in b)
     assert banner.startswith("BLOCKING alert from cli")
+
+
+def test_picking_an_agent_attaches_but_a_watch_only_browser_tab_tails(
+    target: RedisTarget,
+) -> None:
+    # The agent list and the palette run what the session says picking means: a
+    # watch-only browser tab would only be refused an /attach, so it follows instead.
+    from ateam.console.web.session import WebController
+
+    view = PlainView(asyncio.Queue(), io.StringIO())
+    assert ConsoleController(target, view).pick("p/a b") == "/attach 'p/a b'"
+    assert WebController(target, view).pick("p/a") == "/attach p/a"
+    assert WebController(target, view, watch_only=True).pick("p/a") == "/tail p/a"
