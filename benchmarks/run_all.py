@@ -4,7 +4,9 @@ Each script runs in its own process (each starts and removes its own redis-serve
 full output is shown as it runs, then the ``BENCH ...`` lines of all of them are
 collected into one table. The run is written to ``--out`` (default
 ``benchmarks/results``): ``latest.json``, ``latest.md`` and, with the ``bench`` extra
-(matplotlib), PNG charts of the latency distributions the scripts saved.
+(matplotlib), PNG charts of the latency distributions the scripts saved. Only a full
+run (every script, no ``--quick``, no ``--tcp``) replaces the committed results by
+default: a partial one writes only where ``--out`` says.
 
     python benchmarks/run_all.py [--quick] [--tcp] [--only rpc,events,...] [--out DIR]
 
@@ -125,8 +127,9 @@ def main(argv: Sequence[str] | None = None, *, scripts_dir: Path = HERE) -> int:
     p.add_argument(
         "--out",
         type=Path,
-        default=HERE / "results",
-        help="where latest.json, latest.md and the charts go (default benchmarks/results)",
+        default=None,
+        help="where latest.json, latest.md and the charts go (default benchmarks/results, "
+        "for a full run only)",
     )
     args = p.parse_args(argv)
     chosen = [s.strip() for s in args.only.split(",") if s.strip()] or SCRIPTS
@@ -161,7 +164,14 @@ def main(argv: Sequence[str] | None = None, *, scripts_dir: Path = HERE) -> int:
             print(f"  targets missed: {'; '.join(missed)}")
         if not failed and not missed:
             print("  every target met")
-        write_results(args.out, env, runs, samples_dir)
+        partial = args.only or args.quick or args.tcp
+        if args.out is not None or not partial:
+            write_results(args.out or scripts_dir / "results", env, runs, samples_dir)
+        else:
+            print(
+                f"  a partial run leaves {scripts_dir / 'results'} as it is "
+                "(the committed full run); --out DIR keeps this one"
+            )
     return status_of(runs)[0]
 
 

@@ -155,6 +155,26 @@ def test_a_missed_target_exits_1_and_without_matplotlib_there_is_a_hint(tmp_path
     )
 
 
+def test_a_partial_run_leaves_the_committed_results_as_they_are(tmp_path: Path) -> None:
+    # --only, --quick or --tcp without --out used to overwrite results/ with a part of a
+    # run, and remove the committed charts it had not drawn.
+    scripts = tmp_path / "scripts"
+    (scripts / "results").mkdir(parents=True)
+    (scripts / "results" / "latest.json").write_text('{"committed": true}')
+    stand_in(
+        scripts,
+        "fine",
+        """
+        report("stand-in", [Row("ok_p50", "ok p50", 1.0, "ms", 1.0, "raw", "<=2x", True)])
+        """,
+    )
+    done = run_all("--only", "fine", cwd=tmp_path, prelude=f"SCRIPTS_DIR = Path({str(scripts)!r})")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "a partial run leaves" in done.stdout
+    assert [p.name for p in (scripts / "results").iterdir()] == ["latest.json"]
+    assert load(scripts / "results") == {"committed": True}
+
+
 @pytest.mark.parametrize(
     ("name", "body"),
     [
