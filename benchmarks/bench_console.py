@@ -271,6 +271,21 @@ def echo_rows(prefix: str, what: str, loaded: list[float], idle: list[float]) ->
     return rows
 
 
+def cpu_row(name: str, label: str, measured: tuple[float, float, str], target: float) -> Row:
+    """A console CPU row: ``measured`` is (value, baseline, baseline label), in % of a core."""
+    value, baseline, baseline_label = measured
+    return Row(
+        name=name,
+        label=label,
+        value=value,
+        unit="% core",
+        baseline=baseline,
+        baseline_label=baseline_label,
+        target=f"<={target:.0f} %",
+        ok=value <= target,
+    )
+
+
 # --- (a) the flood -------------------------------------------------------------------------
 
 
@@ -512,27 +527,19 @@ async def swarm(
     cpu_pct = cpu / wall * 100
     rows += echo_rows(prefix, f"{agents} agents {RATE // 1000}k ev/s", loaded, idle)
     rows.append(
-        Row(
-            name=f"{prefix}_console_cpu",
-            label=f"{agents} agents {RATE // 1000}k ev/s console CPU",
-            value=cpu_pct,
-            unit="% core",
-            baseline=typed_cpu,
-            baseline_label="silent, typing",
-            target=f"<={CPU_TARGET_PCT:.0f} %",
-            ok=cpu_pct <= CPU_TARGET_PCT,
+        cpu_row(
+            f"{prefix}_console_cpu",
+            f"{agents} agents {RATE // 1000}k ev/s console CPU",
+            (cpu_pct, typed_cpu, "silent, typing"),
+            CPU_TARGET_PCT,
         )
     )
     rows.append(
-        Row(
-            name=f"{prefix}_silent_cpu",
-            label=f"{agents} agents silent console CPU",
-            value=silent_cpu,
-            unit="% core",
-            baseline=empty_cpu,
-            baseline_label="no agents",
-            target=f"<={SILENT_TARGET_PCT:.0f} %",
-            ok=silent_cpu <= SILENT_TARGET_PCT,
+        cpu_row(
+            f"{prefix}_silent_cpu",
+            f"{agents} agents silent console CPU",
+            (silent_cpu, empty_cpu, "no agents"),
+            SILENT_TARGET_PCT,
         )
     )
     rate = sum(r.get("rate", 0.0) for r in results)
