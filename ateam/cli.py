@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ateam import __version__
+from ateam._cmdline import mask_own_title
 from ateam.client import (
     BoardTask,
     ContextItem,
@@ -1184,6 +1185,8 @@ def main(argv: list[str] | None = None) -> int:
     # SIGPIPE stays ignored (Python's default): restoring its default action would let a
     # write to a Redis connection the server had just reset kill the process outright.
     # A closed stdout (`ateam ps | head`) is a BrokenPipeError, ended quietly below.
+    if argv is None:
+        mask_own_title()  # before anything slow: `ps` must not show a --redis password
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -9,6 +9,7 @@ The tree::
     ├── BusError
     │   ├── RedisUnavailable        redis.unavailable      (exit 2 / agent 13)
     │   ├── EmbeddedServerError     redis.unavailable
+    │   │   └── EmbeddedElsewhere   redis.unavailable      (the home's server runs on another host)
     │   ├── RedisPermissionDenied   redis.noperm           (exit 2 / agent 17, final)
     │   ├── RedisAuthFailed         redis.auth             (exit 2 / agent 18, final)
     │   │   └── TlsClientRefused    redis.auth             (no or an untrusted TLS client cert)
@@ -156,6 +157,21 @@ class RedisUnavailable(BusError):
 
 class EmbeddedServerError(BusError):
     hint = "see `ateam server status`; the server log is under ~/.ateam/redis/"
+
+
+class EmbeddedElsewhere(EmbeddedServerError):
+    """The home's embedded server runs on another host (a home shared over NFS).
+
+    Its unix socket cannot be reached from here, and a second server must not be started
+    on the same data directory; the message says what to do instead.
+    """
+
+    hint = ""
+
+    def __init__(self, message: str, *, host: str, pid: int) -> None:
+        super().__init__(message, detail={"host": host, "pid": pid})
+        self.host = host
+        self.pid = pid
 
 
 class RedisPermissionDenied(BusError):

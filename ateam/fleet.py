@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from ateam._cmdline import bus_environment
 from ateam._fs import atomic_write
 from ateam.agent.queue import DurableQueue
 from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, standalone_agent
@@ -306,8 +307,12 @@ def add_worktree(plan: Worktree) -> None:
 # starting ----------------------------------------------------------------------------------
 
 
-def agent_command(request: SpawnRequest, *, redis_url: str | None) -> list[str]:
-    """The ``ateam agent`` command line for ``request``, run by this Python."""
+def agent_command(request: SpawnRequest) -> list[str]:
+    """The ``ateam agent`` command line for ``request``, run by this Python.
+
+    It holds no Redis URL: that travels in the environment (:func:`bus_environment`), out
+    of every other user's ``ps``.
+    """
     cmd = [
         sys.executable, "-m", "ateam", "agent",
         "--project", request.project, "--name", request.name,
@@ -315,8 +320,6 @@ def agent_command(request: SpawnRequest, *, redis_url: str | None) -> list[str]:
     ]  # fmt: skip
     if request.model:
         cmd += ["--model", request.model]
-    if redis_url:
-        cmd += ["--redis", redis_url]
     return cmd
 
 
@@ -327,16 +330,17 @@ def start_kept(
 
     The keeper leads a new session (and process group), so signals to the console's
     terminal never reach it; its output and the agent's are appended to ``log``.
-    ``redis_url`` is passed on as ``--redis`` (``None``: the agent resolves the bus
-    itself, e.g. the embedded server).
+    ``redis_url`` is passed on in ``ATEAM_REDIS_URL`` (``None``: the agent resolves the
+    bus itself, e.g. the embedded server).
     """
     log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     keeper = [sys.executable, "-m", "ateam.fleet", "--log", str(log), "--"]
     try:
         return subprocess.Popen(
-            keeper + agent_command(request, redis_url=redis_url),
+            keeper + agent_command(request),
             cwd=request.cwd,
+            env=bus_environment(redis_url),
             stdin=subprocess.DEVNULL,
             stdout=fd,
             stderr=fd,

@@ -27,6 +27,14 @@ def runtime_dir() -> Path:
     return base
 
 
+def runtime_dir_source() -> str:
+    """What decides :func:`runtime_dir` in this environment, for ``ateam server status``."""
+    for name in ("ATEAM_RUNTIME_DIR", "XDG_RUNTIME_DIR"):
+        if os.environ.get(name):
+            return name
+    return tempfile.gettempdir()
+
+
 def private_dir(path: Path) -> Path:
     """Create ``path`` (and parents) readable only by the user."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)

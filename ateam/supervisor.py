@@ -33,6 +33,7 @@ from pathlib import Path
 
 from redis.exceptions import RedisError
 
+from ateam._cmdline import bus_environment, mask_own_title
 from ateam._fs import atomic_write
 from ateam._proc import pid_is_running
 from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
@@ -204,8 +205,6 @@ def _supervisor_log(project: ProjectConfig) -> Path:
 def _start_supervisor(project: ProjectConfig, redis_url: str | None) -> int:
     root = project.root or Path.cwd()
     cmd = [sys.executable, "-m", "ateam.supervisor", str(root)]
-    if redis_url:
-        cmd += ["--redis", redis_url]
     fd = os.open(_supervisor_log(project), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         proc = subprocess.Popen(
@@ -215,6 +214,8 @@ def _start_supervisor(project: ProjectConfig, redis_url: str | None) -> int:
             stdout=fd,
             stderr=fd,
             start_new_session=True,
+            # The URL (and its password) in the environment: every user can read `ps`.
+            env=bus_environment(redis_url),
         )
     finally:
         os.close(fd)
@@ -421,7 +422,6 @@ class Supervisor:
     """Keeps every agent of one project running until told to stop."""
 
     project: ProjectConfig
-    redis_url: str | None = None
     children: list[_Child] = field(default_factory=list)
     stopping: bool = False
 
@@ -438,9 +438,7 @@ class Supervisor:
                 "--name",
                 name,
                 "--no-repl",
-            ]
-            if self.redis_url:
-                cmd += ["--redis", self.redis_url]
+            ]  # no --redis: a URL reaches the agents in ATEAM_REDIS_URL (restart_env)
             self.children.append(_Child(name, agent.state_dir / "agent.log", cmd))
 
     def run(self) -> int:
@@ -526,14 +524,17 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m ateam.supervisor")
     parser.add_argument("root")
-    parser.add_argument("--redis")
+    parser.add_argument("--redis", help="prefer ATEAM_REDIS_URL: every user can read `ps`")
     args = parser.parse_args(argv)
+    if args.redis:
+        mask_own_title()
+        os.environ["ATEAM_REDIS_URL"] = args.redis
     try:
         project = load_project(Path(args.root))
     except AteamError as exc:
         print(exc.one_line(), file=sys.stderr)
         return Exit.CONFIG_INVALID
-    return Supervisor(project, args.redis).run()
+    return Supervisor(project).run()
 
 
 if __name__ == "__main__":

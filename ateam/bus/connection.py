@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
 from redis.exceptions import (
@@ -21,6 +21,7 @@ from redis.exceptions import (
     ResponseError,
 )
 
+from ateam._cmdline import mask_url
 from ateam.bus._tls import check_url, tls_closed_early, tls_options, tls_refusal
 from ateam.bus.cluster import (
     TOPOLOGY_SCHEMES,
@@ -65,28 +66,14 @@ class RedisTarget:
 
     def describe(self) -> str:
         """The URL with any password masked, for banners and logs."""
-        return _mask(self.url)
-
-
-def _mask(url: str) -> str:
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = f"{parts.username or ''}:****@{netloc.rsplit('@', 1)[1]}"
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    query = "&".join(f"{k}=****" if k == "password" else f"{k}={v}" for k, v in pairs)
-    if netloc == parts.netloc and "password" not in dict(pairs):
-        return url
-    # Rebuilt by hand: urlunsplit drops the "//" of an empty netloc (unix:///path).
-    rebuilt = f"{parts.scheme}://{netloc}{parts.path}"
-    return f"{rebuilt}?{query}" if query else rebuilt
+        return mask_url(self.url)
 
 
 def validate_url(url: str) -> str:
     scheme = urlsplit(url).scheme
     if scheme not in _SCHEMES and scheme not in TOPOLOGY_SCHEMES:
         raise UsageError(
-            f"unsupported Redis URL scheme {scheme!r} in {_mask(url)!r}; use redis://, "
+            f"unsupported Redis URL scheme {scheme!r} in {mask_url(url)!r}; use redis://, "
             "rediss:// or unix:// (or redis+cluster://, redis+sentinel://, rediss+…)"
         )
     topology = parse_topology(url)

@@ -152,6 +152,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ateam.tools", "ateam.providers", "ateam.redact"),
     ("ateam.config", "ateam.wire", "ateam._jsonl"),
     ("ateam.errors", "ateam.constants", "ateam.paths", "ateam._fs", "ateam._proc"),
+    ("ateam._cmdline",),
     ("ateam.completion",),
 )
 """The floors of the house, top first (docs/architecture.md draws them). A module may

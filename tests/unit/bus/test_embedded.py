@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -246,17 +247,27 @@ def test_stale_socket_and_pidfile_do_not_block_a_start(
 
 
 @needs_proc
-def test_a_server_whose_socket_was_deleted_is_replaced_not_doubled(
+def test_a_live_server_whose_socket_was_deleted_is_left_running_until_stopped(
     server: EmbeddedServer,
 ) -> None:
     target = server.ensure()
-    with sync_client(target) as client:
-        client.set("survivor", "1")
+    connected = sync_client(target)
+    connected.set("survivor", "1")
     orphan = server.status()["pid"]
     # What a clean-up of /tmp or of XDG_RUNTIME_DIR does to a running server.
     server.paths.socket.unlink()
     assert not server.is_running()
 
+    # A client never stops a live server: its connected clients (the agents) still use it.
+    with pytest.raises(EmbeddedServerError, match="answers on no socket") as caught:
+        server.ensure()
+    assert "ateam server stop" in str(caught.value)
+    assert servers_in(server.paths.data_dir) == [orphan]
+    assert connected.get("survivor") == b"1"
+    connected.close()
+
+    # Asked for by a person, it ends; the next start is the only server, on the same data.
+    assert server.stop() is True
     target = server.ensure()
 
     pids = servers_in(server.paths.data_dir)
@@ -372,3 +383,114 @@ def test_two_homes_of_one_user_each_get_a_server_of_their_own(
                 server.stop(timeout=10)
             for pid in servers_in(server.paths.data_dir):
                 os.kill(pid, signal.SIGKILL)
+
+
+# -- one server per home, whatever the client's environment --------------------------------
+
+
+def _elsewhere_env(monkeypatch: pytest.MonkeyPatch, runtime: str | None) -> None:
+    """Another environment of the same home: another runtime dir, or none set at all."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    if runtime is None:
+        monkeypatch.delenv("ATEAM_RUNTIME_DIR")
+    else:
+        monkeypatch.setenv("ATEAM_RUNTIME_DIR", runtime)
+
+
+@needs_proc
+@pytest.mark.parametrize("other", ["another runtime dir", "no runtime dir set"])
+def test_a_client_of_another_environment_uses_the_recorded_server(
+    server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch, other: str
+) -> None:
+    target = server.ensure()
+    pid = server.status()["pid"]
+    with sync_client(target) as client:
+        client.set("team", "here")
+    elsewhere = Path(tempfile.mkdtemp(prefix="at", dir="/tmp"))
+    _elsewhere_env(monkeypatch, str(elsewhere) if other == "another runtime dir" else None)
+    try:
+        client_of_elsewhere = EmbeddedServer()
+        assert client_of_elsewhere.paths.socket != server.paths.socket
+
+        found = client_of_elsewhere.ensure()
+
+        assert found.url == target.url
+        assert client_of_elsewhere.status()["pid"] == pid
+        assert servers_in(server.paths.data_dir) == [pid]
+        with sync_client(found) as client:
+            assert client.get("team") == b"here"
+        assert not client_of_elsewhere.paths.socket.exists()
+    finally:
+        shutil.rmtree(elsewhere, ignore_errors=True)
+
+
+def test_the_record_says_where_the_server_is_and_who_started_it(server: EmbeddedServer) -> None:
+    server.ensure()
+    record_file = server.paths.record_file
+
+    record = json.loads(record_file.read_text())
+
+    assert mode(record_file) == 0o600
+    assert record["socket"] == str(server.paths.socket)
+    assert record["pid"] == server.status()["pid"]
+    assert record["host"] == socket.gethostname()
+    assert record["runtime_dir_from"] == "ATEAM_RUNTIME_DIR"
+    assert f"(pid {os.getpid()}, user " in record["started_by"]
+    assert server.paths.password_file.read_text().strip() not in record_file.read_text()
+    status = server.status()
+    assert status["host"] == socket.gethostname()
+    assert status["started_by"] == record["started_by"]
+
+    assert server.stop() is True
+    assert not record_file.exists()
+
+
+@needs_proc
+def test_a_recorded_server_whose_process_is_gone_is_replaced(
+    server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = server.ensure()
+    with sync_client(target) as client:
+        client.set("durable", "yes")
+        client.execute_command("CONFIG", "SET", "appendfsync", "always")
+        client.set("durable", "yes")
+    dead = server.status()["pid"]
+    os.kill(dead, signal.SIGKILL)
+    wait = time.monotonic() + 10
+    while dead in servers_in(server.paths.data_dir) and time.monotonic() < wait:
+        time.sleep(0.02)
+    elsewhere = Path(tempfile.mkdtemp(prefix="at", dir="/tmp"))
+    _elsewhere_env(monkeypatch, str(elsewhere))
+    try:
+        replacer = EmbeddedServer()
+
+        target = replacer.ensure()
+
+        # Started where this environment puts it, and recorded there for everyone else.
+        assert target.url == replacer.url
+        assert json.loads(replacer.paths.record_file.read_text())["socket"] == str(
+            replacer.paths.socket
+        )
+        [pid] = servers_in(server.paths.data_dir)
+        assert pid != dead
+        with sync_client(target) as client:
+            assert client.get("durable") == b"yes"
+    finally:
+        with contextlib.suppress(EmbeddedServerError):
+            EmbeddedServer().stop(timeout=10)
+        shutil.rmtree(elsewhere, ignore_errors=True)
+
+
+@needs_proc
+def test_a_server_started_before_records_existed_is_found_through_its_config(
+    server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = server.ensure()
+    pid = server.status()["pid"]
+    server.paths.record_file.unlink()  # what an ateam of an earlier version left running
+    _elsewhere_env(monkeypatch, None)
+
+    found = EmbeddedServer().ensure()
+
+    assert found.url == target.url
+    assert servers_in(server.paths.data_dir) == [pid]
