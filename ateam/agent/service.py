@@ -115,6 +115,8 @@ _FROM = {
     "mcp": "[from {sender}, an external runtime, through ateam mcp]",
 }
 """The first line of a ``team.input`` task, by source kind."""
+_TEAM_SOURCES = tuple(f"{kind}:" for kind in _FROM)
+"""Sources only ``team.input`` may queue under: ``input`` refuses them."""
 
 
 class AgentService:
@@ -169,6 +171,14 @@ class AgentService:
 
     async def input_(self, call: Call) -> dict[str, Any]:
         params = call.args(InputParams)
+        if params.source.startswith(_TEAM_SOURCES):
+            # The owner may write anything, but not under a teammate's or a runtime's
+            # name: those sources are team.input's, where the sender is checked.
+            raise OwnershipDenied(
+                f"source {params.source!r} names a teammate or an external runtime: only "
+                "team.input queues as one, and only for that sender itself",
+                detail={"caller": call.caller, "source": params.source},
+            )
         queued = self.agent.enqueue(
             params.text,
             source=params.source,

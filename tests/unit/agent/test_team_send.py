@@ -79,6 +79,16 @@ async def test_nobody_but_the_teammate_itself_may_speak_as_it(agent: Agent, team
         await team.agent(agent.id).relay("x", source="agent:athena")
 
 
+async def test_an_owner_cannot_queue_input_under_a_teammates_name(agent: Agent, team: Team) -> None:
+    """``input`` is the owner's; the sources that name a sender are team.input's."""
+    async with team.agent(agent.id).attach() as held:
+        for source in ("agent:athena", "mcp:claude-code"):
+            with pytest.raises(OwnershipDenied, match=r"only team\.input"):
+                await held.send("posing", source=source)
+        assert (await held.send("mine", source="console")).created
+    assert not [item for item in pending_texts(agent) if item[1] == "posing"]
+
+
 async def test_an_external_runtime_is_refused_while_the_owner_has_not_allowed_it(
     agent: Agent, team: Team, other_team: Team
 ) -> None:
