@@ -93,12 +93,14 @@ def test_parallel_sends_during_a_restart_wait_and_each_is_queued_once(
     task_ids = [out.strip() for out, _ in outcomes]
     assert len(set(task_ids)) == SENDS, task_ids
 
-    wanted = {text: 1 for text in texts}
-    wait_for(
-        lambda: {t: n for t, n in started_texts(bus).items() if t in wanted} == wanted,
-        60,
-        "every sent text to start exactly once",
-    )
+    def drained() -> bool:
+        entry = bus.entry(AGENT) or {}
+        ended = {str(body["task_id"]) for body in bus.task_end_list(AGENT)}
+        return set(task_ids) <= ended and entry.get("queue_len") == 0
+
+    wait_for(drained, 60, "every sent text to be done and the queue empty")
+    started = started_texts(bus)
+    assert {text: started[text] for text in texts} == {text: 1 for text in texts}
     assert serving_pid(bus, killed) is not None  # the restarted agent did the work
 
 
