@@ -14,8 +14,8 @@ of the hash proves nothing, and a restarted agent has a new token.
 What this does not stop, by design: a process allowed to *write* the project's keys can
 put a hash of its own in ``P:ident:<name>`` (or take the agent's lock, or rewrite its
 owner claim). The per-project Redis user (``ateam acl``) is the boundary: it keeps other
-projects and outsiders away from these keys; inside it, identity stops reading a name
-from being enough, not a writer of the keys from lying.
+projects and outsiders away from these keys. Inside it, identity makes a name no longer
+enough; it cannot stop a writer of the keys from lying.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ class AgentIdentity:
         return f"agent:{self.agent}"
 
 
+# ``pipe`` is ``Any``: a single server's pipeline or a Cluster's, which share no base.
 def publish(pipe: Any, keys: Keys, identity: AgentIdentity) -> None:
     """Queue on ``pipe`` (a heartbeat's pipeline) the write of the identity's hash."""
     pipe.set(keys.identity(identity.agent), identity.digest, px=_TTL_MS)
