@@ -59,6 +59,7 @@ from ateam.bus.board import TaskBoard
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.context import ContextStore
 from ateam.bus.events import EventType
+from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.lock import FENCE_FILE, InstanceLock
 from ateam.bus.publisher import EventPublisher
@@ -108,6 +109,9 @@ class Parts:
     ledger: UsageLedger
     router: ModelRouter
     heartbeat: Heartbeat
+    identity: AgentIdentity
+    """This instance's proof for teammates: its heartbeat publishes the hash, its
+    ``team.send`` presents the token (:mod:`ateam.bus.identity`)."""
     mirror: HandoffMirror
     handoff: HandoffStore
     team: TeamFeed
@@ -265,7 +269,8 @@ def build_parts(
     )
     status = swap("status", lambda: AgentStatus(entry, events, fence))
     entry = status.entry
-    heartbeat = swap("heartbeat", lambda: Heartbeat(client, keys, entry))
+    identity = AgentIdentity(agent_id)
+    heartbeat = swap("heartbeat", lambda: Heartbeat(client, keys, entry, identity=identity))
     summaries = swap("summaries", lambda: SummaryLog(state_dir, fence=fence, scrub=redactor.redact))
     mirror = swap("mirror", lambda: HandoffMirror(client, keys, agent_id))
     handoff = swap(
@@ -392,7 +397,7 @@ def build_parts(
         kb=kb,
         list_agents=functools.partial(_list_agents, client, keys),
         board=board,
-        teammates=TeamMessenger(client, keys, agent_id, config.spec.team.max_hops),
+        teammates=TeamMessenger(client, keys, identity, config.spec.team.max_hops),
         keeper=keeper,
         switcher=switcher,
         compactor=compactor,
@@ -512,6 +517,7 @@ def build_parts(
         ledger=ledger,
         router=router,
         heartbeat=heartbeat,
+        identity=identity,
         mirror=mirror,
         handoff=handoff,
         team=team,

@@ -4,7 +4,9 @@ The message goes through the receiver's ``team.input`` RPC, so it lands in the s
 durable queue, with the same acknowledgement and request-id de-duplication, as any
 ``ateam send``; the receiver records it with source ``agent:NAME`` and its owner's
 console shows that. No ownership is taken: a teammate's message is not a console
-writing to the agent.
+writing to the agent. What the receiver checks instead is that the message comes from
+the agent it names: the request carries this instance's identity token
+(:mod:`ateam.bus.identity`), whose hash the sender's heartbeat publishes.
 
 Loops are bounded by hops. A message sent while working on an item that arrived over
 ``team.send`` carries that item's hop count plus one and its trace id (the thread), and
@@ -19,6 +21,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.registry import Registry
 from ateam.bus.rpc import RpcClient
@@ -33,12 +36,16 @@ SEND_TIMEOUT_S = 10.0
 
 @dataclass(frozen=True)
 class TeamMessenger:
-    """Sends text from the agent ``agent_id`` to teammates of its project."""
+    """Sends text from the agent ``identity.agent`` to teammates of its project."""
 
     client: aioredis.Redis
     keys: Keys
-    agent_id: str
+    identity: AgentIdentity
     max_hops: int
+
+    @property
+    def agent_id(self) -> str:
+        return self.identity.agent
 
     async def send(self, to: str, text: str, *, hops: int, trace_id: str | None) -> dict[str, Any]:
         """Queue ``text`` at teammate ``to`` (``NAME`` or ``PROJECT/NAME``).
@@ -69,7 +76,9 @@ class TeamMessenger:
         params: dict[str, Any] = {"text": text, "source": f"agent:{name}", "hops": hops}
         if trace_id is not None:
             params["trace_id"] = trace_id
-        rpc = RpcClient(self.client, self.keys, caller=f"agent:{self.agent_id}")
+        rpc = RpcClient(
+            self.client, self.keys, caller=self.identity.caller, auth=self.identity.token
+        )
         value = await rpc.call(target, "team.input", params, timeout=SEND_TIMEOUT_S)
         return {
             "to": target,

@@ -40,6 +40,7 @@ from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable
 from ateam.bus.events import EventType
 from ateam.bus.guard import check_eviction
+from ateam.bus.identity import proven
 from ateam.bus.rpc import RpcServer
 from ateam.config import AgentConfig
 from ateam.constants import SHUTDOWN_HARD_S, SHUTDOWN_SOFT_S
@@ -371,6 +372,9 @@ class Agent:
     async def external_input_allowed(self) -> bool:
         await self.parts.upkeep.current_owner()  # read fresh: the owner may just have said no
         return self.parts.upkeep.owner_allows_external
+
+    async def teammate_proven(self, agent_id: str, auth_sha256: str | None) -> bool:
+        return await proven(self.parts.client, self.parts.keys, agent_id, auth_sha256)
 
     def enqueue_wakeup(self) -> None:
         """Tell the worker that items were added behind its back (e.g. a retry)."""

@@ -115,6 +115,8 @@ _FROM = {
     "mcp": "[from {sender}, an external runtime, through ateam mcp]",
 }
 """The first line of a ``team.input`` task, by source kind."""
+_TEAM_SOURCES = tuple(f"{kind}:" for kind in _FROM)
+"""Sources only ``team.input`` may queue under: ``input`` refuses them."""
 
 
 class AgentService:
@@ -122,12 +124,61 @@ class AgentService:
 
     def __init__(self, agent: AgentPort) -> None:
         self.agent = agent
+        self._admit: dict[str, Callable[[Call, str], Awaitable[None]]] = {
+            "agent": self._admit_teammate,
+            "mcp": self._admit_external,
+        }
+        """Who may send ``team.input`` as each source kind; each raises when refused."""
+
+    async def _admit_teammate(self, call: Call, sender: str) -> None:
+        """A message "from agent:X" must come from agent X of this project, proven.
+
+        The caller names X, and the request carries X's identity token, which only X's
+        running instance holds (:mod:`ateam.bus.identity`): a console, a script or an
+        MCP client cannot pass for a teammate to skip ownership, whatever it names.
+        """
+        teammate = f"{self.agent.config.project}/{sender}"
+        if teammate == self.agent.id:
+            # team.send refuses it before sending: only a forger names the receiver.
+            raise OwnershipDenied(
+                f"source agent:{sender} is {teammate} itself: an agent never sends itself work",
+                detail={"caller": call.caller},
+            )
+        if call.caller != f"agent:{teammate}":
+            raise OwnershipDenied(
+                f"source agent:{sender} must be sent by {teammate} itself "
+                "(consoles and scripts send with `input`, MCP clients as mcp:NAME)",
+                detail={"caller": call.caller},
+            )
+        if not await self.agent.teammate_proven(teammate, call.auth_sha256):
+            raise OwnershipDenied(
+                f"{call.caller} did not prove it is {teammate}: a teammate's message carries "
+                "the identity token of its running instance, which only its own team.send "
+                f"holds (no token, a wrong one, or no agent {teammate} is running)",
+                detail={"caller": call.caller},
+            )
+
+    async def _admit_external(self, call: Call, sender: str) -> None:
+        if not await self.agent.external_input_allowed():
+            raise OwnershipDenied(
+                f"{self.agent.id} is owned by a console that has not allowed external input "
+                "(its owner can run /allow external on)",
+                detail={"owner": self.agent.status().get("owner")},
+            )
 
     async def status(self, call: Call) -> dict[str, Any]:
         return self.agent.status()
 
     async def input_(self, call: Call) -> dict[str, Any]:
         params = call.args(InputParams)
+        if params.source.startswith(_TEAM_SOURCES):
+            # The owner may write anything, but not under a teammate's or a runtime's
+            # name: those sources are team.input's, where the sender is checked.
+            raise OwnershipDenied(
+                f"source {params.source!r} names a teammate or an external runtime: only "
+                "team.input queues as one, and only for that sender itself",
+                detail={"caller": call.caller, "source": params.source},
+            )
         queued = self.agent.enqueue(
             params.text,
             source=params.source,
@@ -147,26 +198,13 @@ class AgentService:
         """Text from a teammate (``agent:NAME``) or an external runtime (``mcp:NAME``).
 
         No ownership is needed: a teammate's message is part of the team's work and
-        its source is shown to the owner; an external runtime gets in only while
-        nobody owns the agent or the owner allowed external input.
+        its source is shown to the owner, but the teammate must prove it is that agent
+        (its identity token); an external runtime gets in only while nobody owns the
+        agent or the owner allowed external input.
         """
         params = call.args(TeamInputParams)
         kind, sender = params.source.split(":", 1)
-        teammate = f"agent:{self.agent.config.project}/{sender}"
-        if kind == "agent" and call.caller != teammate:
-            # A message "from agent:X" must come from agent X's own session, of this
-            # project: a console or script cannot pass for a teammate to skip ownership.
-            raise OwnershipDenied(
-                f"source {params.source} must be sent by {teammate[6:]} itself "
-                "(consoles and scripts send with `input`, MCP clients as mcp:NAME)",
-                detail={"caller": call.caller},
-            )
-        if kind == "mcp" and not await self.agent.external_input_allowed():
-            raise OwnershipDenied(
-                f"{self.agent.id} is owned by a console that has not allowed external input "
-                "(its owner can run /allow external on)",
-                detail={"owner": self.agent.status().get("owner")},
-            )
+        await self._admit[kind](call, sender)
         limit = self.agent.config.spec.team.max_hops
         if params.hops > limit:
             raise HopLimit(

@@ -185,7 +185,10 @@ class BusUpkeep:
             )
             # A Redis that lost the lock lost the registry with it: a fresh heartbeat
             # announces the agent (join, project set) as at start.
-            self._heartbeat = Heartbeat(self._client, self._keys, self._status.entry)
+            # The same identity: the instance and its token are unchanged.
+            self._heartbeat = Heartbeat(
+                self._client, self._keys, self._status.entry, identity=self._heartbeat.identity
+            )
         else:
             message = f"the fence counter of {agent} was gone or behind: fence {fence} issued"
         self._events.emit(EventType.WARN, msg=message, code="lock.retaken", fence=fence)

@@ -149,6 +149,10 @@ class Keys:
     def owner(self, agent: str) -> str:
         return self._agent("owner", agent)
 
+    def identity(self, agent: str) -> str:
+        """SHA-256 of the running instance's identity token (:mod:`ateam.bus.identity`)."""
+        return self._agent("ident", agent)
+
     def handoff(self, agent: str) -> str:
         """The agent's handoff record (SPEC §7), mirrored from ``state/handoff.json``."""
         return self._agent("handoff", agent)

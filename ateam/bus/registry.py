@@ -30,6 +30,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import NoPermissionError, ResponseError
 
 from ateam.bus.codec import pack
+from ateam.bus.identity import AgentIdentity, publish, withdraw
 from ateam.bus.keys import Keys
 from ateam.constants import DISCONNECTED_SHOWN_S, HEARTBEAT_TTL_S
 
@@ -327,12 +328,22 @@ def _text(value: bytes | str) -> str:
 
 
 class Heartbeat:
-    """Write side, owned by the agent: its entry, liveness key and notices."""
+    """Write side, owned by the agent: its entry, liveness key, identity hash and notices."""
 
-    def __init__(self, client: aioredis.Redis, keys: Keys, entry: AgentEntry) -> None:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        keys: Keys,
+        entry: AgentEntry,
+        *,
+        identity: AgentIdentity | None = None,
+    ) -> None:
         self._client = client
         self._keys = keys
         self.entry = entry
+        self.identity = identity
+        """The instance's proof for teammates, published with every beat; None publishes
+        none (an entry written by a tool or a test proves nothing)."""
         self._joined = False
         self._written = b""
         """The entry as last written: a beat that would write the same bytes does not."""
@@ -352,6 +363,8 @@ class Heartbeat:
         pipe = self._client.pipeline(transaction=False)
         pipe.hset(self._keys.heartbeats(project), agent, now_ms)
         pipe.set(self._keys.alive(agent), b"1", px=int(HEARTBEAT_TTL_S * 1000))
+        if self.identity is not None:
+            publish(pipe, self._keys, self.identity)
         if news:
             pipe.hset(self._keys.registry(project), agent, packed)
             event = "update" if self._joined else "join"
@@ -383,6 +396,8 @@ class Heartbeat:
         pipe.hdel(self._keys.registry(project), agent)
         pipe.hdel(self._keys.heartbeats(project), agent)
         pipe.delete(self._keys.alive(agent))
+        if self.identity is not None:
+            withdraw(pipe, self._keys, self.identity)
         pipe.publish(
             self._keys.registry_channel(project),
             pack({"event": "leave", "agent": agent, "at": time.time()}),

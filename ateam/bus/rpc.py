@@ -71,6 +71,10 @@ class Call:
     deadline: float
     checked: Params | None = None
     """``params`` checked against the method's model by the server, before the handler."""
+    auth_sha256: str | None = None
+    """SHA-256 (hex) of the request's ``auth`` token, never the token itself: what a
+    handler compares with a published hash to know who asked (``team.input`` from a
+    teammate, :mod:`ateam.bus.identity`)."""
 
     def args(self, model: type[P]) -> P:
         """The parameters as ``model``: the server's checked copy, else checked now.
@@ -217,7 +221,7 @@ class RpcServer:
         except RpcError as exc:
             self._report_bad(f"{exc.code}: {exc.message}")
             return _error_reply(rid, exc)
-        asker = (rid, call.caller or "", token_digest(auth) if auth is not None else "")
+        asker = (rid, call.caller or "", call.auth_sha256 or "")
         cached = self._recent.get(asker)
         if cached is not None and cached[0] > time.monotonic():
             return cached[1]
@@ -292,8 +296,16 @@ class RpcServer:
             or not math.isfinite(deadline)
         ):
             raise BadRequest(f"'deadline' must be a finite unix time, got {reprlib.repr(deadline)}")
-        call = Call(rid, method, params, caller if isinstance(caller, str) else None, deadline)
-        return call, auth if isinstance(auth, str) else None
+        auth = auth if isinstance(auth, str) else None
+        call = Call(
+            rid,
+            method,
+            params,
+            caller if isinstance(caller, str) else None,
+            deadline,
+            auth_sha256=token_digest(auth) if auth is not None else None,
+        )
+        return call, auth
 
     async def _check_owner(self, call: Call, auth: str | None) -> None:
         owner = await self._current_owner()

@@ -49,8 +49,12 @@ class Session:
         """An RPC client allowed to change ``agent``: as its holder, or by a one-call claim.
 
         The claim is marked :attr:`OwnerKind.CALL`, so a script that sends at the same
-        moment waits the few milliseconds it lasts instead of failing, and a console
-        that finds it in the way is told what it is (SPEC §4.3).
+        moment waits for it instead of failing, and a console that finds it in the way
+        is told what it is (SPEC §4.3). Another call's claim is waited for up to this
+        call's own ``timeout``: it usually lasts milliseconds, but while the agent
+        restarts it lasts until the new instance answers (the supervisor's back-off and
+        a start-up), and failing then would make a user resend by hand what the
+        supervisor is about to serve.
         """
         if agent in self.held:
             yield self.rpc
@@ -61,6 +65,7 @@ class Session:
             self.keys,
             self.name,
             ttl_s=max(OWNER_TTL_S, timeout + 5.0),
+            call_wait_s=timeout,
             # The session's grace, read where tests and consoles may have tuned it.
             grace_s=self.ownership._grace_s,
         )

@@ -288,7 +288,8 @@ class AgentHandle:
         What ``ateam mcp`` does for its clients: refused while a console owns the agent
         unless its owner allowed external input. The receiving agent records the source,
         and its owner's console shows it. (Teammates send with the agent's ``team.send``
-        tool: the agent checks that an ``agent:NAME`` source is that agent's session.)
+        tool: an ``agent:NAME`` source must carry that agent's identity token, which no
+        client session has.)
 
         Raises:
             BadRequest: ``source`` is not ``mcp:RUNTIME``.

@@ -1,18 +1,26 @@
 """Agent A gives agent B a task with ``team.send``; B does it (issue 12 point 3).
 
 Two real ``ateam agent`` processes with scripted models; what is checked is what the
-agents wrote: B's file, both histories, and the line B's owner console printed.
+agents wrote: B's file, both histories, and the line B's owner console printed. Anyone
+else who names a teammate is refused (issue 22 point 3).
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 import yaml
 
+from ateam.bus.connection import RedisTarget, make_client
+from ateam.bus.rpc import RpcClient
+from ateam.client import Team
+from ateam.errors import OwnershipDenied
+from ateam.redact import Redactor
 from tests._wait import wait_for
 from tests.integration.conftest import (
+    KEYS,
     AgentFactory,
     ConsoleFactory,
     history_turns,
@@ -55,6 +63,42 @@ def write_team(root: Path) -> Path:
     return root
 
 
+async def forge_team_inputs(redis_url: str, receiver: str) -> list[str]:
+    """Send ``receiver`` team.input as teammates that are not who they say; the refusals.
+
+    The callers name a running teammate (zeus), one that does not exist, the receiver
+    itself, and an MCP runtime; one is a client session named like an agent.
+    """
+    project = receiver.partition("/")[0]
+    client = make_client(RedisTarget(redis_url, "--redis"))
+    forged = [
+        (f"agent:{project}/zeus", "agent:zeus"),
+        (f"agent:{project}/ghost", "agent:ghost"),
+        (f"agent:{receiver}", f"agent:{receiver.partition('/')[2]}"),
+        ("mcp:claude-code", "agent:zeus"),
+    ]
+    codes = []
+    try:
+        for caller, source in forged:
+            rpc = RpcClient(client, KEYS, caller=caller, auth="a guess")
+            try:
+                await rpc.call(receiver, "team.input", {"text": "forged", "source": source})
+            except OwnershipDenied as exc:
+                codes.append(exc.code)
+        target = RedisTarget(redis_url, "--redis")
+        session = f"agent:{project}/zeus"
+        async with await Team.connect(target, session=session, redactor=Redactor()) as team:
+            try:
+                await team.agent(receiver).call(
+                    "team.input", {"text": "forged", "source": "agent:zeus"}
+                )
+            except OwnershipDenied as exc:
+                codes.append(exc.code)
+    finally:
+        await client.aclose()
+    return codes
+
+
 def test_agent_a_hands_agent_b_a_task_and_b_does_it(
     start_agent: AgentFactory, start_console: ConsoleFactory, tmp_path: Path, redis_url: str
 ) -> None:
@@ -65,6 +109,8 @@ def test_agent_a_hands_agent_b_a_task_and_b_does_it(
     console = start_console()
     console.send("/attach t/hera")
     console.wait_line(lambda line: "attached to t/hera" in line)
+    # Naming a teammate is not enough to queue work into hera, owned as she is.
+    assert asyncio.run(forge_team_inputs(redis_url, "t/hera")) == ["ownership.denied"] * 5
 
     sent = run_ateam("send", "t/zeus", "get done.txt made", "--redis", redis_url)
     assert sent.returncode == 0, sent.stderr
@@ -84,7 +130,7 @@ def test_agent_a_hands_agent_b_a_task_and_b_does_it(
     # hera's history: the task, marked as coming from zeus, in zeus's thread.
     hera = history_turns(root, "hera")
     asked = [t for t in hera if t.get("role") == "user"]
-    assert asked[0]["source"] == "agent:zeus"
+    assert [t["source"] for t in asked] == ["agent:zeus"]  # nothing forged got in
     assert asked[0]["content"].startswith("[from teammate zeus, through team.send]")
     zeus_trace = {t.get("trace_id") for t in zeus if t.get("role") == "user"}
     assert asked[0].get("trace_id") in zeus_trace
