@@ -261,6 +261,7 @@ def build_parts(
             on_fenced=fenced,
             on_connection_change=bus_changed,
             scrub=scrub,
+            file_fence=fence,  # state/offset too: a fenced-off instance writes no file
         ),
     )
     status = swap("status", lambda: AgentStatus(entry, events, fence))

@@ -80,12 +80,8 @@ def test_every_store_writes_nothing_once_fenced(tmp_path: Path) -> None:
     for write in writes:
         with pytest.raises(LockLost):
             write()
-    # (The handoff's empty portalocker file may appear: it holds no data.)
-    after = {
-        p.name: p.read_bytes()
-        for p in tmp_path.rglob("*")
-        if p.is_file() and not (p.suffix == ".lock" and p.stat().st_size == 0)
-    }
+    # Not even the handoff's empty lock file appears (issue 22: nothing at all).
+    after = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     assert after == before
     assert fence.refused == len(writes)
 
