@@ -79,6 +79,11 @@ async def test_a_thawed_instance_writes_nothing_after_its_successor_took_over(
     # One finished task first, so the state directory holds every kind of file.
     done = (await rpc.call(AGENT, "input", {"text": "warm up"}, timeout=5))["id"]
     await async_wait_for(lambda: done in bus.task_ends(AGENT), START_TIMEOUT_S, "a first task")
+    # Its usage counts are saved within a heartbeat; waited for, so the freeze below
+    # cannot catch that write half-done (a write past its fence check finishes on thaw).
+    await async_wait_for(
+        lambda: (state / "usage.json").exists(), START_TIMEOUT_S, "the usage counts saved"
+    )
     text = " ".join(f"w{i}" for i in range(60))  # ~3.6 s of streaming at 60 ms a word
     item = (await rpc.call(AGENT, "input", {"text": text}, timeout=5))["id"]
     await async_wait_for(
@@ -126,7 +131,8 @@ async def test_a_thawed_instance_writes_nothing_after_its_successor_took_over(
     finally:
         if second is not None:
             os.kill(second.pid, signal.SIGCONT)
-    assert {"queue.jsonl", "history.jsonl", "handoff.json", "fence"} <= before.keys(), before
+    kinds = {"queue.jsonl", "history.jsonl", "handoff.json", "context/progress.json"}
+    assert kinds | {"usage.json", "fence", "instance.lock"} <= before.keys(), before
     # Each file's last writer: the one that wrote it before the freeze (or the
     # successor, `fence`), never the thawed instance: none is new, none changed.
     written = {
