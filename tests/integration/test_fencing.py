@@ -76,7 +76,7 @@ async def test_a_thawed_instance_writes_nothing_after_its_successor_took_over(
     owner = Ownership(client, KEYS, "test:fencing", ttl_s=150)
     await owner.acquire(AGENT)
     rpc = RpcClient(client, KEYS, caller="test:fencing", auth=owner.token)
-    # One finished task first, so the state directory holds every kind of file.
+    # One finished task first, so the state directory holds the files a task leaves.
     done = (await rpc.call(AGENT, "input", {"text": "warm up"}, timeout=5))["id"]
     await async_wait_for(lambda: done in bus.task_ends(AGENT), START_TIMEOUT_S, "a first task")
     # Its usage counts are saved within a heartbeat; waited for, so the freeze below
