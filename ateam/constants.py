@@ -36,6 +36,9 @@ OWNER_CALL_WAIT_S = 5.0
 RPC_DEFAULT_DEADLINE_S = 15.0
 RPC_IDEMPOTENCY_S = 60
 RPC_MAX_PAYLOAD = 256 * 1024
+RPC_REFUSAL_FOLD_S = 5.0
+"""Refused requests after the first are told as one warning with a count per interval:
+a flood of garbage must not push an agent's real events out of its bounded log."""
 
 # Event stream (SPEC §4.5)
 EVENT_LOG_MAXLEN = 10_000

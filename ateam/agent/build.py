@@ -64,7 +64,7 @@ from ateam.bus.keys import Keys
 from ateam.bus.lock import FENCE_FILE, InstanceLock
 from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import AgentEntry, Heartbeat, Registry
-from ateam.bus.rpc import RpcServer
+from ateam.bus.rpc import Refused, RpcServer
 from ateam.config import AgentConfig
 from ateam.constants import HANDOFF_LOCK_WAIT_S
 from ateam.errors import AteamError, agent_exit_code
@@ -265,6 +265,7 @@ def build_parts(
             on_fenced=fenced,
             on_connection_change=bus_changed,
             scrub=scrub,
+            file_fence=fence,  # state/offset too: a fenced-off instance writes no file
         ),
     )
     status = swap("status", lambda: AgentStatus(entry, events, fence))
@@ -595,8 +596,15 @@ def _refused(status: AgentStatus, error: AteamError) -> None:
     status.request_shutdown(agent_exit_code(error))
 
 
-def _bad_request(events: EventPublisher, message: str) -> None:
-    events.emit(EventType.WARN, msg=f"rejected a request: {message}", code="bad_request")
+def _bad_request(events: EventPublisher, refused: Refused) -> None:
+    if refused.count == 1:
+        msg = f"rejected a request: {refused.message}"
+    else:
+        msg = (
+            f"rejected {refused.count} requests in {refused.span_s:.0f} s "
+            f"(folded; the latest: {refused.message})"
+        )
+    events.emit(EventType.WARN, msg=msg, code="bad_request", count=refused.count)
 
 
 async def _run_repl(port: AgentPort) -> None:

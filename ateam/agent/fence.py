@@ -9,17 +9,34 @@ Redis; these two fence what it writes to ``state/``:
   until the first has exited; the kernel drops it when the holder dies, even by kill -9.
   It is checked before the Redis lock, too: while a *running* process holds it, a new
   instance refuses to start even if Redis lost (evicted) the lock key (issue 13).
-* :class:`WriteFence` — checked before every durable write (queue, history, summaries, usage,
-  handoff, working context). While this process may have lost its Redis lock — no
-  confirmation for the TTL minus a margin, on a clock that also counts time spent
-  frozen or suspended (``CLOCK_BOOTTIME`` on Linux) — every write is refused with
-  :class:`~ateam.errors.LockLost`. A thawed instance therefore cannot append a
-  half-finished turn after its successor took over, whichever host the successor runs on.
+* :class:`WriteFence` — checked before every write to ``state/``. While this process may
+  have lost its Redis lock — no confirmation for the TTL minus a margin, on a clock that
+  also counts time spent frozen or suspended (``CLOCK_BOOTTIME`` on Linux) — every write
+  is refused with :class:`~ateam.errors.LockLost`. A thawed instance therefore cannot
+  append a half-finished turn after its successor took over, whichever host the
+  successor runs on.
 
   Not being able to confirm is not proof of a loss (issue 13): the fence opens again
   once Redis confirms the lock (refreshed, or re-taken because Redis lost it). It
   closes for good only on evidence — another process holds the lock
   (:meth:`WriteFence.mark_lost`).
+
+What the agent writes in ``state/``, and what fences it (issue 22):
+
+* behind the :class:`WriteFence`: ``queue.jsonl``, ``dead.jsonl``, ``history.jsonl`` (and
+  its rotations), ``summary.jsonl``, ``handoff.json`` (and its lock file),
+  ``context/*.json``, ``usage``, the compaction marker, the scratch file that probes for
+  room after a full disk, and ``offset``, the event publisher's record of its offsets: a
+  thawed instance's record counts events the stream refused, and its successor would
+  number after them, a gap every reader is told of;
+* ``fence``, the high-water mark of fences (:mod:`ateam.bus.lock`): written only when
+  Redis has just issued this process a fence, i.e. while it holds the lock; it is what
+  opens the write fence, so it cannot wait behind it;
+* ``instance.lock``: the holder's pid, written only by the process that just took it.
+
+Not state: ``agent.log`` is the process's output, which its supervisor appends there, and
+a fenced-off instance rightly says in it why it stops; a damaged file's ``.corrupt-*``
+copy is for people and never read back as state.
 """
 
 from __future__ import annotations

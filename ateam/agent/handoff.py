@@ -413,6 +413,9 @@ class HandoffStore:
         ``ready=None`` keeps the stored readiness.
         """
         when = time.time() if now is None else now
+        # Before the lock too: taking it may create its file, and a fenced-off instance
+        # writes nothing in state/, not even an empty file.
+        self._fence("the handoff")
         with self._locked():
             empty = empty_record(model=self.model, project=self.project)
             current = self._read_current()

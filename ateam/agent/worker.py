@@ -436,6 +436,7 @@ class Worker:
 
     def _probe_room(self, size: int) -> None:
         state_dir = self._config.state_dir
+        self._write_fence("a probe of free space")  # a scratch file in state/ is a write too
         try:
             probe_room(state_dir, size)
         except OSError as exc:

@@ -269,6 +269,7 @@ class EventPublisher:
         fence: Callable[[], int] | None = None,
         on_fenced: Callable[[], None] | None = None,
         scrub: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        file_fence: Callable[[str], None] | None = None,
     ) -> None:
         self._client = client
         self._keys = keys
@@ -307,6 +308,9 @@ class EventPublisher:
         owner checks the lock, then calls :meth:`fence_checked`) and the batch is
         retried then, or after a backoff. Without it, a refusal fences off for good."""
         self._scrub = scrub
+        self._file_fence = file_fence
+        """Asked before ``offset_file`` is written; raises (the agent's write fence,
+        :class:`~ateam.errors.LockLost`) while this writer may have lost its identity."""
         self.connected = True
         self.skipped = 0
         self.foreign = 0
@@ -565,5 +569,14 @@ class EventPublisher:
     def _write_local_offset(self) -> None:
         if self._offset_file is None or self.fenced:
             return  # a fenced-off writer's record would only mislead its successor
+        if self._file_fence is not None:
+            # The record counts offsets this writer only numbered: a thawed instance whose
+            # successor took over has numbered events the stream refused, and a record of
+            # them would make the successor skip ahead, a gap every reader is told of.
+            try:
+                self._file_fence("the event offset")
+            except AteamError as refused:
+                log.info("event offset %s not recorded: %s", self.last_offset, refused.message)
+                return
         with contextlib.suppress(OSError):
             atomic_write(self._offset_file, f"{self.last_offset}\n".encode())

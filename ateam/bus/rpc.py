@@ -10,6 +10,12 @@ than letting the caller wait out its deadline.
 Mutating methods check ownership (SPEC §4.3): the request's ``caller`` must be the
 session named in ``owner:{agent}`` *and* its ``auth`` must be the token whose SHA-256
 that hash holds (see :mod:`ateam.bus.ownership`); the session id alone is public.
+
+A request refused before it reaches a method (no id, not msgpack, too large) is
+reported (the agent makes it a ``warn`` event), but folded (:class:`RefusalFold`): the
+first at once, the ones after it as one report with their count per
+:data:`~ateam.constants.RPC_REFUSAL_FOLD_S`. The event log is bounded by count, so
+unfolded, ten thousand garbage requests would push every real event out of it.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from ateam.constants import (
     RPC_DEFAULT_DEADLINE_S,
     RPC_IDEMPOTENCY_S,
     RPC_MAX_PAYLOAD,
+    RPC_REFUSAL_FOLD_S,
 )
 from ateam.errors import (
     AgentNotFound,
@@ -113,6 +120,76 @@ the hash is ``""`` for a claim made without a token (which then admits nobody)."
 OwnerLookup = Callable[[], Awaitable[OwnerClaim | None]]
 
 
+@dataclass(frozen=True)
+class Refused:
+    """Requests refused before any method saw them, as one report."""
+
+    message: str
+    """Why the latest of them was refused (the only one when ``count`` is 1)."""
+    count: int
+    """How many requests this report stands for."""
+    span_s: float = 0.0
+    """Seconds from the first of them to the last."""
+
+
+class RefusalFold:
+    """Tells refusals onwards folded: the first of a quiet spell at once, the rest as one
+    :class:`Refused` with their count when its interval is over.
+
+    A flood therefore costs one report per ``interval_s``, however fast it comes, and
+    nothing is hidden: every refusal is in some report's count. The clock is the
+    caller's (monotonic seconds), so the folding is the same on a slow machine.
+
+    Args:
+        report: Told each report.
+        interval_s: How long refusals after a report are folded; 0 tells each at once.
+    """
+
+    def __init__(self, report: Callable[[Refused], None], interval_s: float) -> None:
+        self._report = report
+        self._interval_s = interval_s
+        self._until: float | None = None
+        """When the interval that folds refusals ends; None while none is open."""
+        self._count = 0
+        self._latest = ""
+        self._first = 0.0
+        self._last = 0.0
+
+    @property
+    def folded(self) -> int:
+        """Refusals waiting for the end of their interval."""
+        return self._count
+
+    def add(self, message: str, now: float) -> None:
+        """One more refusal, at ``now``."""
+        self.tick(now)
+        if self._until is None:
+            self._until = now + self._interval_s
+            self._report(Refused(message, 1))
+            return
+        if not self._count:
+            self._first = now
+        self._count += 1
+        self._latest, self._last = message, now
+
+    def tick(self, now: float) -> None:
+        """Report what was folded once its interval is over."""
+        if self._until is None or now < self._until:
+            return
+        if not self._count:
+            self._until = None  # quiet for a whole interval: the next one is told at once
+            return
+        # Still coming: the next interval folds too, so a flood is one report per interval.
+        self._until = now + self._interval_s
+        self.flush()
+
+    def flush(self) -> None:
+        """Report what is folded now (the server is closing)."""
+        if self._count:
+            count, self._count = self._count, 0
+            self._report(Refused(self._latest, count, self._last - self._first))
+
+
 class RpcServer:
     """Agent side: serves its request list in arrival order.
 
@@ -129,7 +206,8 @@ class RpcServer:
         methods: Mapping[str, Method],
         *,
         current_owner: OwnerLookup,
-        on_bad_request: Callable[[str], None] | None = None,
+        on_bad_request: Callable[[Refused], None] | None = None,
+        fold_s: float = RPC_REFUSAL_FOLD_S,
     ) -> None:
         self._client = client
         self._keys = keys
@@ -137,6 +215,7 @@ class RpcServer:
         self._methods = methods
         self._current_owner = current_owner
         self._on_bad_request = on_bad_request
+        self._refusals = RefusalFold(self._tell_refused, fold_s)
         # Keyed by who asked too (session and token hash): a request id alone is no
         # secret, and a stranger reusing one must neither read the owner's cached reply
         # nor plant a refusal the owner would then be served.
@@ -171,11 +250,15 @@ class RpcServer:
         self._task = None
         # Left behind when a request came first; a frozen Redis keeps it (it holds no data).
         await _bounded(self._client.delete(self._wake), max(deadline - time.monotonic(), 0.1))
+        self._refusals.flush()  # refusals still folded are told, never dropped
 
     async def _run(self) -> None:
         key = self._keys.rpc(self._agent)
         backoff = Backoff()
         while not self._closing:
+            # Each turn ends within the BLPOP's 0.5 s: an interval of folded refusals is
+            # told soon after it is over, whether more requests come or not.
+            self._refusals.tick(time.monotonic())
             try:
                 # Requests first: BLPOP takes from the first non-empty list it is given.
                 popped = await self._client.blpop([key, self._wake], timeout=0.5)
@@ -341,9 +424,17 @@ class RpcServer:
             self._recent.popitem(last=False)
 
     def _report_bad(self, message: str) -> None:
-        log.warning("rpc: %s", message)
+        log.debug("rpc: %s", message)
+        self._refusals.add(message, time.monotonic())
+
+    def _tell_refused(self, refused: Refused) -> None:
+        # Folded like the events: the log is a file, and garbage must not fill it either.
+        if refused.count == 1:
+            log.warning("rpc: %s", refused.message)
+        else:
+            log.warning("rpc: %d requests refused (the latest: %s)", refused.count, refused.message)
         if self._on_bad_request is not None:
-            self._on_bad_request(message)
+            self._on_bad_request(refused)
 
 
 def _timed_out(agent: str, rid: str) -> RpcTimeout:

@@ -178,7 +178,13 @@ async def rpc_env(client: aioredis.Redis, target: RedisTarget) -> AsyncIterator[
         "boom": Method("boom", boom, False, ""),
     }
     server = RpcServer(
-        client, keys, AGENT, methods, current_owner=current_owner, on_bad_request=env.bad.append
+        client,
+        keys,
+        AGENT,
+        methods,
+        current_owner=current_owner,
+        on_bad_request=lambda refused: env.bad.append(refused.message),
+        fold_s=0,  # each example looks for its own refusal: none is folded
     )
     await client.set(keys.alive(AGENT), b"1")
     server.start()

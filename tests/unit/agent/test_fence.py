@@ -9,12 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from ateam.agent.build import build_parts
 from ateam.agent.fence import StateDirLock, WriteFence
 from ateam.agent.handoff import HandoffStore
 from ateam.agent.history import History, SummaryLog
 from ateam.agent.queue import DurableQueue
 from ateam.agent.workctx import WorkingContext
+from ateam.bus.connection import RedisTarget
+from ateam.config import standalone_agent
 from ateam.errors import LockLost
+from ateam.providers import EchoProvider
 
 
 class Lease:
@@ -80,14 +84,36 @@ def test_every_store_writes_nothing_once_fenced(tmp_path: Path) -> None:
     for write in writes:
         with pytest.raises(LockLost):
             write()
-    # (The handoff's empty portalocker file may appear: it holds no data.)
-    after = {
-        p.name: p.read_bytes()
-        for p in tmp_path.rglob("*")
-        if p.is_file() and not (p.suffix == ".lock" and p.stat().st_size == 0)
-    }
+    # Not even the handoff's empty lock file appears (issue 22: nothing at all).
+    after = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     assert after == before
     assert fence.refused == len(writes)
+
+
+async def test_every_state_writer_of_a_built_agent_asks_its_fence(
+    target: RedisTarget, tmp_path: Path
+) -> None:
+    config = standalone_agent("proj", "zeus", tmp_path)
+    parts = build_parts(config, target, EchoProvider())
+    state = config.state_dir
+    state.mkdir(parents=True)
+    parts.write_fence.mark_lost()
+
+    # The event offset record (issue 22): the events go to the stream, which has its
+    # own fence in Lua; the file that says where numbering resumes is not written.
+    await parts.events.start()
+    parts.events.emit("token", text="numbered after the loss")
+    await parts.events.aclose()
+    # The scratch write that probes for room after a full disk.
+    with pytest.raises(LockLost):
+        parts.worker._probe_room(4096)
+    # The stores, as wired: each was given this fence.
+    with pytest.raises(LockLost):
+        parts.ledger.save(parts.router.usage)
+    with pytest.raises(LockLost):
+        parts.handoff.update({"task": {"description": "x"}}, author="m")
+    assert sorted(p.name for p in state.rglob("*")) == []
+    await parts.client.aclose()
 
 
 async def test_the_state_directory_has_one_holder_until_it_lets_go(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from ateam.bus.events import Event, Gap, Reset, Rewound, decode_chunk, encode_ch
 from ateam.bus.keys import Keys
 from ateam.bus.publisher import EventPublisher
 from ateam.bus.tail import EventTail
+from ateam.errors import LockLost
 
 AGENT = "proj/zeus"
 
@@ -132,6 +133,45 @@ async def test_stale_publisher_is_fenced_off(client: aioredis.Redis, target: Red
     await asyncio.wait_for(fenced.wait(), 5)
     assert await client.xlen(keys.events(AGENT)) == 0
     await stale.aclose()
+
+
+async def test_a_writer_whose_lock_is_in_doubt_records_no_offset_it_numbered(
+    client: aioredis.Redis, target: RedisTarget, tmp_path: Path
+) -> None:
+    keys = Keys(target.namespace)
+    offsets = tmp_path / "offset"
+    await client.set(keys.fence(AGENT), 1)
+    pub = EventPublisher(client, keys, AGENT, offset_file=offsets, fence=lambda: 1)
+    await pub.start()
+    assert [pub.emit("token", text=str(i)) for i in range(3)] == [1, 2, 3]
+    await pub.aclose()
+    assert offsets.read_text() == "3\n"
+
+    # A successor took the identity (fence 2). The old writer, thawed, numbers events the
+    # stream refuses; as in an agent, a refusal is a doubt its owner settles, and the
+    # owner's write fence refuses every file meanwhile.
+    await client.set(keys.fence(AGENT), 2)
+
+    def refuse(what: str) -> None:
+        raise LockLost(f"refusing to write {what}: the instance lock is not confirmed")
+
+    doubted = asyncio.Event()
+    stale = EventPublisher(
+        client, keys, AGENT, offset_file=offsets, fence=lambda: 1, file_fence=refuse
+    )
+    stale.on_fence_doubt = doubted.set
+    await stale.start()
+    assert [stale.emit("token", text="late") for _ in range(4)] == [4, 5, 6, 7]
+    await asyncio.wait_for(doubted.wait(), 5)
+    await stale.aclose(flush_timeout=0.1)
+    assert await client.xlen(keys.events(AGENT)) == 3
+    assert offsets.read_text() == "3\n", "the refused events' offsets were recorded"
+
+    # So the successor numbers on right after what the stream holds: no gap.
+    successor = EventPublisher(client, keys, AGENT, offset_file=offsets, fence=lambda: 2)
+    await successor.start()
+    assert successor.emit("token", text="next") == 4
+    await successor.aclose()
 
 
 async def test_events_buffer_while_redis_is_down_and_flush_after(own_redis: Any) -> None:

@@ -19,7 +19,7 @@ from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock
 from ateam.bus.ownership import OwnerKind, Ownership, token_digest
 from ateam.bus.registry import AgentEntry, Heartbeat, Registry
-from ateam.bus.rpc import Call, Method, RpcClient, RpcServer
+from ateam.bus.rpc import Call, Method, RefusalFold, Refused, RpcClient, RpcServer
 from ateam.constants import PROTOCOL_VERSION, RPC_MAX_PAYLOAD
 from ateam.errors import (
     AgentNotFound,
@@ -66,7 +66,12 @@ async def server(client: aioredis.Redis, target: RedisTarget) -> AsyncIterator[d
     }
     bad: list[str] = []
     srv = RpcServer(
-        client, keys, AGENT, methods, current_owner=current_owner, on_bad_request=bad.append
+        client,
+        keys,
+        AGENT,
+        methods,
+        current_owner=current_owner,
+        on_bad_request=lambda refused: bad.append(refused.message),
     )
     await client.set(keys.alive(AGENT), b"1")
     srv.start()
@@ -194,6 +199,75 @@ async def test_request_without_id_is_dropped_not_fatal(
     await client.rpush(keys.rpc(AGENT), b"garbage-without-newline")
     assert await RpcClient(client, keys).call(AGENT, "echo") is not None
     assert any("without an id" in line for line in server["bad"])
+
+
+def test_refusals_after_the_first_are_folded_into_one_report_per_interval() -> None:
+    told: list[Refused] = []
+    fold = RefusalFold(told.append, interval_s=5.0)
+
+    fold.add("bad_request: not msgpack", now=100.0)  # the first is told at once
+    assert told == [Refused("bad_request: not msgpack", 1)]
+    for i in range(1, 1000):
+        fold.add(f"refusal {i}", now=100.0 + i / 1000)
+    fold.tick(104.9)
+    assert len(told) == 1 and fold.folded == 999  # held until the interval is over
+
+    fold.tick(105.0)
+    assert told[1] == Refused("refusal 999", 999, pytest.approx(0.998))
+    # Still coming: the next interval folds too, one report for it.
+    fold.add("refusal 1000", now=106.0)
+    fold.add("refusal 1001", now=107.0)
+    assert len(told) == 2
+    fold.tick(110.0)
+    assert told[2] == Refused("refusal 1001", 2, 1.0)
+    # A quiet interval closes the fold: the next refusal is told at once again.
+    fold.tick(115.0)
+    fold.add("much later", now=200.0)
+    assert told[3] == Refused("much later", 1)
+    assert sum(r.count for r in told) == 1003  # every refusal counted, none hidden
+
+
+def test_with_no_interval_every_refusal_is_told_at_once() -> None:
+    told: list[Refused] = []
+    fold = RefusalFold(told.append, interval_s=0)
+    for _ in range(3):
+        fold.add("again", now=1.0)
+    assert told == [Refused("again", 1)] * 3
+
+
+async def test_a_flood_of_garbage_is_told_as_a_few_counted_reports(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    told: list[Refused] = []
+
+    async def echo(call: Call) -> Any:
+        return "ok"
+
+    # An interval no test run reaches: the flood is one report, then one at close.
+    server = RpcServer(
+        client,
+        keys,
+        AGENT,
+        {"echo": Method("echo", echo, False, "")},
+        current_owner=_nobody,
+        on_bad_request=told.append,
+        fold_s=3600,
+    )
+    await client.set(keys.alive(AGENT), b"1")
+    server.start()
+    garbage = [f"r{i}".encode() + b"\n\xc1" if i % 2 else b"no id" for i in range(2000)]
+    await client.rpush(keys.rpc(AGENT), *garbage)
+    # Served in arrival order: once this is answered every refusal has been counted.
+    assert await RpcClient(client, keys).call(AGENT, "echo", timeout=60) == "ok"
+    assert len(told) == 1 and told[0].count == 1
+    await server.aclose()
+    assert len(told) == 2 and told[1].count == 1999
+    assert "without an id" in told[0].message and "bad_request" in told[1].message
+
+
+async def _nobody() -> None:
+    return None
 
 
 async def test_requests_past_their_deadline_are_dropped(
