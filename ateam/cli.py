@@ -385,6 +385,16 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return _run_verb(args, "stop", work)
 
 
+def cmd_ack(args: argparse.Namespace) -> int:
+    """``ateam ack NAME``: a person has seen the agent's ALERT in ``ps``; clear it."""
+
+    async def work(team: Team) -> int:
+        print((await team.acknowledge(args.id, takeover=args.takeover)).line())
+        return 0
+
+    return _run_verb(args, "ack", work)
+
+
 def cmd_tail(args: argparse.Namespace) -> int:
     from ateam.console.plain import PlainView
 
@@ -1163,6 +1173,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_project_option(p)
     p.add_argument("--takeover", action="store_true")
     p.add_argument("--wait", type=float, default=10.0)
+
+    p = add("ack", cmd_ack, "clear an agent's ALERT in ps: damage found, or a final exit")
+    p.add_argument("id")
+    _add_project_option(p)
+    p.add_argument("--takeover", action="store_true")
 
     p = add("server", cmd_server, "manage the embedded Redis")
     p.add_argument("action", choices=["start", "stop", "status"])

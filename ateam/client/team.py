@@ -10,6 +10,7 @@ import os
 import secrets
 import socket
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -22,7 +23,7 @@ from ateam.bus.context import ContextItem, ContextStore, ContextType, Scope, Urg
 from ateam.bus.guard import check_eviction
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
-from ateam.bus.registry import AgentView
+from ateam.bus.registry import AgentView, FinalExit
 from ateam.bus.snapshot import build_snapshot
 from ateam.bus.tail import EventTail
 from ateam.client._session import Session
@@ -36,6 +37,7 @@ from ateam.client.tail import Tail
 from ateam.client.target import Target
 from ateam.config.schema import checked_name
 from ateam.constants import TAKEOVER_GRACE_S
+from ateam.errors import AgentNotFound
 from ateam.kb.similar import meaning_ranker
 from ateam.redact import Redactor
 
@@ -209,6 +211,24 @@ class Team:
     async def status(self, agent_id: str) -> AgentView | None:
         return await self._session.registry.get(agent_id)
 
+    async def acknowledge(self, agent_id: str, *, takeover: bool = False) -> Acknowledged:
+        """Clear what ``ps`` shows as ALERT for ``agent_id`` once a person has seen it.
+
+        A running agent forgets its damage reports (``alert.ack``, as its owner for the
+        call); a final exit recorded for it is dropped, so ``ps`` no longer lists it.
+
+        Raises:
+            AgentNotFound: the agent is neither running nor recorded as exited.
+        """
+        view = await self.status(agent_id)
+        alerts = 0
+        if view is not None and view.final is None and view.connected:
+            alerts = await self.agent(agent_id).acknowledge(takeover=takeover)
+        exited = await self._session.registry.clear_exit(agent_id)
+        if view is None and not exited:
+            raise AgentNotFound(f"no agent {agent_id!r} is running or recorded as exited")
+        return Acknowledged(agent_id, alerts, view.final if exited and view else None)
+
     def listing(self) -> AgentListing:
         """A copy of the registry kept current by notices (see :mod:`ateam.client.listing`)."""
         return AgentListing(self._session.registry)
@@ -260,6 +280,24 @@ class Team:
         return await bootstrap.issue(
             self._client, self._keys, agent_id=agent_id, spec=spec, ttl_s=ttl_s
         )
+
+
+@dataclass(frozen=True)
+class Acknowledged:
+    """What :meth:`Team.acknowledge` cleared."""
+
+    agent: str
+    alerts: int
+    """Damage reports the running agent forgot."""
+    exit: FinalExit | None
+    """The final exit no longer listed, if there was one."""
+
+    def line(self) -> str:
+        """One line for people."""
+        parts = [f"{self.alerts} damage alert(s) cleared"]
+        if self.exit is not None:
+            parts.append(f"exit {self.exit.code} ({self.exit.reason}) no longer listed")
+        return f"{self.agent}: " + "; ".join(parts)
 
 
 class ContextApi:

@@ -135,3 +135,85 @@ def test_damaged_files_of_a_real_agent_are_reported_and_kept_aside(
     for event in events:
         assert f"[A:{agent_id}] warn: {event['msg']}" in tail.stdout
     assert second.running()
+
+
+def ps(redis_url: str) -> dict[str, dict[str, Any]]:
+    listed = run_ateam("ps", "--json", "--redis", redis_url)
+    assert listed.returncode == 0, listed.stderr
+    return {row["id"]: row for row in json.loads(listed.stdout)}
+
+
+def ps_table(redis_url: str) -> str:
+    listed = run_ateam("ps", "--redis", redis_url)
+    assert listed.returncode == 0, listed.stderr
+    return listed.stdout
+
+
+def test_a_queue_damaged_beyond_repair_is_a_final_exit_that_ps_and_up_show(
+    redis_url: str, tmp_path: Path, isolated_home: Path
+) -> None:
+    root = write_project(tmp_path / "proj", "wreck")
+    state = root / ".ateam" / "agents" / "zeus" / "state"
+    state.mkdir(parents=True)
+    queue = state / "queue.jsonl"
+    # More than the tail scan (1 MiB) without a line break: not a torn line, a wreck.
+    queue.write_bytes(b'{"op":"add"' + b"x" * (1024 * 1024 + 10))
+    try:
+        up = run_ateam("up", str(root), "--detach", "--redis", redis_url, timeout=60)
+        assert up.returncode == 1, up.stdout + up.stderr
+        # `up` names the agent, the code and the file to move aside.
+        [line] = [ln for ln in up.stdout.splitlines() if ln.startswith("wreck/zeus: FAILED")]
+        assert "exited with 20 (not restarted: " in line, line
+        assert f"move it aside to start afresh: {queue}" in line, line
+        # Final: the supervisor gives up on it, and leaves with nothing left to keep.
+        wait_for(
+            lambda: not (isolated_home / "run" / "wreck.json").exists(),
+            START_TIMEOUT_S,
+            "the supervisor to leave",
+        )
+        log = (state / "agent.log").read_text()
+        assert log.count("supervisor: zeus exited with 20") == 1, log
+        assert "restarting in" not in log, log
+        record = json.loads((state / "exit.json").read_text())
+        assert record["code"] == 20 and record["file"] == str(queue)
+
+        # `ps` lists it, though no process runs it, with the reason and the file.
+        row = ps(redis_url)["wreck/zeus"]
+        assert row["state"] == "exited"
+        assert row["exit"]["code"] == 20 and row["exit"]["file"] == str(queue)
+        assert f"move {queue} aside" in row["alert"]
+        table = ps_table(redis_url)
+        assert "wreck/zeus" in table and "exited" in table and f"move {queue} aside" in table
+
+        # Acknowledged, it is no longer listed.
+        ack = run_ateam("ack", "wreck/zeus", "--redis", redis_url)
+        assert ack.returncode == 0, ack.stderr
+        assert "exit 20" in ack.stdout
+        assert "wreck/zeus" not in ps(redis_url)
+        again = run_ateam("ack", "wreck/zeus", "--redis", redis_url)
+        assert again.returncode == 4 and "agent.not_found" in again.stderr
+    finally:
+        run_ateam("up", str(root), "--down", timeout=60)
+
+
+def test_a_final_exit_is_listed_until_the_agent_runs_again(
+    redis_url: str, bus: Bus, tmp_path: Path, isolated_home: Path
+) -> None:
+    root = write_project(tmp_path / "proj", "wreck")
+    state = root / ".ateam" / "agents" / "zeus" / "state"
+    state.mkdir(parents=True)
+    queue = state / "queue.jsonl"
+    queue.write_bytes(b"y" * (1024 * 1024 + 10))
+    try:
+        up = run_ateam("up", str(root), "--detach", "--redis", redis_url, timeout=60)
+        assert up.returncode == 1, up.stdout + up.stderr
+        wait_for(lambda: "wreck/zeus" in ps(redis_url), START_TIMEOUT_S, "the exit recorded")
+        assert ps(redis_url)["wreck/zeus"]["state"] == "exited"
+        # The person moves the file aside, as told, and starts the team again.
+        queue.rename(queue.with_name("queue.jsonl.moved"))
+        up = run_ateam("up", str(root), "--detach", "--redis", redis_url, timeout=60)
+        assert up.returncode == 0, up.stdout + up.stderr
+        row = ps(redis_url)["wreck/zeus"]
+        assert row["state"] in ("idle", "busy") and "exit" not in row and not row["alert"]
+    finally:
+        run_ateam("up", str(root), "--down", timeout=60)
