@@ -217,3 +217,79 @@ def test_a_final_exit_is_listed_until_the_agent_runs_again(
         assert row["state"] in ("idle", "busy") and "exit" not in row and not row["alert"]
     finally:
         run_ateam("up", str(root), "--down", timeout=60)
+
+
+def copies(state: Path, name: str) -> list[Path]:
+    return sorted(state.glob(f"{name}.corrupt-*"))
+
+
+def test_damage_found_at_start_shows_in_ps_until_a_clean_start_or_an_ack(
+    start_agent: AgentFactory, bus: Bus, redis_url: str, tmp_path: Path
+) -> None:
+    agent_id = "dmg/zeus"
+    root = write_project(tmp_path / "dmg", "dmg", delay_ms=1)
+    state = root / ".ateam" / "agents" / "zeus" / "state"
+    first = start_agent(agent_id, cwd=root)
+    done = [send(agent_id, f"task {n}", redis_url) for n in range(2)]
+    wait_for(lambda: all(i in bus.task_ends(agent_id) for i in done), START_TIMEOUT_S, "two tasks")
+    assert first.terminate() == 0
+    assert not ps(redis_url).get(agent_id)
+
+    # A bad line inside the history (append-only: it stays there), a dead letter nobody
+    # retries, a usage file cut short.
+    history = state / "history.jsonl"
+    turns = history.read_bytes().splitlines(keepends=True)
+    history.write_bytes(b"".join([*turns[:2], b"{garbled\n", *turns[2:]]))
+    dead = state / "dead.jsonl"
+    dead.write_bytes(b'{"id":"q-1-000","text":"old","source":"cli","enqueued_at":1}\nnot json\n')
+    usage = state / "usage.json"
+    usage.write_bytes(usage.read_bytes()[:-3])
+
+    second = start_agent(agent_id, cwd=root)
+    expected = {"history.jsonl", "dead.jsonl", "usage.json"}
+
+    def alerted() -> dict[str, Any] | None:
+        row = ps(redis_url).get(agent_id)
+        found = {Path(d["file"]).name for d in (row or {}).get("damage", [])}
+        return row if found >= expected else None
+
+    row = wait_for(alerted, START_TIMEOUT_S, "the damage in ps")
+    assert row["state"] in ("idle", "busy")
+    for shown in ("history.jsonl unreadable_lines", "dead.jsonl unreadable_lines", "usage.json"):
+        assert shown in row["alert"], row["alert"]
+    assert "ALERT" in ps_table(redis_url) and "damaged: " in ps_table(redis_url)
+    # dead.jsonl was read at start: no retry asked for it.
+    events = damage_events(bus, agent_id)
+    assert one(events, "dead.jsonl", "unreadable_lines")["count"] == 1
+    history_copies = copies(state, "history.jsonl")
+    assert len(history_copies) == 1
+    # The history grows before the next start, so a copy of it would differ now.
+    task = send(agent_id, "one more", redis_url)
+    wait_for(lambda: task in bus.task_ends(agent_id), START_TIMEOUT_S, "the task")
+    reported = len(damage_events(bus, agent_id))
+    assert second.terminate() == 0
+
+    # The next start is clean: the history's bad line (still there) and the dead letter
+    # were reported and copied once already, the usage file has been rewritten.
+    third = start_agent(agent_id, cwd=root)
+    task = send(agent_id, "reads the history back", redis_url)
+    wait_for(lambda: task in bus.task_ends(agent_id), START_TIMEOUT_S, "the task")
+    row = ps(redis_url)[agent_id]
+    assert row["damage"] == [] and not row["alert"], row
+    assert len(damage_events(bus, agent_id)) == reported
+    assert copies(state, "history.jsonl") == history_copies
+    assert len(copies(state, "dead.jsonl")) == 1
+    assert third.terminate() == 0
+
+    # New damage shows until someone acknowledges it.
+    queue = state / "queue.jsonl"
+    queue.write_bytes(queue.read_bytes() + b'{"op":"add","id":"q-9')
+    start_agent(agent_id, cwd=root)
+    wait_for(lambda: (ps(redis_url).get(agent_id) or {}).get("damage"), START_TIMEOUT_S, "damage")
+    assert "queue.jsonl torn_tail" in ps(redis_url)[agent_id]["alert"]
+    ack = run_ateam("ack", "zeus", "--project", "dmg", "--redis", redis_url)
+    assert ack.returncode == 0, ack.stderr
+    assert f"{agent_id}: 1 damage alert(s) cleared" in ack.stdout
+    # The agent publishes its entry with the next beat, at once when it changed.
+    wait_for(lambda: not ps(redis_url)[agent_id]["alert"], START_TIMEOUT_S, "the alert cleared")
+    assert ps(redis_url)[agent_id]["damage"] == []
