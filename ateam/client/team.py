@@ -32,14 +32,14 @@ from ateam.client.agent import AgentHandle
 from ateam.client.board import TasksApi
 from ateam.client.listing import AgentListing
 from ateam.client.notices import Notices
-from ateam.client.redaction import local_redactor
+from ateam.client.redaction import Masked, local_redactor, same_fields
 from ateam.client.tail import Tail
 from ateam.client.target import Target
 from ateam.config.schema import checked_name
 from ateam.constants import TAKEOVER_GRACE_S
 from ateam.errors import AgentNotFound
 from ateam.kb.similar import meaning_ranker
-from ateam.redact import Redactor
+from ateam.redact import Redactor, Scrubbed
 
 __all__ = ["ContextApi", "Team", "session_id"]
 
@@ -78,9 +78,10 @@ class Team:
         self._session = Session.open(client, self._keys, session, redactor, takeover_grace_s)
         self._on_connection = on_connection
         self.context = ContextApi(
-            ContextStore(client, self._keys, redactor=redactor, ranker=meaning_ranker())
+            ContextStore(client, self._keys, redactor=redactor, ranker=meaning_ranker()),
+            redactor,
         )
-        self.tasks = TasksApi(TaskBoard(client, self._keys, redactor=redactor))
+        self.tasks = TasksApi(TaskBoard(client, self._keys, redactor=redactor), redactor)
 
     @classmethod
     def open(
@@ -282,6 +283,27 @@ class Team:
         )
 
 
+@dataclass(frozen=True, eq=False)
+class PostedItem(ContextItem):
+    """A context item as :meth:`ContextApi.post` stored it, and the secrets masked in it.
+
+    Equal to the item as read back (:meth:`ContextApi.get`): the count is about the
+    posting, not part of the item.
+    """
+
+    redacted: int = 0
+    """Secrets replaced by ``****`` in its title, content and summary."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ContextItem) and same_fields(self, other, ContextItem)
+
+    __hash__ = ContextItem.__hash__
+
+    def notice(self) -> str | None:
+        """The line telling the poster that secrets were masked, if any were."""
+        return Scrubbed("", self.redacted).notice()
+
+
 @dataclass(frozen=True)
 class Acknowledged:
     """What :meth:`Team.acknowledge` cleared."""
@@ -307,8 +329,10 @@ class ContextApi:
     Texts are masked with the session's redactor before they are stored.
     """
 
-    def __init__(self, store: ContextStore) -> None:
+    def __init__(self, store: ContextStore, redactor: Redactor | None = None) -> None:
         self._store = store
+        self._redactor = redactor or Redactor()
+        """The store's own: masking here first counts what the store would mask."""
 
     async def post(
         self,
@@ -324,19 +348,24 @@ class ContextApi:
         source_agent: str = "",
         source_runtime: str = "ateam",
         ttl_s: float | None = None,
-    ) -> ContextItem:
+    ) -> PostedItem:
         """Store an item and announce it; see :meth:`ContextStore.post` for the limits.
+
+        Returns:
+            The item as stored, with how many secrets were masked in it
+            (:attr:`PostedItem.redacted`), so the poster can be told.
 
         Raises:
             BadRequest: an argument is invalid; nothing is stored.
         """
         options: dict[str, Any] = {} if ttl_s is None else {"ttl_s": ttl_s}
-        return await self._store.post(
+        masked = Masked(self._redactor)
+        item = await self._store.post(
             project,
             type=type,
-            title=title,
-            content=content,
-            summary=summary,
+            title=masked(title),
+            content=masked(content),
+            summary=masked(summary),
             scope=scope,
             tags=tags,
             urgency=urgency,
@@ -344,6 +373,7 @@ class ContextApi:
             source_runtime=source_runtime,
             **options,
         )
+        return PostedItem(**masked.fields_of(item), redacted=masked.replaced)
 
     async def ls(
         self,
