@@ -541,20 +541,10 @@ class Supervisor:
                 proc.wait()
 
     def _publish_exit(self, child: _Child, ended: AgentExit) -> None:
-        """Record a final exit on the bus, for ``ps``; a bus out of reach is noted, not fatal."""
-        final = FinalExit(
-            f"{self.project.name}/{child.name}",
-            ended.code,
-            ended.final or "",
-            ended.cause,
-            ended.file,
-            socket.gethostname(),
-            ended.at,
-        )
-        try:
-            asyncio.run(_record_final(self.project, self.redis_url, final))
-        except (AteamError, RedisError, OSError, TimeoutError) as exc:
-            self._note(child, f"could not record its exit on the bus for ps: {exc}")
+        agent = f"{self.project.name}/{child.name}"
+        failed = publish_final_exit(agent, ended, redis_url=self.redis_url, project=self.project)
+        if failed is not None:
+            self._note(child, failed)
 
     def _note(self, child: _Child, message: str) -> None:
         line = f"{time.strftime('%Y-%m-%d %H:%M:%S')}{_NOTE}{child.name} {message}\n"
@@ -562,9 +552,45 @@ class Supervisor:
             fh.write(line)
 
 
-async def _record_final(project: ProjectConfig, redis_url: str | None, final: FinalExit) -> None:
-    """Write ``final`` where ``ps`` reads, on the bus the agents of ``project`` use."""
-    target = resolve_target(redis_url, transport=project.transport, namespace=project.namespace)
+def publish_final_exit(
+    agent: str, ended: AgentExit, *, redis_url: str | None, project: ProjectConfig | None
+) -> str | None:
+    """Record a final exit on the bus, for ``ps`` (supervisor and keeper alike).
+
+    Args:
+        agent: the agent's id.
+        ended: how its process ended (:func:`record_exit`).
+        redis_url: the ``--redis`` its command line gave, if any.
+        project: the project configuration around it (its ``tools.yaml`` transport and
+            namespace), if there is a readable one.
+
+    Returns:
+        ``None``, or a line saying why it could not be recorded: a bus out of reach
+        costs ``ps`` the listing, never the caller its loop.
+    """
+    final = FinalExit(
+        agent,
+        ended.code,
+        ended.final or "",
+        ended.cause,
+        ended.file,
+        socket.gethostname(),
+        ended.at,
+    )
+    try:
+        asyncio.run(_record_final(project, redis_url, final))
+    except (AteamError, RedisError, OSError, TimeoutError) as exc:
+        return f"could not record its exit on the bus for ps: {exc}"
+    return None
+
+
+async def _record_final(
+    project: ProjectConfig | None, redis_url: str | None, final: FinalExit
+) -> None:
+    """Write ``final`` where ``ps`` reads, on the bus the agent used."""
+    namespace = project.namespace if project else None
+    transport = project.transport if project else None
+    target = resolve_target(redis_url, transport=transport, namespace=namespace)
     if target is None:
         from ateam.bus.embedded import EmbeddedServer
 
@@ -572,9 +598,9 @@ async def _record_final(project: ProjectConfig, redis_url: str | None, final: Fi
         if not server.is_running():
             return  # no bus, so nobody to show it to; exit.json and the log still say it
         target = server.ensure()
-        if project.namespace:
+        if namespace:
             target = RedisTarget(
-                target.url, target.source, password=target.password, namespace=project.namespace
+                target.url, target.source, password=target.password, namespace=namespace
             )
     client = make_client(target)
     try:

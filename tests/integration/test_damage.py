@@ -8,6 +8,8 @@ beside it as ``NAME.corrupt-<UTC time>`` before anything rewrote it.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from .conftest import (
     AgentFactory,
     Bus,
     run_ateam,
+    subprocess_env,
     write_project,
 )
 
@@ -293,3 +296,27 @@ def test_damage_found_at_start_shows_in_ps_until_a_clean_start_or_an_ack(
     # The agent publishes its entry with the next beat, at once when it changed.
     wait_for(lambda: not ps(redis_url)[agent_id]["alert"], START_TIMEOUT_S, "the alert cleared")
     assert ps(redis_url)[agent_id]["damage"] == []
+
+
+def test_a_kept_agent_that_exits_finally_is_listed_by_ps(
+    redis_url: str, tmp_path: Path, isolated_home: Path
+) -> None:
+    """An agent a console started runs under a keeper, which records a final exit too."""
+    root = write_project(tmp_path / "proj", "kept")
+    state = root / ".ateam" / "agents" / "zeus" / "state"
+    state.mkdir(parents=True)
+    queue = state / "queue.jsonl"
+    queue.write_bytes(b"z" * (1024 * 1024 + 10))
+    agent = ["-m", "ateam", "agent", "--project", "kept", "--name", "zeus"]
+    log = state / "agent.log"
+    with log.open("ab") as output:  # as a console starts it: both write to the agent's log
+        keeper = subprocess.run(
+            [sys.executable, "-m", "ateam.fleet", "--log", str(log), "--",
+             sys.executable, *agent, "--redis", redis_url, "--no-repl"],
+            cwd=root, env=subprocess_env(), stdout=output, stderr=output, timeout=60,
+        )  # fmt: skip
+    assert keeper.returncode == 20, log.read_text()
+    assert "keeper: agent exited with 20" in log.read_text()
+    row = ps(redis_url)["kept/zeus"]
+    assert row["state"] == "exited" and row["exit"]["file"] == str(queue), row
+    assert json.loads((state / "exit.json").read_text())["code"] == 20
