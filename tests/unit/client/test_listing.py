@@ -182,3 +182,31 @@ async def test_news_heard_while_reading_wins_over_what_was_read(
     listing.apply(Notice(NoticeKind.REGISTRY, "leave", "proj/zeus", {}, "proj"))
     await reading
     assert "proj/zeus" not in listing.agents
+
+
+async def test_a_final_exit_is_listed_until_the_agent_joins_again(
+    client: aioredis.Redis,
+    keys: Keys,
+    registry: CountingRegistry,
+    news: AsyncIterator[Notice],
+) -> None:
+    from ateam.bus.registry import FinalExit
+
+    listing = AgentListing(registry)
+    await listing.load()
+    final = FinalExit("proj/zeus", 20, "damaged", "error [storage.corrupt]", "/s/queue.jsonl")
+    await registry.record_exit(final)
+    [change] = listing.apply(await next_registry_notice(news))
+    assert change.new is not None and change.new.state == "exited"
+    assert change.new.final == final and "move /s/queue.jsonl aside" in str(change.new.entry.alert)
+    # Not beating, and not counted among the beating: the check reads nothing again.
+    reads = registry.full_reads
+    assert await listing.check() == [] and registry.full_reads == reads
+    assert [v.state for v in await registry.list()] == ["exited"]
+
+    # Running again, its join wins and clears the record.
+    await Heartbeat(client, keys, entry("proj/zeus")).beat()
+    listing.apply(await next_registry_notice(news))
+    assert listing.agents["proj/zeus"].state == "idle"
+    assert [v.state for v in await registry.list()] == ["idle"]
+    assert not await registry.clear_exit("proj/zeus")
