@@ -156,7 +156,8 @@ class AgentView:
 
     @property
     def connected(self) -> bool:
-        return self.heartbeat_age_s <= HEARTBEAT_TTL_S
+        # An exited agent's age counts from its exit: recent, yet nothing beats.
+        return self.final is None and self.heartbeat_age_s <= HEARTBEAT_TTL_S
 
     @property
     def state(self) -> str:
