@@ -320,6 +320,8 @@ def _with_exits(
 
     A connected entry wins over a record (the agent joins again, and its join clears it).
     """
+    if not any(replies):
+        return views  # the usual case: nothing exited, nothing to merge (ps of 1 000)
     by_id = {view.id: view for view in views}
     for project, records in zip(projects, replies, strict=True):
         if isinstance(records, Exception):

@@ -21,6 +21,7 @@ from .conftest import (
     START_TIMEOUT_S,
     AgentFactory,
     Bus,
+    embedded_ps,
     run_ateam,
     subprocess_env,
     write_project,
@@ -320,3 +321,17 @@ def test_a_kept_agent_that_exits_finally_is_listed_by_ps(
     row = ps(redis_url)["kept/zeus"]
     assert row["state"] == "exited" and row["exit"]["file"] == str(queue), row
     assert json.loads((state / "exit.json").read_text())["code"] == 20
+
+
+def test_a_final_exit_on_the_embedded_server_is_listed_too(
+    embedded_env: dict[str, str], tmp_path: Path
+) -> None:
+    """No --redis: the supervisor finds the embedded server its agents used."""
+    root = write_project(tmp_path / "proj", "emb")
+    state = root / ".ateam" / "agents" / "zeus" / "state"
+    state.mkdir(parents=True)
+    (state / "queue.jsonl").write_bytes(b"e" * (1024 * 1024 + 10))
+    up = run_ateam("up", str(root), "--detach", env=embedded_env, timeout=60)
+    assert up.returncode == 1 and "exited with 20" in up.stdout, up.stdout + up.stderr
+    row = wait_for(lambda: embedded_ps(embedded_env).get("emb/zeus"), START_TIMEOUT_S, "ps")
+    assert row["state"] == "exited" and row["exit"]["code"] == 20
