@@ -125,8 +125,10 @@ class FinalExit:
             found = cls(**{k: v for k, v in data.items() if k in _EXIT_FIELDS})
         except TypeError:
             return None
-        typed = isinstance(found.agent, str) and isinstance(found.code, int)
-        return found if typed and isinstance(found.reason, str) else None
+        texts = (found.agent, found.reason, found.cause, found.host, found.file or "")
+        typed = all(isinstance(text, str) for text in texts) and isinstance(found.code, int)
+        # A foreign writer's record must not break a listing: every field is checked.
+        return found if typed and isinstance(found.at, int | float) else None
 
     def view(self, age_s: float) -> AgentView:
         """How ``ps`` shows the agent: state ``exited``, the reason as its alert."""

@@ -210,3 +210,18 @@ async def test_a_final_exit_is_listed_until_the_agent_joins_again(
     assert listing.agents["proj/zeus"].state == "idle"
     assert [v.state for v in await registry.list()] == ["idle"]
     assert not await registry.clear_exit("proj/zeus")
+
+
+async def test_a_malformed_exit_record_is_not_listed_and_breaks_nothing(
+    client: aioredis.Redis, keys: Keys, registry: CountingRegistry
+) -> None:
+    from ateam.bus.codec import pack
+
+    await Heartbeat(client, keys, entry("proj/hera")).beat()
+    exits = keys.exits("proj")
+    await client.hset(exits, "proj/a", b"\xc1 not msgpack")
+    await client.hset(
+        exits, "proj/b", pack({"agent": "proj/b", "code": 20, "reason": "x", "at": "soon"})
+    )
+    await client.hset(exits, "proj/c", pack({"agent": "other/c", "code": 20, "reason": "x"}))
+    assert [v.id for v in await registry.list()] == ["proj/hera"]
