@@ -21,6 +21,7 @@ from .conftest import (
     START_TIMEOUT_S,
     AgentFactory,
     Bus,
+    ConsoleFactory,
     embedded_ps,
     run_ateam,
     subprocess_env,
@@ -335,3 +336,21 @@ def test_a_final_exit_on_the_embedded_server_is_listed_too(
     assert up.returncode == 1 and "exited with 20" in up.stdout, up.stdout + up.stderr
     row = wait_for(lambda: embedded_ps(embedded_env).get("emb/zeus"), START_TIMEOUT_S, "ps")
     assert row["state"] == "exited" and row["exit"]["code"] == 20
+
+
+def test_the_console_shows_the_damage_in_ps_and_acknowledges_it(
+    start_agent: AgentFactory, start_console: ConsoleFactory, redis_url: str, tmp_path: Path
+) -> None:
+    agent_id = "dmg/zeus"
+    root = write_project(tmp_path / "dmg", "dmg", delay_ms=1)
+    state = root / ".ateam" / "agents" / "zeus" / "state"
+    state.mkdir(parents=True)
+    (state / "queue.jsonl").write_bytes(b'{"op":"last","last_id":"q-1-000"}\n{"op":"ad')
+    start_agent(agent_id, cwd=root)
+    wait_for(lambda: ps(redis_url)[agent_id]["damage"], START_TIMEOUT_S, "the damage in ps")
+    console = start_console()
+    console.send("/ps")
+    console.wait_line("damaged: queue.jsonl torn_tail")
+    console.send("/ack zeus")
+    console.wait_line(f"{agent_id}: 1 damage alert(s) cleared")
+    wait_for(lambda: not ps(redis_url)[agent_id]["alert"], START_TIMEOUT_S, "the alert cleared")
