@@ -3,6 +3,8 @@
 Also how a store reports a damaged file (:class:`DamageLog`): the damage is never
 absorbed in silence. The file is copied aside (:func:`keep_aside`) before anything
 rewrites it, a warning with the counts goes to the log, and the agent announces it.
+What was reported is remembered across restarts (:class:`DamageMemory`), so the same
+damage is reported and copied once, not again at every start that comes across it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import itertools
+import json
 import logging
 import os
 import time
@@ -21,6 +24,7 @@ from pathlib import Path
 __all__ = [
     "Damage",
     "DamageLog",
+    "DamageMemory",
     "Problem",
     "append_durably",
     "atomic_write",
@@ -249,6 +253,70 @@ class Damage:
         }
 
 
+class DamageMemory:
+    """The damage reported already, kept in a small JSON file across restarts.
+
+    A damaged line that stays where it is (the history is append-only) is met again at
+    every start that reads back over it; so is a damaged file nothing has rewritten yet.
+    Without this, each start would report it anew and, the file having grown, copy it
+    aside again in full. Keys are opaque strings a store chooses (an inode and an offset,
+    a file's version), grouped by scope (a file, or a store whose files rotate).
+
+    Losing the file only costs a repeated report, so it is read and written leniently.
+
+    Args:
+        path: the memory's file (``state/damage.json``).
+    """
+
+    KEEP = 256
+    """Keys kept per scope, newest last: enough for any real damage, bounded for a flood."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._scopes: dict[str, list[str]] | None = None
+
+    def knows(self, scope: str, key: str) -> bool:
+        """Whether ``key`` was reported in ``scope`` (by this process or an earlier one)."""
+        return key in self._load().get(scope, ())
+
+    def remember(self, scope: str, keys: list[str]) -> None:
+        """Note ``keys`` as reported in ``scope``, durably (best effort)."""
+        scopes = self._load()
+        known = scopes.setdefault(scope, [])
+        known.extend(key for key in keys if key not in known)
+        del known[: -self.KEEP]
+        self._save()
+
+    def forget(self, scope: str) -> None:
+        """Drop what ``scope`` remembers (its files were deleted: an inode may come back)."""
+        if self._load().pop(scope, None) is not None:
+            self._save()
+
+    def _load(self) -> dict[str, list[str]]:
+        if self._scopes is None:
+            try:
+                data = json.loads(self.path.read_bytes())
+                found = data.get("scopes") if isinstance(data, dict) else None
+            except FileNotFoundError:
+                found = None
+            except (OSError, ValueError, RecursionError) as exc:
+                log.warning("damage memory %s unreadable (%s); starting afresh", self.path, exc)
+                found = None
+            self._scopes = {
+                str(scope): [k for k in keys if isinstance(k, str)]
+                for scope, keys in (found.items() if isinstance(found, dict) else ())
+                if isinstance(keys, list)
+            }
+        return self._scopes
+
+    def _save(self) -> None:
+        data = json.dumps({"v": 1, "scopes": self._scopes}, separators=(",", ":")).encode()
+        try:
+            atomic_write(self.path, data, mode=0o600)
+        except OSError as exc:
+            log.warning("damage memory %s not saved (%s): may be reported again", self.path, exc)
+
+
 class DamageLog:
     """The damage one store found: each logged once and handed to a listener.
 
@@ -265,6 +333,8 @@ class DamageLog:
         self._listener: Callable[[Damage], None] | None = None
         self._reported: dict[Path, tuple[Hashable, bool]] = {}
         """The last damage reported for each file, and whether its copy was made."""
+        self.memory: DamageMemory | None = None
+        """Where reported damage is remembered across restarts; ``None``: this process only."""
 
     def listen(self, listener: Callable[[Damage], None]) -> None:
         """Hand every report, those waiting included, to ``listener`` from now on."""
@@ -287,10 +357,14 @@ class DamageLog:
         Args:
             kept: count it only if its copy was made too (before a rewrite).
         """
-        if key is None or path not in self._reported:
+        if key is None:
             return False
-        reported, copied = self._reported[path]
-        return reported == key and (copied or not kept)
+        if path in self._reported:
+            reported, copied = self._reported[path]
+            if reported == key and (copied or not kept):
+                return True
+        # What an earlier process remembered was copied aside too (see report()).
+        return self.memory is not None and self.memory.knows(str(path), repr(key))
 
     def report(
         self,
@@ -335,6 +409,8 @@ class DamageLog:
         )
         if key is not None:
             self._reported[path] = (key, kept is not None)
+            if kept is not None and self.memory is not None:
+                self.memory.remember(str(path), [repr(key)])
         log.warning("%s", damage.message())
         if self._listener is not None:
             self._listener(damage)

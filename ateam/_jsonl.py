@@ -115,7 +115,7 @@ def truncate_torn_tail(
             if floor > 0:
                 raise StorageError(
                     f"{path}: the last {max_scan} bytes hold no line break; the file is "
-                    "damaged beyond automatic repair (move it aside to start afresh)",
+                    "damaged beyond automatic repair",
                     detail={"path": str(path), "size": size},
                 )
         if before_cut is not None:

@@ -386,6 +386,16 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return _run_verb(args, "stop", work)
 
 
+def cmd_ack(args: argparse.Namespace) -> int:
+    """``ateam ack NAME``: a person has seen the agent's ALERT in ``ps``; clear it."""
+
+    async def work(team: Team) -> int:
+        print((await team.acknowledge(args.id, takeover=args.takeover)).line())
+        return 0
+
+    return _run_verb(args, "ack", work)
+
+
 def cmd_tail(args: argparse.Namespace) -> int:
     from ateam.console.plain import PlainView
 
@@ -674,7 +684,9 @@ def _run_tasks(args: argparse.Namespace, work: TaskWork, verb: str = "tasks") ->
     async def on_team(team: Team) -> int:
         return await work(team, project)
 
-    return _run_verb(args, verb, on_team)
+    # The project's redact.yaml patterns too, as for `ateam send`: items and tasks are
+    # read by every agent and console of the project.
+    return _run_verb(args, verb, on_team, redactor=local_redactor())
 
 
 def _as_agent(value: str) -> str:
@@ -682,6 +694,12 @@ def _as_agent(value: str) -> str:
     if "/" not in value:
         raise argparse.ArgumentTypeError(f"--as takes an agent id PROJECT/NAME; got {value!r}")
     return value
+
+
+def _redaction_notice(notice: str | None) -> None:
+    """Tell the sender that secrets were masked (on stderr, as ``ateam send`` does)."""
+    if notice:
+        print(notice, file=sys.stderr)
 
 
 def _print_task(task: BoardTask, as_json: bool, verb: str) -> None:
@@ -723,7 +741,13 @@ def cmd_tasks_add(args: argparse.Namespace) -> int:
             depends_on=depends,
             created_by=args.agent or "cli",
         )
-        _print_task(task, args.json, "added")
+        if args.json:
+            print(
+                json.dumps({**task.to_wire(), "redacted": task.redacted}, indent=2, sort_keys=True)
+            )
+        else:
+            _print_task(task, False, "added")
+        _redaction_notice(task.notice())
         return 0
 
     return _run_tasks(args, work)
@@ -859,9 +883,12 @@ def cmd_context_post(args: argparse.Namespace) -> int:
             source_runtime="cli",
         )
         if args.json:
-            print(json.dumps(item.to_wire(), indent=2, sort_keys=True))
+            print(
+                json.dumps({**item.to_wire(), "redacted": item.redacted}, indent=2, sort_keys=True)
+            )
         else:
             print(f"posted {item.id} to {project} ({item.scope}, {item.urgency})")
+        _redaction_notice(item.notice())
         return 0
 
     return _run_tasks(args, work, "context")
@@ -1164,6 +1191,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_project_option(p)
     p.add_argument("--takeover", action="store_true")
     p.add_argument("--wait", type=float, default=10.0)
+
+    p = add("ack", cmd_ack, "clear an agent's ALERT in ps: damage found, or a final exit")
+    p.add_argument("id")
+    _add_project_option(p)
+    p.add_argument("--takeover", action="store_true")
 
     p = add("server", cmd_server, "manage the embedded Redis")
     p.add_argument("action", choices=["start", "stop", "status"])

@@ -21,7 +21,7 @@ The tree::
     ├── SpawnFailed                 spawn.failed           (a spawned agent never served)
     ├── LockLost                    lock.lost
     ├── WorkerStalled               worker.stalled         (the stall watch cancelled a step)
-    ├── StorageError                storage.corrupt
+    ├── StorageError                storage.corrupt        (at start: agent exit 20, final)
     │   ├── StorageIoError          storage.io             (an OS error reading or writing)
     │   └── StorageFull             storage.full           (ENOSPC, EDQUOT: the agent pauses)
     ├── UsageError                  bad_request            (exit 4)
@@ -254,10 +254,32 @@ class WorkerStalled(AteamError):
     code = Code.WORKER_STALLED
 
 
+MOVE_ASIDE = "move it aside to start afresh: "
+"""How the one line of a ``storage.corrupt`` error names its file: the supervisor finds
+the file to show in ``ps`` and ``up`` after it (:func:`file_to_move_aside`)."""
+
+
 class StorageError(AteamError):
-    """A durable file (queue, history) is unreadable beyond automatic repair."""
+    """A durable file (queue, history) is unreadable beyond automatic repair.
+
+    Met at start it is final (exit 20): restarting would meet the same file. ``detail``
+    carries the ``path``, which the one line names as the file to move aside.
+    """
 
     code = Code.STORAGE_CORRUPT
+
+    def one_line(self) -> str:
+        path = self.detail.get("path")
+        if self.code != Code.STORAGE_CORRUPT or not isinstance(path, str):
+            return super().one_line()
+        # Said last, so the file name ends the line whatever characters it holds.
+        return f"error [{self.code}]: {self.message} — {MOVE_ASIDE}{path}"
+
+
+def file_to_move_aside(line: str) -> str | None:
+    """The file a ``storage.corrupt`` one line (:meth:`StorageError.one_line`) names."""
+    _, found, path = line.partition(MOVE_ASIDE)
+    return path.strip() or None if found else None
 
 
 class StorageIoError(StorageError):
@@ -595,6 +617,10 @@ class Exit(IntEnum):
     """Redis refused the agent's credentials (``redis.auth``): final."""
     EVICTION_POLICY = 19
     """The server may evict the agent's keys (``redis.eviction_policy``): final."""
+    STORAGE_CORRUPT = 20
+    """Not in SPEC §2's list: a state file is damaged beyond automatic repair
+    (``storage.corrupt``) at start. Final: every restart would meet the same file,
+    until a person moves it aside."""
     INTERRUPTED = 130
     """Ctrl-C at a verb, as a shell reports SIGINT."""
 
@@ -622,6 +648,7 @@ AGENT_EXIT: dict[str, Exit] = {
     Code.REDIS_NOPERM: Exit.REDIS_PERMISSION_DENIED,
     Code.REDIS_AUTH: Exit.REDIS_AUTH_FAILED,
     Code.REDIS_EVICTION_POLICY: Exit.EVICTION_POLICY,
+    Code.STORAGE_CORRUPT: Exit.STORAGE_CORRUPT,
     # A full or read-only server may recover (memory freed, a failover): restartable.
     Code.REDIS_OOM: Exit.AGENT_REDIS_UNAVAILABLE,
     Code.REDIS_READONLY: Exit.AGENT_REDIS_UNAVAILABLE,

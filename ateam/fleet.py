@@ -5,8 +5,9 @@ A local spawn runs ``ateam agent`` under a *keeper*, a small process of its own 
 ``state/agent.log`` and restarts the agent when it dies, with the backoff of the project
 supervisor (:mod:`ateam.supervisor`) — except after the exits that supervisor treats as
 final (stopped on purpose, duplicate identity, invalid configuration, Redis refusing its
-credentials or a permission, a Redis that may evict keys). ``/stop`` ends the agent
-with exit 0, so its keeper leaves with it.
+credentials or a permission, a Redis that may evict keys, a state file damaged beyond
+repair). Such an exit is recorded as the supervisor records it (``state/exit.json`` and,
+for ``ps``, the bus). ``/stop`` ends the agent with exit 0, so its keeper leaves with it.
 
 Run as ``python -m ateam.fleet --log LOG -- COMMAND…``, this module is that keeper.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import shlex
 import signal
@@ -31,7 +33,7 @@ import yaml
 from ateam._cmdline import bus_environment
 from ateam._fs import atomic_write
 from ateam.agent.queue import DurableQueue
-from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, standalone_agent
+from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, load_project, standalone_agent
 from ateam.config.schema import AgentSpec
 from ateam.errors import AteamError, SpawnFailed, UsageError
 from ateam.supervisor import (
@@ -40,6 +42,10 @@ from ateam.supervisor import (
     KEEPER_PID_FILE,
     RESTART_BACKOFF_S,
     STOP_TIMEOUT_S,
+    UNLISTED_EXITS,
+    last_error_line,
+    publish_final_exit,
+    record_exit,
     restart_env,
 )
 
@@ -379,8 +385,9 @@ def last_log_line(log: Path) -> str:
 class _Keeper:
     """Runs one command until it exits on purpose; SIGTERM is passed on, then obeyed."""
 
-    def __init__(self, cmd: list[str]) -> None:
+    def __init__(self, cmd: list[str], log: Path) -> None:
         self.cmd = cmd
+        self.log = log
         self.child: subprocess.Popen[bytes] | None = None
         self.stopping = False
 
@@ -407,6 +414,8 @@ class _Keeper:
             final = FINAL_EXITS.get(code)
             if final is not None:
                 _note(f"agent exited with {code} ({final}); not restarting")
+                if code not in UNLISTED_EXITS:
+                    self._record(code)
                 return code
             if time.monotonic() - started > HEALTHY_AFTER_S:
                 failures = 0
@@ -419,6 +428,23 @@ class _Keeper:
         self._finish()
         return 0
 
+    def _record(self, code: int) -> None:
+        """Record a final exit as the supervisor does, so ``ps`` lists the agent."""
+        ended = record_exit(self.log.parent, code, last_error_line(self.log))
+        option = _options(self.cmd, "--project", "--name", "--redis")
+        if option["--project"] is None or option["--name"] is None:
+            return  # not an `ateam agent` command line: nothing to name in ps
+        try:
+            project: ProjectConfig | None = load_project(Path.cwd())
+        except AteamError:
+            project = None  # its tools.yaml cannot be read: the URL given is all there is
+        if project is not None and project.name != option["--project"]:
+            project = None  # another project's transport is not this agent's
+        agent = f"{option['--project']}/{option['--name']}"
+        failed = publish_final_exit(agent, ended, redis_url=option["--redis"], project=project)
+        if failed is not None:
+            _note(failed)
+
     def _finish(self) -> None:
         child = self.child
         if child is None or child.poll() is not None:
@@ -428,6 +454,15 @@ class _Keeper:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+
+def _options(cmd: list[str], *names: str) -> dict[str, str | None]:
+    """The values of ``names`` (``--flag VALUE``) in a command line; ``None`` if absent."""
+    found: dict[str, str | None] = dict.fromkeys(names)
+    for flag, value in itertools.pairwise(cmd):
+        if flag in found:
+            found[flag] = value
+    return found
 
 
 def _note(message: str) -> None:
@@ -448,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(OSError):
         atomic_write(pid_file, f"{os.getpid()}\n".encode(), mode=0o600)
     try:
-        return _Keeper(cmd).run()
+        return _Keeper(cmd, Path(args.log)).run()
     finally:
         with contextlib.suppress(OSError, ValueError):
             if int(pid_file.read_text()) == os.getpid():

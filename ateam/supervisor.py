@@ -10,7 +10,10 @@ graceful shutdown) to every agent and exits once they have.
 ``ateam up`` waits, bounded, until every agent has registered on the bus or exited,
 and names each one that did not come up with its cause: the supervisor records how an
 agent's last process ended in its ``state/exit.json`` (exit status, whether final, the
-agent's last error line). Before starting anything it checks the bus itself — reachable,
+agent's last error line, the file to move aside when its state is damaged). A final exit
+is recorded on the bus too (:class:`~ateam.bus.registry.FinalExit`), so ``ateam ps`` lists
+the agent as ``exited`` with that reason until it runs again or someone acknowledges it
+(``ateam ack``). Before starting anything it checks the bus itself — reachable,
 credentials and permissions accepted, no eviction policy (:mod:`ateam.bus.guard`).
 
 The supervisor's pid lives in ``~/.ateam/run/<project>.json``. Agents a console started
@@ -25,6 +28,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -36,13 +40,19 @@ from redis.exceptions import RedisError
 from ateam._cmdline import bus_environment, mask_own_title
 from ateam._fs import atomic_write
 from ateam._proc import pid_is_running
-from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
+from ateam.bus.connection import (
+    RedisTarget,
+    bus_error,
+    ensure_reachable,
+    make_client,
+    resolve_target,
+)
 from ateam.bus.guard import check_eviction
 from ateam.bus.keys import Keys
-from ateam.bus.registry import Registry
+from ateam.bus.registry import FinalExit, Registry
 from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, agent_dir_for, load_project
 from ateam.constants import PREVIOUS_EXIT_ENV
-from ateam.errors import AteamError, Exit, SpawnFailed
+from ateam.errors import AteamError, Exit, SpawnFailed, file_to_move_aside
 from ateam.paths import ateam_home, private_dir
 
 START_TIMEOUT_S = 20.0
@@ -73,9 +83,16 @@ FINAL_EXITS: dict[int, str] = {
     Exit.REDIS_PERMISSION_DENIED: "Redis refused its ACL user a permission",
     Exit.REDIS_AUTH_FAILED: "Redis refused its credentials",
     Exit.EVICTION_POLICY: "the Redis may evict its keys (maxmemory-policy)",
+    Exit.STORAGE_CORRUPT: "a state file is damaged beyond automatic repair",
 }
 """Exit codes after which restarting would be wrong or pointless: the agent stopped on
 purpose, or cannot run until someone changes its configuration or the server's."""
+
+UNLISTED_EXITS = frozenset({Exit.OK, Exit.DUPLICATE_INSTANCE})
+"""Final exits ``ps`` need not list: stopped on purpose, or another instance runs (and
+is listed itself)."""
+PUBLISH_EXIT_TIMEOUT_S = 5.0
+"""How long the supervisor tries to record a final exit on the bus before giving up."""
 
 EXIT_FILE = "exit.json"
 """In an agent's ``state/``: how its last process under the supervisor ended."""
@@ -119,6 +136,8 @@ class AgentExit:
     """Why it is not restarted (see :data:`FINAL_EXITS`); ``None``: it will be."""
     cause: str
     """The agent's last error line (its one-line error, usually)."""
+    file: str | None = None
+    """The damaged file to move aside (``storage.corrupt``), if that is the cure."""
 
     def describe(self) -> str:
         what = f"not restarted: {self.final}" if self.final else "restarting"
@@ -127,8 +146,11 @@ class AgentExit:
 
 def record_exit(state_dir: Path, code: int, cause: str) -> AgentExit:
     """Write how an agent's process ended, for ``ateam up`` to report."""
-    record = AgentExit(code, time.time(), FINAL_EXITS.get(code), cause)
+    damaged = file_to_move_aside(cause) if code == Exit.STORAGE_CORRUPT else None
+    record = AgentExit(code, time.time(), FINAL_EXITS.get(code), cause, damaged)
     data = {"code": code, "at": record.at, "final": record.final, "cause": cause}
+    if damaged is not None:
+        data["file"] = damaged
     with contextlib.suppress(OSError):
         atomic_write(state_dir / EXIT_FILE, json.dumps(data).encode(), mode=0o600)
     return record
@@ -143,6 +165,7 @@ def read_exit(state_dir: Path) -> AgentExit | None:
             float(data["at"]),
             str(data["final"]) if data.get("final") else None,
             str(data.get("cause", "")),
+            str(data["file"]) if data.get("file") else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -478,6 +501,8 @@ class Supervisor:
         if final is not None:
             child.done = final
             self._note(child, f"exited with {code} ({final}); not restarting")
+            if code not in UNLISTED_EXITS:
+                self._publish_exit(child, ended)
             return
         delay, child.failures = restart_delay(child.failures, time.monotonic() - child.started)
         child.next_start = time.monotonic() + delay
@@ -513,10 +538,74 @@ class Supervisor:
                 proc.kill()
                 proc.wait()
 
+    def _publish_exit(self, child: _Child, ended: AgentExit) -> None:
+        agent = f"{self.project.name}/{child.name}"
+        failed = publish_final_exit(agent, ended, redis_url=self.redis_url, project=self.project)
+        if failed is not None:
+            self._note(child, failed)
+
     def _note(self, child: _Child, message: str) -> None:
         line = f"{time.strftime('%Y-%m-%d %H:%M:%S')}{_NOTE}{child.name} {message}\n"
         with contextlib.suppress(OSError), open(child.log, "a", encoding="utf-8") as fh:
             fh.write(line)
+
+
+def publish_final_exit(
+    agent: str, ended: AgentExit, *, redis_url: str | None, project: ProjectConfig | None
+) -> str | None:
+    """Record a final exit on the bus, for ``ps`` (supervisor and keeper alike).
+
+    Args:
+        agent: the agent's id.
+        ended: how its process ended (:func:`record_exit`).
+        redis_url: the ``--redis`` its command line gave, if any.
+        project: the project configuration around it (its ``tools.yaml`` transport and
+            namespace), if there is a readable one.
+
+    Returns:
+        ``None``, or a line saying why it could not be recorded: a bus out of reach
+        costs ``ps`` the listing, never the caller its loop.
+    """
+    final = FinalExit(
+        agent,
+        ended.code,
+        ended.final or "",
+        ended.cause,
+        ended.file,
+        socket.gethostname(),
+        ended.at,
+    )
+    try:
+        asyncio.run(_record_final(project, redis_url, final))
+    except (AteamError, RedisError, OSError, TimeoutError) as exc:
+        return f"could not record its exit on the bus for ps: {exc}"
+    return None
+
+
+async def _record_final(
+    project: ProjectConfig | None, redis_url: str | None, final: FinalExit
+) -> None:
+    """Write ``final`` where ``ps`` reads, on the bus the agent used."""
+    namespace = project.namespace if project else None
+    transport = project.transport if project else None
+    target = resolve_target(redis_url, transport=transport, namespace=namespace)
+    if target is None:
+        from ateam.bus.embedded import EmbeddedServer
+
+        server = EmbeddedServer()
+        if not server.is_running():
+            return  # no bus, so nobody to show it to; exit.json and the log still say it
+        target = server.ensure()
+        if namespace:
+            target = RedisTarget(
+                target.url, target.source, password=target.password, namespace=namespace
+            )
+    client = make_client(target)
+    try:
+        async with asyncio.timeout(PUBLISH_EXIT_TIMEOUT_S):
+            await Registry(client, Keys(target.namespace)).record_exit(final)
+    finally:
+        await client.aclose()
 
 
 def main(argv: list[str] | None = None) -> int:

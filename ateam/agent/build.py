@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 
-from ateam._fs import DamageLog
+from ateam._fs import DamageLog, DamageMemory
 from ateam.agent.board_puller import BoardPuller
 from ateam.agent.compaction import MARKER_FILE, Compactor, read_marker
 from ateam.agent.fence import StateDirLock, WriteFence
@@ -153,6 +153,10 @@ class Parts:
             self.workctx.damage,
             self.ledger.damage,
         )
+
+
+DAMAGE_MEMORY_FILE = "damage.json"
+"""In the agent's ``state/``: the damage already reported (see :class:`DamageMemory`)."""
 
 
 class _Swaps:
@@ -547,6 +551,10 @@ def build_parts(
         repl=swap("repl", lambda: _run_repl if repl else None),
     )
     swap.check_all_taken()
+    # One memory for every store, so damage met again at a later start is not news.
+    memory = DamageMemory(state_dir / DAMAGE_MEMORY_FILE)
+    for damage in parts.damage_logs():
+        damage.memory = memory
     return parts
 
 

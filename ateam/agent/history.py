@@ -44,6 +44,8 @@ SUMMARY_FILE = "summary.jsonl"
 
 _BLOCK = 64 * 1024
 """Read size when scanning a file backwards or counting its lines."""
+_MEMORY_SCOPE = "history"
+"""The history's scope in the damage memory: by store, since its files rotate."""
 
 
 class History:
@@ -176,6 +178,8 @@ class History:
             self._count = 0
             self._log.size = 0
             self._unreadable.clear()  # a new file may get an old one's inode
+            if self.damage.memory is not None:
+                self.damage.memory.forget(_MEMORY_SCOPE)
             if was_open:
                 self._log.open()
         except OSError as exc:
@@ -186,23 +190,37 @@ class History:
     def _report_unreadable(self, path: Path, offsets: list[int]) -> None:
         """Report the unreadable lines at ``offsets`` of ``path`` not reported before.
 
-        Keyed by inode, so a rotation (a rename) does not make old damage news again.
+        Keyed by inode and offset, so a rotation (a rename) does not make old damage news
+        again; and remembered across restarts (:class:`~ateam._fs.DamageMemory`): the
+        line stays where it is, and a later start reading back over it must neither
+        report it again nor copy the (by then longer) file aside once more.
         """
         try:
             st = path.stat()
         except OSError:
             return
         seen = self._unreadable.setdefault((st.st_dev, st.st_ino), set())
-        new = [offset for offset in offsets if offset not in seen]
+        memory = self.damage.memory
+
+        def key(offset: int) -> str:
+            return f"{st.st_dev}:{st.st_ino}:{offset}"
+
+        new = [
+            offset
+            for offset in offsets
+            if offset not in seen and not (memory and memory.knows(_MEMORY_SCOPE, key(offset)))
+        ]
+        seen.update(offsets)
         if not new:
             return
-        seen.update(new)
-        self.damage.report(
+        damage = self.damage.report(
             path,
             Problem.UNREADABLE_LINES,
             f"skipped {len(new)} unreadable line(s) of {path.name}",
             count=len(new),
         )
+        if memory is not None and damage.kept is not None:
+            memory.remember(_MEMORY_SCOPE, [key(offset) for offset in new])
 
     def _rotated_files(self) -> dict[int, Path]:
         """Rotated files by index, newest (1) first."""

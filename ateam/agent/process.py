@@ -328,10 +328,12 @@ class Agent:
                 loop.add_signal_handler(signum, handler)
 
     def _on_damage(self, damage: Damage) -> None:
-        # Logged by the store already; this makes it an event every console shows.
+        # Logged by the store already; this makes it an event every console shows, and
+        # an alert in `ps` (a warning scrolls away; the alert stays until acknowledged).
         self.events.emit(
             EventType.WARN, msg=damage.message(), code=Code.STORAGE_DAMAGED, **damage.fields()
         )
+        self._status.damaged(damage)
 
     # the port: what the RPC service and the REPL ask of the agent ----------------------
 
@@ -382,6 +384,10 @@ class Agent:
 
     def touch_registry(self) -> None:
         self._status.touch()
+
+    def acknowledge_alerts(self) -> int:
+        """Clear the damage reports ``ps`` shows; returns how many there were."""
+        return self._status.acknowledge()
 
     def interrupt(self, *, hard: bool = False) -> str | None:
         return self.parts.worker.interrupt(hard=hard)

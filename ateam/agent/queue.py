@@ -219,6 +219,9 @@ class RecoveryReport:
     """Unreadable lines inside ``queue.jsonl`` that were ignored (and compacted away)."""
     dead_torn_bytes: int = 0
     """Bytes truncated from a torn last line of ``dead.jsonl``."""
+    dead_unreadable: int = 0
+    """Unreadable lines of ``dead.jsonl`` found at open (left in place for a person;
+    ``queue retry`` drops them)."""
     dead_reasons: dict[str, str] = field(default_factory=dict)
     """Why each of :attr:`dead` was moved (crashed, or killed too often)."""
 
@@ -423,6 +426,8 @@ class DurableQueue:
             raise storage_error("queue", "cannot read or keep a copy of", self.path, exc) from exc
         report.skipped = replay.skipped
         self._report_damage(report, kept)
+        # Read now, not only when a retry needs it: damage there is news at start too.
+        report.dead_unreadable = self._report_dead_damage(kept.get(self.dead_path))
         self._load(replay)
         self._recover(report, killed=killed)
         needed = bool(replay.skipped or report.requeued or report.dead)
@@ -674,6 +679,40 @@ class DurableQueue:
                 count=report.skipped,
                 kept=kept[self.path],
             )
+
+    def _report_dead_damage(self, kept: Path | None) -> int:
+        """Report unreadable lines of ``dead.jsonl`` not reported before; how many there are.
+
+        The lines stay where they are (nothing rewrites the file until a retry), so each
+        is remembered by inode and offset: a later start does not report it again.
+        """
+        try:
+            st = os.stat(self.dead_path)
+            data = self.dead_path.read_bytes()
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise storage_error("queue", "cannot read", self.dead_path, exc) from exc
+        offsets: list[str] = []
+        offset = 0
+        for line in data.split(b"\n"):
+            if line.strip() and decode_line(line) is None:
+                offsets.append(f"{st.st_dev}:{st.st_ino}:{offset}")
+            offset += len(line) + 1
+        memory, scope = self.damage.memory, str(self.dead_path)
+        new = [key for key in offsets if not (memory and memory.knows(scope, key))]
+        if new:
+            damage = self.damage.report(
+                self.dead_path,
+                Problem.UNREADABLE_LINES,
+                f"found {len(new)} unreadable line(s) of {DEAD_FILE} (`queue retry` drops them)",
+                count=len(new),
+                kept=kept,
+                data=data,
+            )
+            if memory is not None and damage.kept is not None:
+                memory.remember(scope, new)
+        return len(offsets)
 
     def _load(self, replay: _Replay) -> None:
         self._last_id = replay.last_id

@@ -27,6 +27,7 @@ from ateam.errors import AteamError, BadRequest, HopLimit, OwnershipDenied, Stor
 from ateam.kb import DEFAULT_K
 from ateam.tools.approvals import parse_decision
 from ateam.wire.results import (
+    AlertAckResult,
     ApprovalAnswerResult,
     ApprovalListResult,
     CancelResult,
@@ -257,6 +258,9 @@ class AgentService:
         if items:
             self.agent.enqueue_wakeup()
         return {"requeued": [item.id for item in items]}
+
+    async def alert_ack(self, call: Call) -> dict[str, Any]:
+        return {"acknowledged": self.agent.acknowledge_alerts()}
 
     async def history_tail(self, call: Call) -> dict[str, Any]:
         return {"turns": self.agent.history.tail(call.args(HistoryTailParams).n)}
@@ -523,6 +527,14 @@ def build_methods(agent: AgentPort) -> dict[str, Method]:
             QueueRetryResult,
             True,
             "re-queue dead-lettered items",
+        ),
+        (
+            "alert.ack",
+            svc.alert_ack,
+            NoParams,
+            AlertAckResult,
+            True,
+            "clear the damage alerts ps shows (damaged files found at start)",
         ),
         (
             "history.tail",

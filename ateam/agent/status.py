@@ -15,6 +15,7 @@ import logging
 import sys
 from enum import StrEnum
 
+from ateam._fs import Damage
 from ateam.agent.control import TaskControl
 from ateam.agent.fence import WriteFence
 from ateam.agent.queue import QueueItem
@@ -24,9 +25,12 @@ from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import AgentEntry
 from ateam.errors import Exit
 
-__all__ = ["AgentState", "AgentStatus"]
+__all__ = ["DAMAGE_SHOWN", "AgentState", "AgentStatus"]
 
 log = logging.getLogger(__name__)
+
+DAMAGE_SHOWN = 20
+"""Damage reports the registry entry keeps (the newest); the log and events have them all."""
 
 
 class AgentState(StrEnum):
@@ -124,6 +128,20 @@ class AgentStatus:
             **ids,
         )
         self.dirty.set()
+
+    def damaged(self, damage: Damage) -> None:
+        """A damaged file was found: ``ps`` shows it (ALERT) until acknowledged."""
+        shown = {"msg": damage.message(), **damage.fields()}
+        self.entry.damage = [*self.entry.damage, shown][-DAMAGE_SHOWN:]
+        self.dirty.set()
+
+    def acknowledge(self) -> int:
+        """Someone has seen the damage reports (``alert.ack``): clear them; how many."""
+        count = len(self.entry.damage)
+        if count:
+            self.entry.damage = []
+            self.dirty.set()
+        return count
 
     def stall_cleared(self) -> None:
         if self.entry.alert is not None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ateam._fs import DamageLog, Problem, atomic_write
+from ateam._fs import DamageLog, Problem, atomic_write, file_key
 from ateam._jsonl import storage_error
 from ateam.agent.fence import Fenced, unfenced
 from ateam.errors import StorageError
@@ -120,12 +120,17 @@ class UsageLedger:
         return usage
 
     def _damaged(self, data: bytes, problem: Problem, what: str, count: int = 1) -> None:
+        # A start that ended before a save replaced the file meets it again at the next.
+        key = file_key(self.path)
+        if self.damage.already(self.path, key):
+            return
         self.damage.report(
             self.path,
             problem,
             f"{self.path.name} {what}; those counts start again from zero",
             count=count,
             data=data,
+            key=key,
         )
 
     def save(self, usage: Mapping[str, Usage]) -> None:

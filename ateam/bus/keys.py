@@ -85,6 +85,11 @@ class Keys:
         """Hash: agent id → Redis server time (ms) of its last heartbeat."""
         return f"{self.project_prefix(project)}registry:hb"
 
+    def exits(self, project: str) -> str:
+        """Hash: agent id → msgpack final exit (``FinalExit``), until acknowledged or the
+        agent joins again: how ``ps`` lists an agent that cannot run."""
+        return f"{self.project_prefix(project)}registry:exits"
+
     def registry_channel(self, project: str) -> str:
         """Pub/sub channel of one project's join / update / leave notices."""
         return f"{self.project_prefix(project)}events:registry"

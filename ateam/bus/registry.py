@@ -63,6 +63,10 @@ class AgentEntry:
     """The newest ``model.switch``: ``{from, to, reason, ts}``."""
     alert: str | None = None
     """A standing alert (a stalled worker), shown by ``ps`` until it clears."""
+    damage: list[dict[str, Any]] = field(default_factory=list)
+    """Damaged files this process found (each a ``storage.damaged`` warning's fields and
+    ``msg``): ``ps`` shows ALERT until someone acknowledges them (``alert.ack``, ``ateam
+    ack``) or the next start finds none."""
 
     def to_wire(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,6 +87,62 @@ class AgentEntry:
 _ENTRY_FIELDS = frozenset(AgentEntry.__dataclass_fields__)
 
 
+@dataclass(frozen=True, slots=True)
+class FinalExit:
+    """An agent's process that ended for good (a supervisor does not restart it).
+
+    Written by the supervisor into the project's ``exits`` hash, so ``ps`` lists the agent
+    (state ``exited``) with the reason and the file to move aside, until the agent joins
+    again or someone acknowledges it (:meth:`Registry.clear_exit`).
+    """
+
+    agent: str
+    code: int
+    """The exit status (``12`` invalid configuration, ``20`` damaged state...)."""
+    reason: str
+    """Why it is not restarted, for people."""
+    cause: str = ""
+    """The agent's last error line."""
+    file: str | None = None
+    """The damaged file to move aside before starting it again, when that is the cure."""
+    host: str = ""
+    at: float = 0.0
+    """When it exited, in seconds since the epoch."""
+
+    def alert(self) -> str:
+        """The ``ps`` ALERT cell: what happened and what to do."""
+        cure = f"; move {self.file} aside, then start it" if self.file else ""
+        return f"exited {self.code}, not restarted: {self.reason}{cure}"
+
+    def to_wire(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_wire(cls, data: Any) -> FinalExit | None:
+        """The record in ``data`` (a decoded payload); ``None`` if it is not one."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            found = cls(**{k: v for k, v in data.items() if k in _EXIT_FIELDS})
+        except TypeError:
+            return None
+        texts = (found.agent, found.reason, found.cause, found.host, found.file or "")
+        typed = all(isinstance(text, str) for text in texts) and isinstance(found.code, int)
+        # A foreign writer's record must not break a listing: every field is checked.
+        return found if typed and isinstance(found.at, int | float) else None
+
+    def view(self, age_s: float) -> AgentView:
+        """How ``ps`` shows the agent: state ``exited``, the reason as its alert."""
+        project, _, name = self.agent.partition("/")
+        entry = AgentEntry(
+            self.agent, name, project, host=self.host, state="exited", alert=self.alert()
+        )
+        return AgentView(entry, max(age_s, 0.0), final=self)
+
+
+_EXIT_FIELDS = frozenset(FinalExit.__dataclass_fields__)
+
+
 @dataclass(slots=True)
 class AgentView:
     """An entry as a console sees it, with liveness computed from the heartbeat."""
@@ -90,6 +150,8 @@ class AgentView:
     entry: AgentEntry
     heartbeat_age_s: float
     restarting: bool = False
+    final: FinalExit | None = None
+    """Set when the agent is not running and will not be restarted (see :class:`FinalExit`)."""
 
     @property
     def id(self) -> str:
@@ -97,10 +159,13 @@ class AgentView:
 
     @property
     def connected(self) -> bool:
-        return self.heartbeat_age_s <= HEARTBEAT_TTL_S
+        # An exited agent's age counts from its exit: recent, yet nothing beats.
+        return self.final is None and self.heartbeat_age_s <= HEARTBEAT_TTL_S
 
     @property
     def state(self) -> str:
+        if self.final is not None:
+            return "exited"
         if self.connected:
             return self.entry.state
         return "restarting" if self.restarting else "disconnected"
@@ -109,6 +174,8 @@ class AgentView:
         data = self.entry.to_wire()
         data["state"] = self.state
         data["heartbeat_age_s"] = round(self.heartbeat_age_s, 3)
+        if self.final is not None:
+            data["exit"] = self.final.to_wire()
         return data
 
 
@@ -151,6 +218,7 @@ class Registry:
         for project in names:
             pipe.hgetall(self._keys.registry(project))
             pipe.hgetall(self._keys.heartbeats(project))
+            pipe.hgetall(self._keys.exits(project))
         pipe.time()
         replies = await pipe.execute(raise_on_error=False)
         clock = replies[-1]
@@ -163,7 +231,7 @@ class Registry:
         unpackb, from_wire = msgpack.unpackb, AgentEntry.from_wire
         with _no_cycle_collection():
             for project, entries, beats in zip(
-                names, replies[0:-1:2], replies[1:-1:2], strict=True
+                names, replies[0:-1:3], replies[1:-1:3], strict=True
             ):
                 if isinstance(entries, Exception) or isinstance(beats, Exception):
                     if not _forbidden(entries) and not _forbidden(beats):
@@ -180,6 +248,7 @@ class Registry:
                         continue
                     if entry.project == project and entry.id == f"{project}/{entry.name}":
                         views.append(AgentView(entry, age if age > 0 else 0.0))
+        views = _with_exits(views, names, replies[2:-1:3], now_ms)
         for project, ids in expired.items():
             await self.forget(project, ids)
         await self.mark_restarting([v for v in views if not v.connected])
@@ -217,6 +286,25 @@ class Registry:
         pipe.hdel(self._keys.heartbeats(project), *ids)
         await pipe.execute()
 
+    async def record_exit(self, final: FinalExit) -> None:
+        """Keep ``final`` for ``ps`` and announce it (an ``exit`` notice to consoles)."""
+        project = final.agent.partition("/")[0]
+        wire = final.to_wire()
+        pipe = self._client.pipeline(transaction=False)
+        pipe.hset(self._keys.exits(project), final.agent, pack(wire))
+        # An agent that never joined leaves its project unknown to readers: make it known.
+        pipe.sadd(self._keys.projects, project)
+        pipe.publish(
+            self._keys.registry_channel(project),
+            pack({"event": "exit", "agent": final.agent, "exit": wire}),
+        )
+        await pipe.execute()
+
+    async def clear_exit(self, agent: str) -> bool:
+        """Forget ``agent``'s final exit (acknowledged); whether there was one."""
+        project = agent.partition("/")[0]
+        return bool(await self._client.hdel(self._keys.exits(project), agent))
+
     async def mark_restarting(self, views: builtins.list[AgentView]) -> None:
         """Set ``restarting`` on those of ``views`` whose agent left a grace marker."""
         if not views:
@@ -226,6 +314,34 @@ class Registry:
             pipe.exists(self._keys.grace(view.id))
         for view, marked in zip(views, await pipe.execute(), strict=True):
             view.restarting = bool(marked)
+
+
+def _with_exits(
+    views: builtins.list[AgentView], projects: builtins.list[str], replies: Any, now_ms: int
+) -> builtins.list[AgentView]:
+    """``views`` plus the agents whose final exit is recorded and which are not running.
+
+    A connected entry wins over a record (the agent joins again, and its join clears it).
+    """
+    if not any(replies):
+        return views  # the usual case: nothing exited, nothing to merge (ps of 1 000)
+    by_id = {view.id: view for view in views}
+    for project, records in zip(projects, replies, strict=True):
+        if isinstance(records, Exception):
+            if _forbidden(records):
+                continue
+            raise records
+        for raw in records.values():
+            try:
+                final = FinalExit.from_wire(msgpack.unpackb(raw, raw=False))
+            except Exception:  # not msgpack: a foreign writer's
+                continue
+            if final is None or final.agent.partition("/")[0] != project:
+                continue
+            held = by_id.get(final.agent)
+            if held is None or not held.connected:
+                by_id[final.agent] = final.view(now_ms / 1000 - final.at)
+    return [by_id[agent] for agent in sorted(by_id)]
 
 
 @dataclass(frozen=True)
@@ -373,6 +489,8 @@ class Heartbeat:
                 pack({"event": event, "agent": agent, "entry": wire}),
             )
         if not self._joined:
+            # Running again: a final exit recorded for an earlier process is over.
+            pipe.hdel(self._keys.exits(project), agent)
             # Consoles list projects from this set, and subscribe to a new one's channels
             # when it is announced (a restarted Redis lost both: re-said on every join).
             pipe.sadd(self._keys.projects, project)

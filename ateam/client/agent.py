@@ -30,6 +30,7 @@ from ateam.errors import BadRequest
 from ateam.redact import Scrubbed
 from ateam.wire.events import KbProgress
 from ateam.wire.results import (
+    AlertAckResult,
     CancelResult,
     HistoryTailResult,
     InputResult,
@@ -311,6 +312,11 @@ class AgentHandle:
             queued=reply.queued,
             created=reply.created,
         )
+
+    async def acknowledge(self, *, claim: bool = True, takeover: bool = False) -> int:
+        """Clear the damage alerts ``ps`` shows for the agent; how many there were."""
+        reply = await self.request("alert.ack", AlertAckResult, claim=claim, takeover=takeover)
+        return reply.acknowledged
 
     async def allow_external(self, allowed: bool = True) -> bool:
         """As the agent's owner, let external runtimes queue input (or stop them).

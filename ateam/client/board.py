@@ -14,17 +14,42 @@ is not an ateam agent) is therefore reopened once it is older than the heartbeat
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 
 from ateam.bus.board import BoardTask, TaskBoard, TaskStatus
+from ateam.client.redaction import Masked, same_fields
+from ateam.redact import Redactor, Scrubbed
 
-__all__ = ["BoardTask", "TaskStatus", "TasksApi"]
+__all__ = ["AddedTask", "BoardTask", "TaskStatus", "TasksApi"]
+
+
+@dataclass(frozen=True, eq=False)
+class AddedTask(BoardTask):
+    """A task as :meth:`TasksApi.add` put it on the board, and the secrets masked in it.
+
+    Equal to the task as read back: the count is about the adding, not part of the task.
+    """
+
+    redacted: int = 0
+    """Secrets replaced by ``****`` in its title and detail."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BoardTask) and same_fields(self, other, BoardTask)
+
+    __hash__ = BoardTask.__hash__
+
+    def notice(self) -> str | None:
+        """The line telling whoever added it that secrets were masked, if any were."""
+        return Scrubbed("", self.redacted).notice()
 
 
 class TasksApi:
     """A project's task board: add, list, claim (atomic), finish."""
 
-    def __init__(self, board: TaskBoard) -> None:
+    def __init__(self, board: TaskBoard, redactor: Redactor | None = None) -> None:
         self._board = board
+        self._redactor = redactor or Redactor()
+        """The board's own: masking here first counts what the board would mask."""
 
     async def ls(self, project: str, *, status: TaskStatus | str | None = None) -> list[BoardTask]:
         """The project's tasks, highest priority first, then oldest first.
@@ -46,20 +71,25 @@ class TasksApi:
         priority: int = 0,
         depends_on: Iterable[str] = (),
         created_by: str,
-    ) -> BoardTask:
+    ) -> AddedTask:
         """Put an open task on the board.
+
+        Returns:
+            The task, with how many secrets were masked in it (:attr:`AddedTask.redacted`).
 
         Raises:
             BadRequest: an argument is invalid or a dependency is unknown; nothing is stored.
         """
-        return await self._board.add(
+        masked = Masked(self._redactor)
+        task = await self._board.add(
             project,
-            title=title,
-            detail=detail,
+            title=masked(title),
+            detail=masked(detail),
             priority=priority,
             depends_on=depends_on,
             created_by=created_by,
         )
+        return AddedTask(**masked.fields_of(task), redacted=masked.replaced)
 
     async def claim(self, project: str, task_id: str, *, agent: str) -> BoardTask:
         """Make ``agent`` the one assignee; of any number of racing claims, one wins.

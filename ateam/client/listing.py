@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ateam.bus.registry import DIGEST_MOD, AgentView, Registry, entry_of, id_digest
+from ateam.bus.registry import DIGEST_MOD, AgentView, FinalExit, Registry, entry_of, id_digest
 from ateam.client.notices import Notice
 from ateam.constants import DISCONNECTED_SHOWN_S
 
@@ -118,6 +118,16 @@ class AgentListing:
         """
         if notice.event == "leave":
             return self._put(notice.agent, None)
+        if notice.event == "exit":
+            # A supervisor gave up on it: listed (``exited``) until acknowledged.
+            final = FinalExit.from_wire(notice.data.get("exit"))
+            if final is None or final.agent != notice.agent:
+                self.stale = True
+                return []
+            held = self.agents.get(final.agent)
+            if held is not None and held.connected and held.final is None:
+                return []  # running again already
+            return self._put(final.agent, final.view(0.0))
         if notice.event not in ("join", "update"):
             return []
         entry = entry_of(notice.data.get("entry"), notice.project) if notice.project else None
@@ -148,10 +158,11 @@ class AgentListing:
         for agent, stamp in lapse.stamps.items():
             age = (lapse.now_ms - stamp) / 1000
             held = self.agents.get(agent)
+            final = held is not None and held.final is not None  # shown until acknowledged
             if age > DISCONNECTED_SHOWN_S:
                 forgotten.append(agent)
-                changes += self._put(agent, None) if held is not None else []
-            elif held is not None:
+                changes += self._put(agent, None) if held is not None and not final else []
+            elif held is not None and not final:
                 lapsed.append(AgentView(held.entry, age))
         for agent in self._down.get(project, set()) - lapse.stamps.keys():
             held = self.agents.get(agent)
@@ -199,6 +210,8 @@ class AgentListing:
     def _index(self, view: AgentView) -> None:
         project = view.entry.project
         held = self._by_project.setdefault(project, set())
+        if view.final is not None:
+            return  # not beating: the check compares beating agents only
         if view.id not in held:
             held.add(view.id)
             digest = self._digests.get(project, 0) + id_digest(view.id)

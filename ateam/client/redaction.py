@@ -7,13 +7,46 @@ working directory is on this host, of the agent's project too.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 from ateam.config import ProjectConfig, load_project
 from ateam.errors import AteamError
 from ateam.redact import Redactor
 
-__all__ = ["local_redactor", "project_at", "redactor_for"]
+__all__ = ["Masked", "local_redactor", "project_at", "redactor_for", "same_fields"]
+
+
+def same_fields(a: Any, b: Any, base: type) -> bool:
+    """Whether dataclasses ``a`` and ``b`` agree on every field of ``base``."""
+    return all(getattr(a, f.name) == getattr(b, f.name) for f in dataclasses.fields(base))
+
+
+class Masked:
+    """Masks the texts of one request with ``redactor``, counting the secrets replaced.
+
+    The stores mask what they keep as well (their redactor is the same); masking at the
+    door first is what lets the sender be told how many secrets never left it.
+    """
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self.replaced = 0
+        """Secrets replaced so far, over every text of the request."""
+
+    def __call__(self, text: str) -> str:
+        """``text`` masked (what is not a string is left for the store to refuse)."""
+        if not isinstance(text, str):
+            return text  # a caller that ignored the types: the store refuses it
+        scrubbed = self._redactor.scrub(text)
+        self.replaced += scrubbed.replaced
+        return scrubbed.text
+
+    @staticmethod
+    def fields_of(value: Any) -> dict[str, Any]:
+        """A dataclass's fields by name, unconverted (to rebuild it as a subclass)."""
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
 
 
 def redactor_for(cwd: str | None, base: Redactor) -> Redactor:

@@ -10,6 +10,7 @@ import os
 import secrets
 import socket
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -22,7 +23,7 @@ from ateam.bus.context import ContextItem, ContextStore, ContextType, Scope, Urg
 from ateam.bus.guard import check_eviction
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
-from ateam.bus.registry import AgentView
+from ateam.bus.registry import AgentView, FinalExit
 from ateam.bus.snapshot import build_snapshot
 from ateam.bus.tail import EventTail
 from ateam.client._session import Session
@@ -31,13 +32,14 @@ from ateam.client.agent import AgentHandle
 from ateam.client.board import TasksApi
 from ateam.client.listing import AgentListing
 from ateam.client.notices import Notices
-from ateam.client.redaction import local_redactor
+from ateam.client.redaction import Masked, local_redactor, same_fields
 from ateam.client.tail import Tail
 from ateam.client.target import Target
 from ateam.config.schema import checked_name
 from ateam.constants import TAKEOVER_GRACE_S
+from ateam.errors import AgentNotFound
 from ateam.kb.similar import meaning_ranker
-from ateam.redact import Redactor
+from ateam.redact import Redactor, Scrubbed
 
 __all__ = ["ContextApi", "Team", "session_id"]
 
@@ -76,9 +78,10 @@ class Team:
         self._session = Session.open(client, self._keys, session, redactor, takeover_grace_s)
         self._on_connection = on_connection
         self.context = ContextApi(
-            ContextStore(client, self._keys, redactor=redactor, ranker=meaning_ranker())
+            ContextStore(client, self._keys, redactor=redactor, ranker=meaning_ranker()),
+            redactor,
         )
-        self.tasks = TasksApi(TaskBoard(client, self._keys, redactor=redactor))
+        self.tasks = TasksApi(TaskBoard(client, self._keys, redactor=redactor), redactor)
 
     @classmethod
     def open(
@@ -209,6 +212,24 @@ class Team:
     async def status(self, agent_id: str) -> AgentView | None:
         return await self._session.registry.get(agent_id)
 
+    async def acknowledge(self, agent_id: str, *, takeover: bool = False) -> Acknowledged:
+        """Clear what ``ps`` shows as ALERT for ``agent_id`` once a person has seen it.
+
+        A running agent forgets its damage reports (``alert.ack``, as its owner for the
+        call); a final exit recorded for it is dropped, so ``ps`` no longer lists it.
+
+        Raises:
+            AgentNotFound: the agent is neither running nor recorded as exited.
+        """
+        view = await self.status(agent_id)
+        alerts = 0
+        if view is not None and view.final is None and view.connected:
+            alerts = await self.agent(agent_id).acknowledge(takeover=takeover)
+        exited = await self._session.registry.clear_exit(agent_id)
+        if view is None and not exited:
+            raise AgentNotFound(f"no agent {agent_id!r} is running or recorded as exited")
+        return Acknowledged(agent_id, alerts, view.final if exited and view else None)
+
     def listing(self) -> AgentListing:
         """A copy of the registry kept current by notices (see :mod:`ateam.client.listing`)."""
         return AgentListing(self._session.registry)
@@ -262,6 +283,45 @@ class Team:
         )
 
 
+@dataclass(frozen=True, eq=False)
+class PostedItem(ContextItem):
+    """A context item as :meth:`ContextApi.post` stored it, and the secrets masked in it.
+
+    Equal to the item as read back (:meth:`ContextApi.get`): the count is about the
+    posting, not part of the item.
+    """
+
+    redacted: int = 0
+    """Secrets replaced by ``****`` in its title, content and summary."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ContextItem) and same_fields(self, other, ContextItem)
+
+    __hash__ = ContextItem.__hash__
+
+    def notice(self) -> str | None:
+        """The line telling the poster that secrets were masked, if any were."""
+        return Scrubbed("", self.redacted).notice()
+
+
+@dataclass(frozen=True)
+class Acknowledged:
+    """What :meth:`Team.acknowledge` cleared."""
+
+    agent: str
+    alerts: int
+    """Damage reports the running agent forgot."""
+    exit: FinalExit | None
+    """The final exit no longer listed, if there was one."""
+
+    def line(self) -> str:
+        """One line for people."""
+        parts = [f"{self.alerts} damage alert(s) cleared"]
+        if self.exit is not None:
+            parts.append(f"exit {self.exit.code} ({self.exit.reason}) no longer listed")
+        return f"{self.agent}: " + "; ".join(parts)
+
+
 class ContextApi:
     """The team context (SPEC §9): short-lived items agents and consoles tell each other.
 
@@ -269,8 +329,10 @@ class ContextApi:
     Texts are masked with the session's redactor before they are stored.
     """
 
-    def __init__(self, store: ContextStore) -> None:
+    def __init__(self, store: ContextStore, redactor: Redactor | None = None) -> None:
         self._store = store
+        self._redactor = redactor or Redactor()
+        """The store's own: masking here first counts what the store would mask."""
 
     async def post(
         self,
@@ -286,19 +348,24 @@ class ContextApi:
         source_agent: str = "",
         source_runtime: str = "ateam",
         ttl_s: float | None = None,
-    ) -> ContextItem:
+    ) -> PostedItem:
         """Store an item and announce it; see :meth:`ContextStore.post` for the limits.
+
+        Returns:
+            The item as stored, with how many secrets were masked in it
+            (:attr:`PostedItem.redacted`), so the poster can be told.
 
         Raises:
             BadRequest: an argument is invalid; nothing is stored.
         """
         options: dict[str, Any] = {} if ttl_s is None else {"ttl_s": ttl_s}
-        return await self._store.post(
+        masked = Masked(self._redactor)
+        item = await self._store.post(
             project,
             type=type,
-            title=title,
-            content=content,
-            summary=summary,
+            title=masked(title),
+            content=masked(content),
+            summary=masked(summary),
             scope=scope,
             tags=tags,
             urgency=urgency,
@@ -306,6 +373,7 @@ class ContextApi:
             source_runtime=source_runtime,
             **options,
         )
+        return PostedItem(**masked.fields_of(item), redacted=masked.replaced)
 
     async def ls(
         self,

@@ -7,11 +7,13 @@ format their output without loading the console (or Textual).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 __all__ = [
     "KB_HIT_COLUMNS",
     "PS_COLUMNS",
+    "damage_alert",
     "handoff_line",
     "kb_hit_rows",
     "kb_progress_line",
@@ -62,13 +64,33 @@ class _Jsonable(Protocol):
 
 
 def ps_rows(views: Iterable[_Jsonable]) -> list[dict[str, Any]]:
-    """Registry views as rows, with compact ``tokens`` and ``cost`` cells for tables."""
+    """Registry views as rows, with compact ``tokens``, ``cost`` and ``alert`` cells.
+
+    The ``alert`` cell joins the live alert (a stall, a full disk) and the damaged files
+    the agent found (see :func:`damage_alert`), so one column says what needs a person.
+    """
     rows = [v.to_json() for v in views]
     for row in rows:
         usage = row.get("usage") or {}
         row["tokens"] = f"{usage.get('tokens_in', 0)}/{usage.get('tokens_out', 0)}"
         row["cost"] = usage.get("cost", 0)
+        damage = damage_alert(row.get("id", ""), row.get("damage") or [])
+        alerts = [text for text in (row.get("alert"), damage) if text]
+        row["alert"] = "; ".join(alerts) if alerts else None
     return rows
+
+
+def damage_alert(agent: str, damage: Sequence[Mapping[str, Any]]) -> str | None:
+    """The ALERT text for damaged files an agent found; ``None`` for none.
+
+    Names each file and problem once; the copies kept aside are in the log and events.
+    """
+    if not damage:
+        return None
+    found = dict.fromkeys(
+        f"{Path(str(d.get('file', '?'))).name} {d.get('problem', 'damaged')}" for d in damage
+    )
+    return f"damaged: {', '.join(found)} (see its log; `ateam ack {agent}` clears)"
 
 
 def table_lines(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[str]:

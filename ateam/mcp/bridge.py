@@ -279,7 +279,7 @@ class TeamBridge:
             tags=tags,
             source_runtime=runtime,
         )
-        return item.to_wire()
+        return {**item.to_wire(), "redacted": item.redacted}
 
     async def context_search(self, project: str | None, query: str, limit: int) -> dict[str, Any]:
         _bounded("limit", limit, 1, CONTEXT_LIMIT_MAX)
@@ -312,7 +312,7 @@ class TeamBridge:
             depends_on=depends_on,
             created_by=f"mcp:{runtime}",
         )
-        return task.to_wire()
+        return {**task.to_wire(), "redacted": task.redacted}
 
     async def task_claim(self, project: str | None, task_id: str, agent: str) -> dict[str, Any]:
         """Claim the task as ``agent`` (``--as``); of racing claims exactly one wins."""

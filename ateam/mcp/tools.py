@@ -166,7 +166,8 @@ def register_tools(app: MCPServer[Any], bridge: TeamBridge) -> None:
         project: Project = None,
     ) -> Json:
         """Tell the team something: subscribed agents get it in their next turn, consoles
-        show attention and blocking items as banners. Recorded as from this client."""
+        show attention and blocking items as banners. Recorded as from this client.
+        Secrets are masked first; `redacted` says how many were replaced."""
         return await _run(
             bridge.context_post(
                 project,
@@ -206,7 +207,8 @@ def register_tools(app: MCPServer[Any], bridge: TeamBridge) -> None:
         ] = None,
         project: Project = None,
     ) -> Json:
-        """Put an open task on the project's board for an agent to claim."""
+        """Put an open task on the project's board for an agent to claim. Secrets are
+        masked first; `redacted` says how many were replaced."""
         return await _run(
             bridge.task_add(
                 project,

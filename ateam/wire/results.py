@@ -118,6 +118,8 @@ class StatusResult(Result):
     pinned: str | None = None
     last_switch: dict[str, Any] | None = None
     alert: str | None = None
+    damage: Rows = []
+    """Damaged files found, shown as ALERT by ``ps`` until acknowledged (``alert.ack``)."""
     last_offset: int = 0
     bus_connected: bool = False
     redis: str = ""
@@ -181,6 +183,11 @@ class QueueClearResult(Result):
 
 class QueueRetryResult(Result):
     requeued: list[str] = []
+
+
+class AlertAckResult(Result):
+    acknowledged: int = 0
+    """Damage reports cleared from the registry entry."""
 
 
 class HistoryTailResult(Result):

@@ -160,6 +160,18 @@ async def stop(call: Call) -> None:
         call.view.banner(f"{agent} was asked to stop but is still registered", level="warn")
 
 
+async def ack(call: Call) -> None:
+    """``/ack ID``: the ALERT in ``/ps`` was seen; clear the damage reports, or a final exit."""
+    parsed = call.parse(flags=("--takeover",))
+    if len(parsed.positional) != 1:
+        raise call.bad()
+    console = call.console
+    agent = await console.resolve_agent(parsed.positional[0])
+    done = await console.team.acknowledge(agent, takeover="--takeover" in parsed.flags)
+    call.view.info(done.line())
+    await console.refresh_agents(announce=False)  # an acknowledged exit leaves the list
+
+
 COMMANDS = (
     Command("agents", agents, "", "configured agents of the project, running or not"),
     Command("agent", agent, "new", "create and start a configured agent (wizard)"),
@@ -170,4 +182,11 @@ COMMANDS = (
         "start a new agent here or elsewhere (asks)",
     ),
     Command("stop", stop, "ID [--takeover]", "stop an agent gracefully (asks)", takes_agent=True),
+    Command(
+        "ack",
+        ack,
+        "ID [--takeover]",
+        "clear an agent's ALERT in /ps: damage found, or a final exit",
+        takes_agent=True,
+    ),
 )

@@ -69,6 +69,7 @@ async def test_status_reports_state_and_offsets(agent: Agent) -> None:
     mutating = {name for name, m in methods.items() if m.mutating}
     assert mutating == {
         "input", "interrupt", "cancel", "queue.clear", "queue.retry", "history.clear", "shutdown",
+        "alert.ack",
         "approval.answer", "prompt.append", "prompt.set", "prompt.reload",
         "model.use", "model.save", "context.summarize", "offload.propose",
         "plan.write", "plan.append", "plan.delete", "kb.ingest", "kb.import",

@@ -182,3 +182,46 @@ async def test_news_heard_while_reading_wins_over_what_was_read(
     listing.apply(Notice(NoticeKind.REGISTRY, "leave", "proj/zeus", {}, "proj"))
     await reading
     assert "proj/zeus" not in listing.agents
+
+
+async def test_a_final_exit_is_listed_until_the_agent_joins_again(
+    client: aioredis.Redis,
+    keys: Keys,
+    registry: CountingRegistry,
+    news: AsyncIterator[Notice],
+) -> None:
+    from ateam.bus.registry import FinalExit
+
+    listing = AgentListing(registry)
+    await listing.load()
+    final = FinalExit("proj/zeus", 20, "damaged", "error [storage.corrupt]", "/s/queue.jsonl")
+    await registry.record_exit(final)
+    [change] = listing.apply(await next_registry_notice(news))
+    assert change.new is not None and change.new.state == "exited"
+    assert change.new.final == final and "move /s/queue.jsonl aside" in str(change.new.entry.alert)
+    # Not beating, and not counted among the beating: the check reads nothing again.
+    reads = registry.full_reads
+    assert await listing.check() == [] and registry.full_reads == reads
+    assert [v.state for v in await registry.list()] == ["exited"]
+
+    # Running again, its join wins and clears the record.
+    await Heartbeat(client, keys, entry("proj/zeus")).beat()
+    listing.apply(await next_registry_notice(news))
+    assert listing.agents["proj/zeus"].state == "idle"
+    assert [v.state for v in await registry.list()] == ["idle"]
+    assert not await registry.clear_exit("proj/zeus")
+
+
+async def test_a_malformed_exit_record_is_not_listed_and_breaks_nothing(
+    client: aioredis.Redis, keys: Keys, registry: CountingRegistry
+) -> None:
+    from ateam.bus.codec import pack
+
+    await Heartbeat(client, keys, entry("proj/hera")).beat()
+    exits = keys.exits("proj")
+    await client.hset(exits, "proj/a", b"\xc1 not msgpack")
+    await client.hset(
+        exits, "proj/b", pack({"agent": "proj/b", "code": 20, "reason": "x", "at": "soon"})
+    )
+    await client.hset(exits, "proj/c", pack({"agent": "other/c", "code": 20, "reason": "x"}))
+    assert [v.id for v in await registry.list()] == ["proj/hera"]

@@ -65,6 +65,7 @@ async def test_every_method_replies_what_its_model_declares(
         await call("queue.list")
         await call("queue.clear", {"confirm": True})
         await call("queue.retry")
+        await call("alert.ack")
         await call("history.tail", {"n": 5})
         await call("memory.stats")
         await async_wait_for(lambda: agent.approvals.pending(), 10)
