@@ -540,7 +540,8 @@ class Supervisor:
 
     def _publish_exit(self, child: _Child, ended: AgentExit) -> None:
         agent = f"{self.project.name}/{child.name}"
-        failed = publish_final_exit(agent, ended, redis_url=self.redis_url, project=self.project)
+        # No URL of its own: one given to `ateam up` is in ATEAM_REDIS_URL, read there.
+        failed = publish_final_exit(agent, ended, redis_url=None, project=self.project)
         if failed is not None:
             self._note(child, failed)
 
@@ -558,7 +559,8 @@ def publish_final_exit(
     Args:
         agent: the agent's id.
         ended: how its process ended (:func:`record_exit`).
-        redis_url: the ``--redis`` its command line gave, if any.
+        redis_url: the ``--redis`` its command line gave, if any (else ``ATEAM_REDIS_URL``,
+            ``tools.yaml``, the embedded server, as for every client).
         project: the project configuration around it (its ``tools.yaml`` transport and
             namespace), if there is a readable one.
 
