@@ -14,6 +14,7 @@ import asyncio
 import base64
 import itertools
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ import pytest
 from ateam.bus.coalesce import Coalescer
 from ateam.bus.events import decode_chunk
 from ateam.redact import MASK, Redactor
+from ateam.tools.pty import ExecLimits, run_command
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -207,3 +209,23 @@ async def test_model_text_is_held_the_same_way() -> None:
     frames = await framed([*pieces, "PRIVATE KEY-----\n"], [0.05, 1.5, 0.2, 0.05])
     scrubbed = [Redactor().redact(f["text"]) for f in frames]
     assert not any(piece.decode() in text for text in scrubbed for piece in fragments(BODY))
+
+
+@pytest.mark.parametrize("end", ["-----END PRIVATE KEY-----\nafter\n", ""])
+async def test_a_key_block_cut_off_by_the_output_limit_is_masked_for_the_model(
+    tmp_path: Path, end: str
+) -> None:
+    # The model (and the history) get the last output_limit bytes of the output: a tail
+    # that begins inside a block, its BEGIN line dropped, must not hold its body.
+    big = pem_body(200)  # ~13 KiB
+    (tmp_path / "a").write_text("building\n-----BEGIN PRIVATE KEY-----\n" + big[:5000])
+    (tmp_path / "b").write_text(big[5000:] + end)
+    limits = ExecLimits(timeout_s=20.0, output_limit=4096)
+    result = await run_command(
+        "cat a; sleep 0.2; cat b", cwd=tmp_path, limits=limits, on_output=lambda _: None
+    )
+    assert result.truncated
+    text = Redactor().redact(result.text_for_model())
+    assert not [piece for piece in fragments(big) if piece.decode() in text]
+    assert text.startswith("[output truncated: showing the last 4096 of ")
+    assert f"\n****\n{end}[exit code 0]" in text
