@@ -43,7 +43,8 @@ class Coalescer:
     """Joins small chunks of model text or tool output into frames (SPEC §4.5).
 
     A frame is flushed after ``window`` seconds or ``max_bytes``, and for tool output
-    also ``newline_window`` after a newline; no frame is longer than ``max_bytes``.
+    also ``newline_window`` after a newline; no frame is longer than ``max_bytes`` (but
+    for a private key block larger than that, which goes whole, masked to a few lines).
     Bytes are never split inside a UTF-8 sequence; output that is not valid UTF-8 is
     sent as bytes (``bin``, a msgpack binary), text as ``text``.
 
@@ -74,13 +75,14 @@ class Coalescer:
     (``password: ``, ``Authorization: Bearer ``) or holds the start of one (``sk-pro``,
     ``ghp_``) until the line ends. Each waits up to ``SECRET_HOLD_S`` and
     ``SECRET_HOLD_BYTES``; then the redactor gives up holding it and says so in the
-    output, and the held text is masked, never sent: the block's armour line stays and
-    the rest of the block up to its END line is masked; the line's text before its last
-    word stays and the rest of the line is masked. When the output ends, what is held
-    is masked the same way, without the note. A frame is also redacted together with
-    the end of the line the frames before it sent (its *tail*), so a secret whose first
-    characters went out as a word of their own (``AK``, then ``IA...`` after a pause)
-    is still masked, from where the frame begins.
+    output (and the log), and the held text is masked, never sent: the block's armour
+    line stays, and its body is masked up to its END line, as it comes; the line's last
+    word is masked if it may be (the start of) a secret, and the rest of the line as it
+    comes. When the output ends, what is held is masked the same way, without the note.
+    With a redactor a frame is redacted together with the end of the line the frames
+    before it sent (its *tail*), so a secret whose first characters went out as a word
+    of their own (``AK``, then ``IA...`` after a pause) is still masked, from where the
+    frame begins.
     """
 
     HOLD_BYTES = 512
