@@ -77,8 +77,10 @@ class Coalescer:
     ``SECRET_HOLD_BYTES``; then the redactor gives up holding it and says so in the
     output (and the log), and the held text is masked, never sent: the block's armour
     line stays, and its body is masked up to its END line, as it comes; the line's last
-    word is masked if it may be (the start of) a secret, and the rest of the line as it
-    comes. When the output ends, what is held is masked the same way, without the note.
+    word (a key's start, or the value its name announced) is masked, and the rest of the
+    line as it comes. When the output ends, what is held is masked the same way, without
+    the note, but for a line's last word that holds no trigger itself (the redactor
+    judges the line as it is: text often ends unfinished, a model's reply above all).
     With a redactor a frame is redacted together with the end of the line the frames
     before it sent (its *tail*), so a secret whose first characters went out as a word
     of their own (``AK``, then ``IA...`` after a pause) is still masked, from where the
@@ -444,11 +446,15 @@ class Coalescer:
             keep = line_end + 1 if line_end >= 0 else begin  # the armour line
             rest = "masked up to its END line"
         else:
-            # Its last word is masked if it may be (the start of) a secret: "sk-pro",
-            # 'KEY="abc'; a name ("password: ") or a plain word stays.
+            # Its last word may be (the start of) a secret ("sk-pro") or the value a name
+            # before it announced ('"SecretAccessKey": "wJalrX'): it is masked. A name
+            # ("password: ") is no word of its own yet, and stays. At the end of the
+            # output the redactor judges the line as it is, but for a key's start, which
+            # no rule matches before the key is whole: text that ends unfinished after
+            # "the token budget" (a model's reply, often) keeps its last word.
             keep = _word_start(buf, 0, len(buf))
             word = (b"" if keep else _last_word(self._tail)) + bytes(buf[keep:])
-            if not may_hold_secret(word):
+            if note is None and not may_hold_secret(word):
                 keep = len(buf)
             rest = "masked to the end of its line"
         head = self._take(keep)

@@ -24,6 +24,8 @@ from ateam.bus.events import decode_chunk
 from ateam.redact import MASK, Redactor
 from ateam.tools.pty import ExecLimits, run_command
 
+from .test_redact import SAMPLES
+
 pytestmark = pytest.mark.timeout(60)
 
 RNG = random.Random(22)
@@ -229,3 +231,49 @@ async def test_a_key_block_cut_off_by_the_output_limit_is_masked_for_the_model(
     assert not [piece for piece in fragments(big) if piece.decode() in text]
     assert text.startswith("[output truncated: showing the last 4096 of ")
     assert f"\n****\n{end}[exit code 0]" in text
+
+
+def secrets_of(sample: str, expected: str) -> list[str]:
+    """The values the redactor replaced in ``sample`` to give ``expected``."""
+    parts = expected.split(MASK)
+    found, at = [], len(parts[0])
+    for part in parts[1:]:
+        end = sample.index(part, at + 1) if part else len(sample)
+        found.append(sample[at:end])
+        at = end + len(part)
+    return found
+
+
+def runs_after_prefix(secret: str, size: int = 8) -> set[str]:
+    """Runs of ``size`` characters of ``secret`` past its first 11: a piece cut before a
+    rule's prefix is whole (``github_pat_``) shows that much, and no more may show."""
+    start = max(0, min(11, len(secret) - size))
+    return {secret[i : i + size] for i in range(start, len(secret) - size + 1)}
+
+
+@pytest.mark.parametrize("give_up", [False, True])
+async def test_no_cut_and_no_flush_of_a_secret_shows_any_of_it(give_up: bool) -> None:
+    # The worst case for the framer: every piece is flushed at once (as if each pause
+    # outlasted the timers) and a word is never held (HOLD_S 0): only the holds of
+    # possible secrets and the redaction with the tail keep the secrets whole. And with
+    # a bound of 0 s, each hold is given up on at once: what it masks must do too.
+    rng = random.Random(5)
+    for _, sample, expected in SAMPLES:
+        text = f"$ run\n{sample}\n"
+        secrets = secrets_of(sample, expected)
+        for _ in range(20):
+            cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(1, 9))))
+            frames: list[dict[str, Any]] = []
+            co = Coalescer(frames.append, newline_window=0.04, redactor=Redactor())
+            co.HOLD_S = 0.0  # type: ignore[misc]
+            if give_up:
+                co.SECRET_HOLD_S = 0.0  # type: ignore[misc]
+            for a, b in itertools.pairwise([0, *cuts, len(text)]):
+                co.feed(text[a:b].encode())
+                co.flush()
+            co.close()
+            shown = b"".join(decode_chunk(f) for f in frames).decode()
+            runs = {run for secret in secrets for run in runs_after_prefix(secret)}
+            runs.update(secret for secret in secrets if 5 <= len(secret) < 8)
+            assert not [run for run in runs if run in shown], (sample, cuts, shown)
+            assert MASK in shown or (give_up and "[ateam: " in shown), (sample, cuts, shown)
