@@ -218,6 +218,9 @@ class Coalescer:
                     cut = len(self._buf)
                 cut = self._word_cut(cut)
             if cut:
+                # A secret held at the buffer's start never lets a frame go: whatever
+                # was held there is over, and the next hold is timed afresh.
+                self._held = self._held_since = None
                 self._send(cut)
             elif self._held is not None and self._past_bound():
                 self._give_up(note=self._bound_reached())

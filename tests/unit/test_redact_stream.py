@@ -277,3 +277,22 @@ async def test_no_cut_and_no_flush_of_a_secret_shows_any_of_it(give_up: bool) ->
             runs.update(secret for secret in secrets if 5 <= len(secret) < 8)
             assert not [run for run in runs if run in shown], (sample, cuts, shown)
             assert MASK in shown or (give_up and "[ateam: " in shown), (sample, cuts, shown)
+
+
+async def test_each_held_block_is_timed_from_its_own_start() -> None:
+    # Two blocks larger than a frame, one after the other: the second is held for its
+    # own bound, not for what is left of the first's.
+    frames: list[dict[str, Any]] = []
+    co = Coalescer(frames.append, newline_window=0.04, redactor=Redactor())
+    co.SECRET_HOLD_S = 2.0  # type: ignore[misc]
+    first, second = pem_body(160), pem_body(160)  # ~10 KiB each
+    co.feed(f"-----BEGIN PRIVATE KEY-----\n{first}".encode())
+    await asyncio.sleep(1.5)
+    co.feed(f"-----END PRIVATE KEY-----\n-----BEGIN PRIVATE KEY-----\n{second}".encode())
+    await asyncio.sleep(0.7)  # past the first block's bound, well within the second's
+    co.feed(b"-----END PRIVATE KEY-----\n")
+    co.close()
+    shown = b"".join(decode_chunk(f) for f in frames)
+    block = b"-----BEGIN PRIVATE KEY-----\n****\n-----END PRIVATE KEY-----\n"
+    assert shown == block * 2
+    assert not leaked(frames, first + second)
