@@ -341,6 +341,12 @@ def test_a_secret_a_command_prints_in_pieces_is_redacted_everywhere(
         b"[ateam: a private key block was held past 64 KiB without its end" in (by_case["endless"])
     )
 
+    # What a user tails.
+    tail = run_ateam("tail", "p/zeus", "--from", "0", env=subprocess_env(ATEAM_REDIS_URL=bus.url))
+    assert tail.returncode == 0, tail.stderr
+    assert "-----END OPENSSH PRIVATE KEY-----" in tail.stdout
+    assert not leaks_in(tail.stdout.encode() + tail.stderr.encode())
+
     # The stream and every other key, raw; the server's append-only file; every file
     # the agent keeps (history, log, queue, ...) and its output.
     client = redis.Redis.from_url(bus.url)
