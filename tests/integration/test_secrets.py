@@ -298,9 +298,11 @@ def test_a_secret_a_command_prints_in_pieces_is_redacted_everywhere(
             if index < count - 1:
                 steps.append(f"sleep {pauses[index % len(pauses)]}")
         calls.append({"name": "os.exec", "args": {"cmd": "; ".join(steps)}})
-    write_scripted_project(
-        root, "p", [{"text": "Printing the keys.", "tool_calls": calls}, {"text": "Done."}]
-    )
+    # The model's reply holds a key too, streamed a word every 0.1 s: twice the framing
+    # window, so without the hold each word of it would be a frame of its own.
+    said, said_body = fake_pem("DSA ", 8)
+    turns = [{"text": "Printing the keys.", "tool_calls": calls}, {"text": f"Done:\n{said}"}]
+    write_scripted_project(root, "p", turns, token_delay_ms=100)
     agent = start_agent("p/zeus", cwd=root)
 
     sent = run_ateam("send", "p/zeus", "print them", env=subprocess_env(ATEAM_REDIS_URL=bus.url))
@@ -313,6 +315,7 @@ def test_a_secret_a_command_prints_in_pieces_is_redacted_everywhere(
         "pkcs8": pkcs8_body,
         "openssh": openssh_body,
         "endless": endless_body,
+        "said": said_body,
         **PIECE_KEYS,
     }
     probes = {name: windows(secret) for name, secret in secrets.items()}
@@ -341,6 +344,9 @@ def test_a_secret_a_command_prints_in_pieces_is_redacted_everywhere(
         b"[ateam: a private key block was held past 64 KiB without its end" in (by_case["endless"])
     )
 
+    said_shown = "".join(str(e.get("text", "")) for e in events if e.get("type") == "token")
+    assert "-----BEGIN DSA PRIVATE KEY-----\n****\n-----END DSA" in said_shown, said_shown
+
     # What a user tails.
     tail = run_ateam("tail", "p/zeus", "--from", "0", env=subprocess_env(ATEAM_REDIS_URL=bus.url))
     assert tail.returncode == 0, tail.stderr
@@ -357,7 +363,8 @@ def test_a_secret_a_command_prints_in_pieces_is_redacted_everywhere(
         assert not leaks_in(value), value[:200]
     aof = [p for p in Path(own_redis.workdir).rglob("appendonly*") if p.is_file()]
     assert aof and sum(p.stat().st_size for p in aof) > 10_000
-    files = [p for p in (root / ".ateam").rglob("*") if p.is_file()]
+    # (script.yaml is the stand-in model's script: the test's input, like out/.)
+    files = [p for p in (root / ".ateam").rglob("*") if p.is_file() and p.name != "script.yaml"]
     assert any(p.name == "history.jsonl" for p in files)
     assert any(p.name == "agent.log" for p in files) or agent.stderr()
     for path in [*aof, *files, agent.stderr_path]:
