@@ -30,9 +30,10 @@ Cost:
 Where to apply it:
     Redaction works on whole texts; apply it to *coalesced* ``tool.output`` and
     ``token`` frames (SPEC §4.5), never to raw reads: the framer
-    (:class:`~ateam.bus.coalesce.Coalescer`) keeps a word, an unfinished line naming a
-    secret and an unterminated PEM block together for up to a second, so a secret
-    split across two reads is redacted whole. Redact bytes *before* base64-encoding
+    (:class:`~ateam.bus.coalesce.Coalescer`) keeps a word together for up to a second,
+    and an unfinished line naming a secret or holding the start of one and an
+    unterminated PEM block for up to 10 s (then masks them), so a secret split across
+    reads is redacted whole. Redact bytes *before* base64-encoding
     binary output; run :meth:`Redactor.redact_obj` over event payloads and history
     turns before they are written; attach :meth:`Redactor.logging_filter` to the log
     handlers. History holds each tool result as one text.

@@ -64,7 +64,10 @@ Design choices, and why:
 * **Bounded memory.** Only the last ``output_limit`` bytes are kept, in a ``bytearray``
   trimmed from the front once it holds twice that (CPython drops a bytearray's head
   without moving the rest), so each byte is copied O(1) times and 50 MB of output costs
-  ~128 KiB; :attr:`ExecResult.total_bytes` still counts everything.
+  ~128 KiB; :attr:`ExecResult.total_bytes` still counts everything. What is trimmed is
+  looked at for the armour lines of a private key block, so that a tail that begins
+  inside one is known to (:attr:`ExecResult.opens_in_key`): the redactor would not
+  know its body without the BEGIN line trimmed away.
 * **A clean child.** The environment is minimal (:func:`minimal_env`) unless the agent
   inherits its own; signal dispositions the agent may have set to "ignore" (``SIGPIPE``,
   which Python ignores, above all) and the signal mask are reset, core dumps are off,
@@ -223,6 +226,9 @@ class ExecResult:
     """The last ``output_limit`` bytes of output, exactly as written."""
     truncated: bool
     """Whether output was dropped from the front of :attr:`tail`."""
+    opens_in_key: bool = False
+    """Whether :attr:`tail` begins inside a private key block whose BEGIN line was
+    dropped: its body up to its END line is masked in :meth:`text_for_model`."""
 
     @property
     def status_text(self) -> str:
@@ -237,10 +243,14 @@ class ExecResult:
         """The tail as text, with a truncation note first and how it ended last.
 
         Bytes that are not UTF-8 become U+FFFD; a character cut in two by the truncation
-        is dropped rather than shown as garbage.
+        is dropped rather than shown as garbage, and the body of a private key block
+        whose BEGIN line was dropped is masked up to its END line.
         """
         tail = self.tail
-        if self.truncated:
+        if self.truncated and self.opens_in_key:
+            end = tail.find(_KEY_END)
+            tail = b"****\n" + (tail[end:] if end >= 0 else b"")
+        elif self.truncated:
             cut = 0
             while cut < min(3, len(tail)) and 0x80 <= tail[cut] < 0xC0:  # continuation bytes
                 cut += 1
@@ -392,6 +402,8 @@ class ExecProcess:
         self._relay: subprocess.Popen[bytes] | None = None
         self._pidfd: int | None = None
         self._tail = bytearray()
+        self._in_key = False
+        """Whether the output trimmed from ``_tail`` ends inside a private key block."""
         self._total = 0
         self._eof = False
         self._reading = False
@@ -674,12 +686,11 @@ class ExecProcess:
         limit = self._limits.output_limit
         if limit:
             tail = self._tail
-            if len(data) >= limit:
-                tail[:] = data[-limit:]
-            else:
-                tail += data
-                if len(tail) > 2 * limit:
-                    del tail[: len(tail) - limit]
+            tail += data
+            if len(tail) > 2 * limit:
+                drop = len(tail) - limit
+                self._in_key = _in_key_after(tail, drop, self._in_key)
+                del tail[:drop]
         try:
             self._on_output(data)
         except Exception:
@@ -743,6 +754,8 @@ class ExecProcess:
             )
         limit = self._limits.output_limit
         tail = bytes(self._tail[-limit:]) if limit else b""
+        dropped = len(self._tail) - len(tail)
+        in_key = _in_key_after(self._tail, dropped, self._in_key) if dropped else self._in_key
         ended = self._ended_at if self._ended_at is not None else time.monotonic()
         return ExecResult(
             exit_code=exit_code,
@@ -752,6 +765,7 @@ class ExecProcess:
             total_bytes=self._total,
             tail=tail,
             truncated=self._total > len(tail),
+            opens_in_key=in_key,
         )
 
     def _hit_cpu_limit(self, exit_code: int | None, sig: int | None) -> bool:
@@ -777,6 +791,20 @@ class ExecProcess:
         for handle in self._handles:
             handle.cancel()
         self._handles.clear()
+
+
+_KEY_BEGIN = b"-----BEGIN"
+_KEY_END = b"-----END"
+
+
+def _in_key_after(buf: bytearray, end: int, was: bool) -> bool:
+    """Whether output that was inside a private key block (``was``) or not, followed by
+    ``buf[:end]``, ends inside one. An armour line cut at ``end`` counts as before it."""
+    begin = buf.rfind(_KEY_BEGIN, 0, end + len(_KEY_BEGIN) - 1)
+    close = buf.rfind(_KEY_END, 0, end + len(_KEY_END) - 1)
+    if begin < 0 and close < 0:
+        return was
+    return begin > close and b"PRIVATE KEY" in buf[begin : begin + 64]
 
 
 def _discard(_: bytes) -> None:

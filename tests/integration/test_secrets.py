@@ -8,13 +8,20 @@ Redis key of every type are read back, and none holds a raw secret.
 
 from __future__ import annotations
 
+import base64
+import itertools
+import random
 import shutil
+import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
 from ateam.bus.embedded import socket_name
+from ateam.bus.events import decode_chunk
+from ateam.redact import Redactor
 from tests._wait import wait_for
 
 from .conftest import (
@@ -206,3 +213,159 @@ def test_a_send_from_outside_the_project_uses_the_agents_own_redact_patterns(
 
     assert any("use **** for it" in command for command in seen), seen[-5:]
     assert not any(token in command for command in seen)
+
+
+# --- issue 22, point 5: a secret a tool prints in pieces -----------------------------------
+
+RNG = random.Random(522)
+
+
+def fake_base64(size: int) -> str:
+    """Generated key material: random bytes in base64, never a real key."""
+    return base64.b64encode(RNG.randbytes(size)).decode()
+
+
+def fake_pem(kind: str, lines: int, end: bool = True) -> tuple[str, str]:
+    """A private key block of ``lines`` random base64 lines, and its body."""
+    body = "".join(fake_base64(48) + "\n" for _ in range(lines))
+    tail = f"-----END {kind}PRIVATE KEY-----\n" if end else ""
+    return f"-----BEGIN {kind}PRIVATE KEY-----\n{body}{tail}", body
+
+
+def alnum(size: int) -> str:
+    return "".join(RNG.choice(string.ascii_letters + string.digits) for _ in range(size))
+
+
+PIECE_KEYS = {
+    "openai": "sk-proj-" + alnum(48),
+    "github": "ghp_" + alnum(36),
+    "aws": "AKIA" + "".join(RNG.choice(string.ascii_uppercase + "234567") for _ in range(16)),
+    "bearer": alnum(40),
+}
+TOKEN_LINES = (
+    f"export OPENAI_API_KEY={PIECE_KEYS['openai']}\n"
+    f"git push https://{PIECE_KEYS['github']}@github.com/acme/app\n"
+    f"aws_access_key_id = {PIECE_KEYS['aws']}\n"
+    f"curl -H 'Authorization: Bearer {PIECE_KEYS['bearer']}' https://api.example.com\n"
+)
+
+
+def pieces(text: str, count: int) -> list[str]:
+    """``text`` cut into ``count`` pieces at fixed places, inside words and armour lines."""
+    cuts = sorted({len(text) * i // count + (5 if i % 2 else 0) for i in range(1, count)})
+    bounds = [0, *cuts, len(text)]
+    return [text[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def windows(secret: str, size: int = 16, step: int = 8) -> list[bytes]:
+    """Runs of ``size`` characters of each line of ``secret`` every ``step``: a shown run
+    of ``size + step`` characters or more holds one of them."""
+    out = []
+    for line in secret.splitlines():
+        last = max(0, len(line) - size)
+        out.extend(line[i : i + size].encode() for i in (*range(0, last, step), last))
+    return [piece for piece in out if len(piece) == size]
+
+
+def test_a_secret_a_command_prints_in_pieces_is_redacted_everywhere(
+    start_agent: AgentFactory, bus: Bus, own_redis: Any, tmp_path: Path
+) -> None:
+    rsa, rsa_body = fake_pem("RSA ", 25)
+    pkcs8, pkcs8_body = fake_pem("", 20)
+    openssh, openssh_body = fake_pem("OPENSSH ", 22)
+    # A block that never ends and outgrows the hold (64 KiB): given up on, and masked.
+    endless, endless_body = fake_pem("EC ", 1500, end=False)
+    # Each case: what the command prints, in how many pieces, with which pauses (s).
+    cases = {
+        "pem-1": (f"$ cat key\n{rsa}ok\n", 1, [0.0]),
+        "pem-2": (f"$ cat key\n{pkcs8}ok\n", 2, [2.0]),
+        "pem-10": (f"{openssh}ok\n", 10, [0.05, 0.3, 1.2]),
+        "pem-split-begin": (rsa, 3, [1.5]),  # the second cut falls inside the armour line
+        "tokens-1": (TOKEN_LINES, 1, [0.0]),
+        "tokens-2": (TOKEN_LINES, 2, [2.0]),
+        "tokens-10": (TOKEN_LINES, 10, [0.05, 0.05, 1.5, 0.05, 0.3]),
+        "endless": (endless + "$ ", 2, [0.05]),
+    }
+    root = tmp_path / "p"
+    calls = []
+    for name, (text, count, pauses) in cases.items():
+        case = root / "out" / name
+        case.mkdir(parents=True)
+        steps = []
+        for index, piece in enumerate(pieces(text, count)):
+            (case / str(index)).write_text(piece)
+            steps.append(f"cat out/{name}/{index}")
+            if index < count - 1:
+                steps.append(f"sleep {pauses[index % len(pauses)]}")
+        calls.append({"name": "os.exec", "args": {"cmd": "; ".join(steps)}})
+    # The model's reply holds a key too, streamed a word every 0.1 s: twice the framing
+    # window, so without the hold each word of it would be a frame of its own.
+    said, said_body = fake_pem("DSA ", 8)
+    turns = [{"text": "Printing the keys.", "tool_calls": calls}, {"text": f"Done:\n{said}"}]
+    write_scripted_project(root, "p", turns, token_delay_ms=100)
+    agent = start_agent("p/zeus", cwd=root)
+
+    sent = run_ateam("send", "p/zeus", "print them", env=subprocess_env(ATEAM_REDIS_URL=bus.url))
+    assert sent.returncode == 0, sent.stderr
+    wait_for(lambda: bus.task_ends("p/zeus"), 60, "the task to end")
+    assert agent.terminate() == 0  # history, log and queue flushed
+
+    secrets = {
+        "rsa": rsa_body,
+        "pkcs8": pkcs8_body,
+        "openssh": openssh_body,
+        "endless": endless_body,
+        "said": said_body,
+        **PIECE_KEYS,
+    }
+    probes = {name: windows(secret) for name, secret in secrets.items()}
+
+    def leaks_in(blob: bytes) -> list[str]:
+        return [name for name, runs in probes.items() if any(run in blob for run in runs)]
+
+    # Every event, one by one and each call's output joined as a console shows it.
+    events = [body for _, body in bus.events("p/zeus")]
+    shown: dict[str, bytes] = {}
+    for body in events:
+        blob = decode_chunk(body) if body.get("type") == "tool.output" else b""
+        assert not leaks_in(blob + str(body).encode()), body
+        if blob:
+            shown[body["call_id"]] = shown.get(body["call_id"], b"") + blob
+    outputs = [shown.get(str(e["call_id"]), b"") for e in events if e.get("type") == "tool.end"]
+    assert len(outputs) == len(cases)
+    by_case = dict(zip(cases, outputs, strict=True))
+    for name, output in by_case.items():
+        assert not leaks_in(output), name
+        assert b"****" in output, (name, output)
+    for name in ("pem-1", "pem-2", "pem-10", "pem-split-begin"):
+        assert b"PRIVATE KEY-----\n****\n-----END " in by_case[name], by_case[name]
+    assert by_case["tokens-1"] == Redactor().redact(TOKEN_LINES).encode()
+    assert (
+        b"[ateam: a private key block was held past 64 KiB without its end" in (by_case["endless"])
+    )
+
+    said_shown = "".join(str(e.get("text", "")) for e in events if e.get("type") == "token")
+    assert "-----BEGIN DSA PRIVATE KEY-----\n****\n-----END DSA" in said_shown, said_shown
+
+    # What a user tails.
+    tail = run_ateam("tail", "p/zeus", "--from", "0", env=subprocess_env(ATEAM_REDIS_URL=bus.url))
+    assert tail.returncode == 0, tail.stderr
+    assert "-----END OPENSSH PRIVATE KEY-----" in tail.stdout
+    assert not leaks_in(tail.stdout.encode() + tail.stderr.encode())
+
+    # The stream and every other key, raw; the server's append-only file; every file
+    # the agent keeps (history, log, queue, ...) and its output.
+    client = redis.Redis.from_url(bus.url)
+    with client:
+        values = every_value(client)
+    assert any(b"tool.output" in value for value in values)
+    for value in values:
+        assert not leaks_in(value), value[:200]
+    aof = [p for p in Path(own_redis.workdir).rglob("appendonly*") if p.is_file()]
+    assert aof and sum(p.stat().st_size for p in aof) > 10_000
+    # (script.yaml is the stand-in model's script: the test's input, like out/.)
+    files = [p for p in (root / ".ateam").rglob("*") if p.is_file() and p.name != "script.yaml"]
+    assert any(p.name == "history.jsonl" for p in files)
+    assert any(p.name == "agent.log" for p in files) or agent.stderr()
+    for path in [*aof, *files, agent.stderr_path]:
+        assert not leaks_in(path.read_bytes()), path
