@@ -1,5 +1,7 @@
 """The agent's composition root: every part of one agent process, built and wired in one place.
 
+Long on purpose: one place that builds everything is the point (a test swaps any part).
+
 :func:`build_parts` constructs the parts in dependency order — the bus client and the
 instance lock, the durable stores behind the write fence, the event publisher, the
 model router, the tools, the knowledge bases, then the pieces that work with them (the

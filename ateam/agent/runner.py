@@ -413,9 +413,11 @@ class TaskRunner:
         parts: list[str] = []
 
         def token_frame(frame: dict[str, Any]) -> None:
-            self._events.emit(EventType.TOKEN, **frame, **ids)
+            self._events.emit_redacted(EventType.TOKEN, frame, **ids)
 
-        coalescer = Coalescer(token_frame)
+        # The framer redacts what it frames, with the end of the text already sent as
+        # context: a model that pauses inside a key's first characters leaks no rest.
+        coalescer = Coalescer(token_frame, redactor=self._hooks.redactor)
 
         async def consume() -> None:
             async for chunk in self.provider.stream(messages, tools=tools or None):

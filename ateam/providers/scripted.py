@@ -124,15 +124,21 @@ class ScriptedTurn(_Strict):
     """One model call: text and tool calls, or an error."""
 
     text: str | None = None
+    chunks: tuple[str, ...] = ()
+    """The reply streamed in exactly these pieces, as a real model streams parts of
+    words (``text`` is then their concatenation); else ``text`` goes word by word."""
     tool_calls: tuple[ScriptedToolCall, ...] = ()
     error: ScriptedError | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> ScriptedTurn:
-        if self.error is not None and (self.text is not None or self.tool_calls):
+        if self.chunks and self.text is not None and self.text != "".join(self.chunks):
+            raise ValueError("`text` must be the concatenation of `chunks` (or left out)")
+        said = self.text is not None or bool(self.chunks)
+        if self.error is not None and (said or self.tool_calls):
             raise ValueError("a turn with `error` can have neither `text` nor `tool_calls`")
-        if self.error is None and self.text is None and not self.tool_calls:
-            raise ValueError("a turn needs `text`, `tool_calls` or `error`")
+        if self.error is None and not said and not self.tool_calls:
+            raise ValueError("a turn needs `text`, `chunks`, `tool_calls` or `error`")
         return self
 
 
@@ -258,8 +264,10 @@ class ScriptedProvider:
         turn, delay = self._take_turn()
         if turn is not None and turn.error is not None:
             raise self._error(turn.error)
-        text = EXHAUSTED if turn is None else (turn.text or "")
-        for word in _WORDS.findall(text):
+        chunks = () if turn is None else turn.chunks
+        text = EXHAUSTED if turn is None else ("".join(chunks) or turn.text or "")
+        pieces = chunks or _WORDS.findall(text)
+        for word in pieces:
             # Even without pacing, yield to the loop so interrupts land between words.
             await asyncio.sleep(delay)
             yield TextDelta(word)

@@ -43,9 +43,9 @@ def boom(reason: str) -> str:
 async def make_agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     started: list[Agent] = []
 
-    async def make(turns: list[dict[str, Any]], **spec: Any) -> Agent:
+    async def make(turns: list[dict[str, Any]], delay_ms: float = 0, **spec: Any) -> Agent:
         script = tmp_path / f"script-{len(started)}.yaml"
-        script.write_text(yaml.safe_dump({"turns": turns}))
+        script.write_text(yaml.safe_dump({"turns": turns, "token_delay_ms": delay_ms}))
         config = standalone_agent("proj", f"a{len(started)}", tmp_path)
         spec.setdefault("tools_allow", ("fs.*", "test.*", "os.exec"))
         config = dataclasses.replace(config, **spec)
@@ -202,3 +202,20 @@ async def test_decisions_and_constraints_recorded_by_the_model_reach_every_later
     assert "Use SQLite for the cache" in system and "Never edit api/v1" in system
     # And they are on disk, for the next process and the next model.
     assert agent.workctx.decisions()[0]["task"] == agent.history.tail(5)[0]["task_id"]
+
+
+async def test_a_key_the_model_streams_in_pieces_with_pauses_is_masked_in_every_token(
+    make_agent: Callable[..., Any], client: aioredis.Redis
+) -> None:
+    # A real model streams parts of words. A pause of over a second (the framer's word
+    # hold) lets "AK" go out on its own; the rest of the key must not follow it raw.
+    pieces = ["The key is AK", "IAIOSFODNN7EXA", "MPLE and that is all."]
+    agent = await make_agent([{"chunks": pieces}], delay_ms=1200)
+    agent.enqueue("show me the key", source="test")
+    await async_wait_for(lambda: agent.history.count() >= 2, timeout=30)
+
+    seen = await events(client, agent)
+    streamed = "".join(e["text"] for e in seen if e["type"] == "token")
+    assert "IOSFODNN7EXA" not in streamed, streamed
+    assert streamed.startswith("The key is AK") and streamed.endswith("and that is all.")
+    assert "IOSFODNN7EXA" not in str(agent.history.tail(5))

@@ -347,7 +347,7 @@ async def test_position_is_per_provider_and_restarts_at_the_first_turn(tmp_path:
         ("turns: [{text: a, tool_call: []}]", "turns[0].tool_call", "unknown field"),
         ("turns: [{text: a}]\nspeed: 3", "speed", "unknown field"),
         ("token_delay_ms: 1", "turns", "required field is missing"),
-        ("turns: [{}]", "turns[0]", "a turn needs `text`, `tool_calls` or `error`"),
+        ("turns: [{}]", "turns[0]", "a turn needs `text`, `chunks`, `tool_calls` or `error`"),
         ("turns: [{text: a, error: {status: 429}}]", "turns[0]", "neither `text` nor"),
         ("turns: [{error: {message: x}}]", "turns[0].error", "needs `status` or `type`"),
         ("turns: [{error: {status: 200}}]", "turns[0].error.status", "greater than or equal"),
