@@ -8,6 +8,11 @@ gets each task — and queues it as its own input with source ``board:<id>``. Wh
 input's task ends the agent marks the board task done with its final answer, or failed
 with the error, unless the model already did so with the ``tasks.*`` tools.
 
+Such an item runs only while the board says this agent holds the task (:meth:`BoardPuller.
+holds`, asked by the worker just before each run): an item replayed from the durable
+queue after a restart may stand for a claim that was reopened meanwhile and taken by a
+teammate, and is then dropped rather than run a second time.
+
 Nothing polls: with no news the board is not read. A bus error costs one chance to
 pull, never the agent.
 """
@@ -25,7 +30,7 @@ from ateam.bus.board import TEXT_MAX_BYTES, BoardTask, TaskBoard, TaskStatus
 from ateam.bus.codec import unpack
 from ateam.bus.keys import Keys
 from ateam.bus.subscription import SOFT_ERRORS, listen_forever
-from ateam.errors import TaskBlocked, TaskClaimed, TaskNotFound
+from ateam.errors import BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
 
 __all__ = ["SOURCE_PREFIX", "BoardPuller", "board_task_text"]
 
@@ -106,6 +111,19 @@ class BoardPuller:
             if task is not None and task.status is TaskStatus.CLAIMED:
                 if task.assignee == self.agent_id:
                     return task
+        return None
+
+    async def holds(self, task_id: str) -> str | None:
+        """Whether the board still says this agent holds ``task_id``: ``None`` if it does
+        (and the claim is confirmed, see :meth:`TaskBoard.confirm`), else why not.
+
+        Raises:
+            RedisError, OSError: the board could not be asked; the caller asks again.
+        """
+        try:
+            await self._board.confirm(self.project, task_id, agent=self.agent_id)
+        except (TaskClaimed, TaskNotFound, BadRequest) as exc:  # BadRequest: an unreadable record
+            return exc.message
         return None
 
     async def finished(self, task_id: str, *, ok: bool, text: str, error: str | None) -> None:

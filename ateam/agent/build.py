@@ -447,6 +447,7 @@ def build_parts(
         lambda: Worker(
             config=config,
             queue=queue,
+            history=history,
             runner=runner,
             stall=stall,
             team=team,
