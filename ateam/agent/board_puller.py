@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import redis.asyncio as aioredis
 
@@ -125,6 +125,28 @@ class BoardPuller:
         except (TaskClaimed, TaskNotFound, BadRequest) as exc:  # BadRequest: an unreadable record
             return exc.message
         return None
+
+    async def release_strays(self, queued: Collection[str]) -> None:
+        """At start: give up this agent's claims that no queued item stands for.
+
+        A process killed between claiming a task and queueing it held the claim with
+        nothing to run for it, and being alive again it would hold it for good (the
+        reconcile spares a live agent's claims). Reopened, the task goes to whoever is
+        idle first, this agent included. A bus error skips this, logged.
+        """
+        if not self.enabled:
+            return  # a lead's model may hold claims of its own through the tools
+        try:
+            claimed = await self._board.list(self.project, status=TaskStatus.CLAIMED)
+            for task in claimed:
+                if task.assignee == self.agent_id and task.id not in queued:
+                    reason = f"{self.agent_id} restarted with nothing queued for it"
+                    await self._board.release(
+                        self.project, task.id, agent=self.agent_id, reason=reason
+                    )
+                    log.warning("board task %s reopened: %s", task.id, reason)
+        except SOFT_ERRORS as exc:
+            log.warning("claims without a queued item not checked: %s", exc)
 
     async def finished(self, task_id: str, *, ok: bool, text: str, error: str | None) -> None:
         """Record the end of the queue item that carried board task ``task_id``."""

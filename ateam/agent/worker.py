@@ -132,6 +132,8 @@ class Worker:
         self._write_fence = write_fence
         self._work = asyncio.Event()
         """Set when there may be work: an input, a retry, a stop."""
+        self._strays_checked = False
+        """Whether this process looked for claims it holds with nothing queued for them."""
         self._refused_for_room: StorageFull | None = None
         """An input refused for lack of room: the worker waits, blocked, until there is."""
 
@@ -230,6 +232,9 @@ class Worker:
             await asyncio.sleep(LOCK_CONFIRM_POLL_S)
 
     async def _work_loop(self) -> None:
+        if not self._strays_checked:
+            self._strays_checked = True
+            await self._puller.release_strays(self._queued_board_tasks())
         while not self._status.stop.is_set():
             if self._refused_for_room is not None:
                 full, self._refused_for_room = self._refused_for_room, None
@@ -327,6 +332,11 @@ class Worker:
             return False
         await self._drop(item, task_id, why)
         return True
+
+    def _queued_board_tasks(self) -> set[str]:
+        items = [*self._queue.pending(), *filter(None, [self._queue.current])]
+        sources = [it.source for it in items if it.source.startswith(BOARD_SOURCE)]
+        return {source.removeprefix(BOARD_SOURCE) for source in sources}
 
     async def _finish_answered(self, item: QueueItem, text: str) -> None:
         """End an item whose final answer the history holds: done with it, not run again."""
@@ -460,6 +470,14 @@ class Worker:
 
     async def _finish(self, item: QueueItem, outcome: TaskOutcome) -> None:
         """Record the end of a task that ran, then the bookkeeping and upkeep after it."""
+        if item.source.startswith(BOARD_SOURCE):
+            # The board before the queue: killed in between, the replay finds the task
+            # finished there and settles the item; the other way round this agent would
+            # hold the claim for good with nothing left to run for it.
+            task_id = item.source.removeprefix(BOARD_SOURCE)
+            await self._puller.finished(
+                task_id, ok=outcome.ok, text=outcome.text, error=outcome.error
+            )
         try:
             self._queue.done(item.id, ok=outcome.ok, error=outcome.error)
         except StorageFull as exc:
@@ -473,11 +491,6 @@ class Worker:
             entry.last_error = self._redactor.redact(outcome.error)
             self._remember("failure", self._workctx.add_failure, outcome.error, task=item.id)
         self._keeper.task_finished(item, outcome.ok)
-        if item.source.startswith(BOARD_SOURCE):
-            task_id = item.source.removeprefix(BOARD_SOURCE)
-            await self._puller.finished(
-                task_id, ok=outcome.ok, text=outcome.text, error=outcome.error
-            )
         self._upkeep.save_usage()
         entry.queue_len = len(self._queue)
         self._status.touch()

@@ -521,6 +521,17 @@ class TaskBoard:
             raise _claimed(task, f"task {task_id} is {task.status}{_by(task)}, not by {agent}")
         return task
 
+    async def release(
+        self, project: str, task_id: str, *, agent: str, reason: str
+    ) -> BoardTask | None:
+        """Give up ``agent``'s claim of the task: back to ``open`` with ``reason``.
+
+        Only while ``agent`` still holds it; returns the task reopened, else ``None``.
+        """
+        agent = _agent(agent, "agent")
+        reason = self._redactor.redact(_text("reason", reason, max_bytes=TEXT_MAX_BYTES))
+        return await self._reopen_lost(project, task_id, agent, 0.0, reason=reason)
+
     async def reopen_orphans(
         self, project: str, alive: Collection[str]
     ) -> builtins.list[BoardTask]:
@@ -611,14 +622,21 @@ class TaskBoard:
         return task
 
     async def _reopen_lost(
-        self, project: str, task_id: str, holder: str, min_age_s: float, judged_at: int = 0
+        self,
+        project: str,
+        task_id: str,
+        holder: str,
+        min_age_s: float,
+        judged_at: int = 0,
+        *,
+        reason: str = "",
     ) -> BoardTask | None:
         """Reopen one claim of ``holder`` judged lost; None when it changed meanwhile.
 
         ``judged_at``: the server time (µs) read before ``holder`` was judged lost; a
         claim taken or confirmed since is kept (0: the caller's judgement is taken as is).
         """
-        reason = f"assignee {holder} lost (heartbeat)"
+        reason = reason or f"assignee {holder} lost (heartbeat)"
         min_age = str(int(min_age_s * 1_000_000))
         reply = await self._script(
             self._reopen, project, task_id, holder, reason, min_age, str(judged_at)

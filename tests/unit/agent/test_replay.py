@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import yaml
 
 from ateam.agent.history import History
@@ -184,3 +185,45 @@ async def test_a_board_task_still_held_is_run_again(
     answers = turns_of(agent, item, "assistant")
     assert [t["content"] for t in answers] == [RERUN] and answers[0]["final"] is True
     assert finished.result == RERUN and finished.assignee == config.id
+
+
+async def test_a_claim_with_nothing_queued_for_it_is_given_up_at_start(
+    config: AgentConfig, start: Callable[[], Any], team: Team
+) -> None:
+    # Killed between claiming the task and queueing it: the claim is all there is.
+    task = await team.tasks.add("proj", title="write the tests", created_by="proj/lead")
+    await team.tasks.claim("proj", task.id, agent=config.id)
+
+    agent: Agent = await start()
+
+    # Reopened, then taken again by the idle agent itself, and run once.
+    finished = await board_status(team, task.id, TaskStatus.DONE)
+    assert finished.assignee == config.id and finished.result == RERUN
+    runs = [t for t in agent.history.tail(100) if t.get("source") == f"board:{task.id}"]
+    assert len(runs) == 1
+
+
+async def test_the_board_hears_of_the_end_before_the_queue(
+    config: AgentConfig, start: Callable[[], Any], team: Team, target: Target
+) -> None:
+    """Killed between the two, the item is replayed and settled (see above); the other
+    order would leave a claim with nothing queued for it, given up and run again."""
+    agent: Agent = await start()
+    board_then: list[str] = []
+    done = agent.queue.done
+
+    def spy(item_id: str, **kwargs: Any) -> None:
+        item = agent.queue.current
+        assert item is not None
+        raw = sync.hget(agent.keys.board("proj"), item.source.removeprefix("board:"))
+        board_then.append(unpack(raw)["status"])  # type: ignore[arg-type]
+        done(item_id, **kwargs)
+
+    sync = redis.Redis.from_url(target.url)  # the spy runs inside the sync queue call
+    agent.queue.done = spy  # type: ignore[method-assign]
+    task = await team.tasks.add("proj", title="write the changelog", created_by="proj/lead")
+
+    await board_status(team, task.id, TaskStatus.DONE)
+    await async_wait_for(lambda: board_then, 10, "the queue to record the end")
+    sync.close()
+    assert board_then == ["done"]
