@@ -26,6 +26,7 @@ from ateam.bus.codec import unpack
 from ateam.client import Target, Team
 from ateam.config import AgentConfig, standalone_agent
 from ateam.providers.scripted import ScriptedProvider
+from ateam.wire.events import TaskEnd
 from tests._wait import async_wait_for
 
 RERUN = "a second answer: the task ran again"
@@ -126,6 +127,10 @@ async def test_an_item_whose_answer_is_in_the_history_is_marked_done_not_run(
     assert not [e for e in events if e["type"] == "task.start"]
     ends = [e for e in events if e["type"] == "task.end"]
     assert len(ends) == 1 and ends[0]["ok"] is True and ends[0]["recovered"] is True
+    envelope = {"type", "ts", "v", "offset", "agent"}
+    payload = {k: v for k, v in ends[0].items() if k not in envelope}
+    assert TaskEnd.model_validate(payload, strict=True).recovered is True  # the wire model
+    assert set(payload) <= set(TaskEnd.model_fields)
     # Done for good: a restart finds nothing to do either.
     agent.request_shutdown()
     await agent._shutdown()
