@@ -118,10 +118,13 @@ class BoardPuller:
         (and the claim is confirmed, see :meth:`TaskBoard.confirm`), else why not.
 
         Raises:
-            RedisError, OSError: the board could not be asked; the caller asks again.
+            RedisError, OSError: the board could not be asked in time; the caller asks again.
         """
         try:
-            await self._board.confirm(self.project, task_id, agent=self.agent_id)
+            # Bounded, so a stop is seen on a silent link; asked again, a confirm that ran
+            # already only confirms once more.
+            async with asyncio.timeout(_READ_TIMEOUT_S):
+                await self._board.confirm(self.project, task_id, agent=self.agent_id)
         except (TaskClaimed, TaskNotFound, BadRequest) as exc:  # BadRequest: an unreadable record
             return exc.message
         return None
@@ -137,7 +140,8 @@ class BoardPuller:
         if not self.enabled:
             return  # a lead's model may hold claims of its own through the tools
         try:
-            claimed = await self._board.list(self.project, status=TaskStatus.CLAIMED)
+            async with asyncio.timeout(_READ_TIMEOUT_S):
+                claimed = await self._board.list(self.project, status=TaskStatus.CLAIMED)
             for task in claimed:
                 if task.assignee == self.agent_id and task.id not in queued:
                     reason = f"{self.agent_id} restarted with nothing queued for it"

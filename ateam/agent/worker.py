@@ -354,9 +354,13 @@ class Worker:
         )
         # The first task.end may never have left the process: consumers wait for one.
         self._events.emit(
-            EventType.TASK_END, ok=True, error=None, recovered=True,
-            task_id=item.id, trace_id=item.trace_id,
-        )  # fmt: skip
+            EventType.TASK_END,
+            ok=True,
+            error=None,
+            recovered=True,
+            task_id=item.id,
+            trace_id=item.trace_id,
+        )
         await self._finish(item, TaskOutcome(True, None, text, 0, 0))
 
     async def _not_held(self, task_id: str) -> str | None:

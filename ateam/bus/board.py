@@ -518,7 +518,7 @@ class TaskBoard:
         reply = await self._run(self._confirm, project, task_id, agent)
         task = self._task(reply)
         if reply[0] == "claimed":
-            raise _claimed(task, f"task {task_id} is {task.status}{_by(task)}, not by {agent}")
+            raise _claimed(task, f"task {task_id} is {task.status}{_by(task)}")
         return task
 
     async def release(
