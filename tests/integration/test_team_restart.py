@@ -5,9 +5,11 @@ Two agents with ``take_tasks: true`` pull tasks from their project's board and w
 with the ``scripted`` model, slowly, so each holds a task in flight. Each round kills
 (-9) both agents, their supervisor and the embedded Redis server at once, then runs
 ``ateam up``, which brings them all back; each agent replays the item it was working
-on. In some rounds the outage outlives the heartbeat TTL, as a long one does, so the
+on. In two rounds the outage outlives the heartbeat TTL, as a long one does: in one the
 first agent back finds its teammate's claim lost and reopens it while the teammate is
-still starting: the teammate must then drop its replayed item, not run it.
+still starting (usually: who is back first is up to the scheduler), in the other a lead
+lists the board during the outage, which reopens every claim. An agent whose replayed
+item's claim was reopened must drop the item, not run it.
 
 What is checked, from the agents' event streams and the board:
 
@@ -233,11 +235,12 @@ def test_whole_team_restarts_run_every_board_task_once(crew: Crew) -> None:
     for number in range(1, ROUNDS + 1):
         crew.rounds = number
         runs = wait_for(lambda: all_in_flight(crew), 60, f"round {number}: both in flight")
-        # What each model is working on at the kill must be the board's claim of it.
+        # What each model is working on at the kill must be the board's claim of it (or,
+        # if the run ended since it was seen, the task it finished).
         tasks = crew.tasks()
         for agent, run in runs.items():
             task = tasks[run["source"].removeprefix("board:")]
-            if (task["status"], task["assignee"]) != ("claimed", agent):
+            if task["status"] not in ("claimed", "done") or task["assignee"] != agent:
                 wrong_claims.append(f"round {number}: {agent} runs {task}")
         for agent in AGENTS:
             crew.marks[agent].append(crew.events(agent, crew.since_kill(agent))[-1][0])
@@ -282,9 +285,11 @@ def assert_the_listing_reopens(crew: Crew, runs: dict[str, dict[str, Any]]) -> N
     listed = run_ateam("tasks", "ls", "--json", env=crew.env, cwd=crew.root)
     assert listed.returncode == 0, listed.stderr
     rows = {row["id"]: row for row in json.loads(listed.stdout)}
-    for run in runs.values():
-        row = rows[run["source"].removeprefix("board:")]
-        assert row["status"] == "open" and "lost (heartbeat)" in row["reason"], row
+    in_flight = [rows[run["source"].removeprefix("board:")] for run in runs.values()]
+    # A run may have ended between being seen and the kill; none is claimed any more.
+    assert all(row["status"] in ("open", "done") for row in in_flight), in_flight
+    reopened = [row for row in in_flight if row["status"] == "open"]
+    assert all("lost (heartbeat)" in row["reason"] for row in reopened), reopened
 
 
 def assert_each_task_ran_once(crew: Crew) -> None:
