@@ -314,10 +314,15 @@ class Worker:
     async def _settled(self, item: QueueItem) -> bool:
         """Settle ``item`` without running it when a run would repeat work; whether it was.
 
-        Asked before every run, not only after a restart: the history and the board are
-        the truth, whatever the queue file remembers of the item.
+        The board is asked before every run of a board task, a fresh claim's included: it
+        is the truth, whatever the queue file remembers. The history only for an item an
+        earlier process had in progress (a crash counts an attempt, a kill a kill): a
+        fresh one has no turns there, and the read is not free.
         """
-        answer = self._history.final_answer(item.id, within=HISTORY_CANDIDATES)
+        replayed = item.attempts > 1 or item.kills > 0
+        answer = (
+            self._history.final_answer(item.id, within=HISTORY_CANDIDATES) if replayed else None
+        )
         if answer is not None:
             await self._finish_answered(item, str(answer.get("content") or ""))
             return True

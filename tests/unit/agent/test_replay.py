@@ -52,8 +52,8 @@ async def start(
 ) -> AsyncIterator[Callable[[], Any]]:
     started: list[Agent] = []
 
-    async def run() -> Agent:
-        agent = Agent(config, target, provider)
+    async def run(*, killed_before: bool = False) -> Agent:
+        agent = Agent(config, target, provider, killed_before=killed_before)
         await agent._start()
         started.append(agent)
         return agent
@@ -114,12 +114,14 @@ def settled(agent: Agent) -> bool:
     return agent.queue.current is None and len(agent.queue) == 0
 
 
+@pytest.mark.parametrize("killed_before", [False, True], ids=["crashed", "killed"])
 async def test_an_item_whose_answer_is_in_the_history_is_marked_done_not_run(
-    config: AgentConfig, start: Callable[[], Any]
+    config: AgentConfig, start: Callable[..., Any], killed_before: bool
 ) -> None:
     item = killed_mid_task(config, "console", answered=True)
 
-    agent: Agent = await start()
+    # The supervisor says whether the process was killed; the item's attempts differ.
+    agent: Agent = await start(killed_before=killed_before)
 
     await async_wait_for(lambda: settled(agent), 10, "the answered item to be settled")
     assert [t["content"] for t in turns_of(agent, item, "assistant")] == [ANSWER]  # no rerun
