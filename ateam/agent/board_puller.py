@@ -8,6 +8,11 @@ gets each task — and queues it as its own input with source ``board:<id>``. Wh
 input's task ends the agent marks the board task done with its final answer, or failed
 with the error, unless the model already did so with the ``tasks.*`` tools.
 
+Such an item runs only while the board says this agent holds the task (:meth:`BoardPuller.
+holds`, asked by the worker just before each run): an item replayed from the durable
+queue after a restart may stand for a claim that was reopened meanwhile and taken by a
+teammate, and is then dropped rather than run a second time.
+
 Nothing polls: with no news the board is not read. A bus error costs one chance to
 pull, never the agent.
 """
@@ -17,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import redis.asyncio as aioredis
 
@@ -25,7 +30,7 @@ from ateam.bus.board import TEXT_MAX_BYTES, BoardTask, TaskBoard, TaskStatus
 from ateam.bus.codec import unpack
 from ateam.bus.keys import Keys
 from ateam.bus.subscription import SOFT_ERRORS, listen_forever
-from ateam.errors import TaskBlocked, TaskClaimed, TaskNotFound
+from ateam.errors import BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
 
 __all__ = ["SOURCE_PREFIX", "BoardPuller", "board_task_text"]
 
@@ -107,6 +112,45 @@ class BoardPuller:
                 if task.assignee == self.agent_id:
                     return task
         return None
+
+    async def holds(self, task_id: str) -> str | None:
+        """Whether the board still says this agent holds ``task_id``: ``None`` if it does
+        (and the claim is confirmed, see :meth:`TaskBoard.confirm`), else why not.
+
+        Raises:
+            RedisError, OSError: the board could not be asked in time; the caller asks again.
+        """
+        try:
+            # Bounded, so a stop is seen on a silent link; asked again, a confirm that ran
+            # already only confirms once more.
+            async with asyncio.timeout(_READ_TIMEOUT_S):
+                await self._board.confirm(self.project, task_id, agent=self.agent_id)
+        except (TaskClaimed, TaskNotFound, BadRequest) as exc:  # BadRequest: an unreadable record
+            return exc.message
+        return None
+
+    async def release_strays(self, queued: Collection[str]) -> None:
+        """At start: give up this agent's claims that no queued item stands for.
+
+        A process killed between claiming a task and queueing it held the claim with
+        nothing to run for it, and being alive again it would hold it for good (the
+        reconcile spares a live agent's claims). Reopened, the task goes to whoever is
+        idle first, this agent included. A bus error skips this, logged.
+        """
+        if not self.enabled:
+            return  # a lead's model may hold claims of its own through the tools
+        try:
+            async with asyncio.timeout(_READ_TIMEOUT_S):
+                claimed = await self._board.list(self.project, status=TaskStatus.CLAIMED)
+            for task in claimed:
+                if task.assignee == self.agent_id and task.id not in queued:
+                    reason = f"{self.agent_id} restarted with nothing queued for it"
+                    await self._board.release(
+                        self.project, task.id, agent=self.agent_id, reason=reason
+                    )
+                    log.warning("board task %s reopened: %s", task.id, reason)
+        except SOFT_ERRORS as exc:
+            log.warning("claims without a queued item not checked: %s", exc)
 
     async def finished(self, task_id: str, *, ok: bool, text: str, error: str | None) -> None:
         """Record the end of the queue item that carried board task ``task_id``."""

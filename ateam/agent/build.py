@@ -459,6 +459,7 @@ def build_parts(
         lambda: Worker(
             config=config,
             queue=queue,
+            history=history,
             runner=runner,
             stall=stall,
             team=team,

@@ -161,6 +161,20 @@ class History:
         newest_first.reverse()
         return newest_first
 
+    def final_answer(self, task_id: str, *, within: int) -> dict[str, Any] | None:
+        """The task's final answer, if the newest of its turns among the newest ``within``
+        is one; else ``None`` (the task has no turn there, or did not reach its end).
+
+        A final answer is an assistant turn the runner marked ``final``: the model
+        answered without tool calls, without an error and without being interrupted. It
+        is written before the queue hears that the task is done, so after a crash in
+        between this is how the worker knows the task ran to its end.
+        """
+        for turn in reversed(self.tail(within)):
+            if turn.get("task_id") == task_id:
+                return turn if turn.get("role") == "assistant" and turn.get("final") else None
+        return None
+
     def count(self) -> int:
         """How many lines (turns) the current file holds; rotated files not included."""
         return self._count

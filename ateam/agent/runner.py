@@ -316,6 +316,10 @@ class TaskRunner:
             turn.update(tokens_in=usage.tokens_in, tokens_out=out, model=model)
             if calls:
                 turn["tool_calls"] = calls
+            elif reply.error is None and not control.interrupted.is_set():
+                # The task's answer: a replay after a crash before the queue heard of
+                # it ends the task with this turn instead of asking the model again.
+                turn["final"] = True
             self._record(turn, item)
         return calls
 

@@ -8,6 +8,12 @@ each step bounded and never fatal. Idle, it checks now and then whether the prim
 is back. A crashed worker is restarted once; a second crash within
 :data:`WORKER_CRASH_WINDOW_S` stops the agent.
 
+An item replayed after a restart is settled without running when running it would do
+the work twice (issue 22, :meth:`Worker._settled`): its final answer is in the history
+already (the process died between writing it and recording the end), so it is finished
+with that answer; or it is a board task the board no longer says this agent holds (a
+teammate took it over while this agent was down), so it is dropped with a notice.
+
 A full disk pauses work rather than failing it (:meth:`Worker._until_written`): nothing
 is taken meanwhile, the item in hand stays queued, and the agent resumes by itself once a
 write succeeds (issue 10; SPEC §12: an acknowledged input is never lost).
@@ -26,6 +32,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from ateam._fs import probe_room
 from ateam._jsonl import storage_error
 from ateam.agent.board_puller import SOURCE_PREFIX as BOARD_SOURCE
@@ -33,6 +41,7 @@ from ateam.agent.board_puller import BoardPuller, board_task_text
 from ateam.agent.compaction import Compactor
 from ateam.agent.control import TaskControl
 from ateam.agent.fence import WriteFence
+from ateam.agent.history import History
 from ateam.agent.offload import HandoffKeeper
 from ateam.agent.prompt_reload import PromptReloader
 from ateam.agent.queue import DurableQueue, QueueItem
@@ -42,8 +51,9 @@ from ateam.agent.switching import ModelSwitcher
 from ateam.agent.teamfeed import TeamFeed, blocking_task_text
 from ateam.agent.upkeep import BusUpkeep
 from ateam.agent.watchdog import StallWatch
+from ateam.agent.window import HISTORY_CANDIDATES
 from ateam.agent.workctx import WorkingContext
-from ateam.bus.backoff import CONNECTION_ERRORS
+from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
 from ateam.config import AgentConfig
@@ -63,6 +73,9 @@ LOCK_CONFIRM_POLL_S = 0.25
 """How often a worker paused by an unconfirmed lock looks whether it may write again."""
 
 log = logging.getLogger(__name__)
+
+_BUS_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, RedisError)
+"""The board could not be asked: refused or unreachable, never an answer."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,7 @@ class Worker:
         *,
         config: AgentConfig,
         queue: DurableQueue,
+        history: History,
         runner: TaskRunner,
         stall: StallWatch,
         team: TeamFeed,
@@ -101,6 +115,7 @@ class Worker:
     ) -> None:
         self._config = config
         self._queue = queue
+        self._history = history
         self.runner = runner
         self._stall = stall
         self._team = team
@@ -117,6 +132,8 @@ class Worker:
         self._write_fence = write_fence
         self._work = asyncio.Event()
         """Set when there may be work: an input, a retry, a stop."""
+        self._strays_checked = False
+        """Whether this process looked for claims it holds with nothing queued for them."""
         self._refused_for_room: StorageFull | None = None
         """An input refused for lack of room: the worker waits, blocked, until there is."""
 
@@ -215,6 +232,9 @@ class Worker:
             await asyncio.sleep(LOCK_CONFIRM_POLL_S)
 
     async def _work_loop(self) -> None:
+        if not self._strays_checked:
+            self._strays_checked = True
+            await self._puller.release_strays(self._queued_board_tasks())
         while not self._status.stop.is_set():
             if self._refused_for_room is not None:
                 full, self._refused_for_room = self._refused_for_room, None
@@ -233,7 +253,8 @@ class Worker:
             if item is None:
                 await self._idle()
                 continue
-            await self._process(item)
+            if not await self._settled(item):
+                await self._process(item)
 
     async def _idle(self) -> None:
         self._reloader.apply_pending("deferred until the agent was idle")
@@ -287,6 +308,117 @@ class Worker:
             await self._puller.finished(task.id, ok=False, text="", error=repr(exc))
             raise
         return True
+
+    # replays that must not run -------------------------------------------------------
+
+    async def _settled(self, item: QueueItem) -> bool:
+        """Settle ``item`` without running it when a run would repeat work; whether it was.
+
+        The board is asked before every run of a board task, a fresh claim's included: it
+        is the truth, whatever the queue file remembers. The history only for an item an
+        earlier process had in progress (a crash counts an attempt, a kill a kill): a
+        fresh one has no turns there, and the read is not free.
+        """
+        replayed = item.attempts > 1 or item.kills > 0
+        answer = (
+            self._history.final_answer(item.id, within=HISTORY_CANDIDATES) if replayed else None
+        )
+        if answer is not None:
+            await self._finish_answered(item, str(answer.get("content") or ""))
+            return True
+        if not item.source.startswith(BOARD_SOURCE):
+            return False
+        task_id = item.source.removeprefix(BOARD_SOURCE)
+        why = await self._not_held(task_id)
+        if self._status.stop.is_set():
+            self._queue.release(item.id)  # not run, nor dropped: asked again after restart
+            return True
+        if why is None:
+            return False
+        await self._drop(item, task_id, why)
+        return True
+
+    def _queued_board_tasks(self) -> set[str]:
+        items = [*self._queue.pending(), *filter(None, [self._queue.current])]
+        sources = [it.source for it in items if it.source.startswith(BOARD_SOURCE)]
+        return {source.removeprefix(BOARD_SOURCE) for source in sources}
+
+    async def _finish_answered(self, item: QueueItem, text: str) -> None:
+        """End an item whose final answer the history holds: done with it, not run again."""
+        message = (
+            f"queue: {item.id} was answered before the agent stopped; "
+            "its end is recorded now and it is not run again"
+        )
+        log.warning("%s", message)
+        self._events.emit(
+            EventType.WARN,
+            msg=message,
+            code="queue.recovered",
+            task_id=item.id,
+            trace_id=item.trace_id,
+        )
+        # The first task.end may never have left the process: consumers wait for one.
+        self._events.emit(
+            EventType.TASK_END,
+            ok=True,
+            error=None,
+            recovered=True,
+            task_id=item.id,
+            trace_id=item.trace_id,
+        )
+        await self._finish(item, TaskOutcome(True, None, text, 0, 0))
+
+    async def _not_held(self, task_id: str) -> str | None:
+        """Why the board does not say this agent holds ``task_id``; ``None`` if it does.
+
+        Waits for the bus as long as it takes (a task must not run unconfirmed); a stop
+        meanwhile returns a reason (the caller sees the stop).
+        """
+        backoff = Backoff()
+        while not self._status.stop.is_set():
+            try:
+                return await self._puller.holds(task_id)
+            except _BUS_ERRORS as exc:
+                delay = backoff.next_delay()
+                log.warning("board task %s not confirmed yet (%s); asking again", task_id, exc)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self._status.stop.wait()
+        return "the agent is stopping"
+
+    async def _drop(self, item: QueueItem, task_id: str, why: str) -> None:
+        """Drop a board item the board no longer gives this agent: told, never run."""
+        message = (
+            f"queue: {item.id} (board task {task_id}) dropped, not run: {why}; "
+            "the board no longer says this agent holds it"
+        )
+        log.warning("%s", message)
+        self._events.emit(
+            EventType.WARN,
+            msg=message,
+            code="queue.dropped",
+            task_id=item.id,
+            trace_id=item.trace_id,
+        )
+        notice = {
+            "role": "system",
+            "source": "queue",
+            "content": message,
+            "task_id": item.id,
+            "trace_id": item.trace_id,
+            "fence": self._status.entry.fence,
+        }
+        self._remember("drop notice", self._history.append, notice)
+        end = functools.partial(self._queue.done, item.id, ok=False, error=f"dropped: {why}")
+        try:
+            end()
+        except StorageFull as exc:
+            if not await self._until_written(exc, end):
+                return
+        # The task may be open again: an idle agent looks at the board once more.
+        self._puller.dirty = self._puller.enabled
+        self._status.entry.queue_len = len(self._queue)
+        self._status.touch()
 
     async def _process(self, item: QueueItem) -> None:
         status = self._status
@@ -347,6 +479,14 @@ class Worker:
 
     async def _finish(self, item: QueueItem, outcome: TaskOutcome) -> None:
         """Record the end of a task that ran, then the bookkeeping and upkeep after it."""
+        if item.source.startswith(BOARD_SOURCE):
+            # The board before the queue: killed in between, the replay finds the task
+            # finished there and settles the item; the other way round this agent would
+            # hold the claim for good with nothing left to run for it.
+            task_id = item.source.removeprefix(BOARD_SOURCE)
+            await self._puller.finished(
+                task_id, ok=outcome.ok, text=outcome.text, error=outcome.error
+            )
         try:
             self._queue.done(item.id, ok=outcome.ok, error=outcome.error)
         except StorageFull as exc:
@@ -360,11 +500,6 @@ class Worker:
             entry.last_error = self._redactor.redact(outcome.error)
             self._remember("failure", self._workctx.add_failure, outcome.error, task=item.id)
         self._keeper.task_finished(item, outcome.ok)
-        if item.source.startswith(BOARD_SOURCE):
-            task_id = item.source.removeprefix(BOARD_SOURCE)
-            await self._puller.finished(
-                task_id, ok=outcome.ok, text=outcome.text, error=outcome.error
-            )
         self._upkeep.save_usage()
         entry.queue_len = len(self._queue)
         self._status.touch()

@@ -1,5 +1,8 @@
 """The team task board (issue 12): a project's tasks in Redis, claimed atomically.
 
+One module, over the usual size on purpose: its Lua scripts guard one another (a reopen
+must lose to a confirm, a finish to a reopen), so they are read and reviewed together.
+
 One hash per project holds every task of it: field = task id, value = the msgpack
 record (:class:`BoardTask`). The key carries the project as a hash tag, so a Lua script
 that reads a task and its dependencies touches one Cluster slot.
@@ -10,8 +13,13 @@ Every change of a task's state is one Lua script, so two agents never both win:
   assignee); a dependency not ``done`` → ``task.blocked`` (naming them); else the task
   becomes ``claimed`` by the caller.
 * ``done`` / ``fail``: only while ``claimed`` by the caller, else ``task.claimed``.
+* ``confirm``: the holder is about to run the task (a queue item replayed after a
+  restart); only while ``claimed`` by the caller, else ``task.claimed``. It stamps the
+  record's ``confirmed`` time (server clock), which :meth:`TaskBoard.reconcile` honours.
 * ``reopen``: a claimed task goes back to ``open`` only while still claimed by the agent
-  judged lost, so a re-claim in between is never undone.
+  judged lost and unchanged and unconfirmed since the reconcile read the claims, so a
+  re-claim in between is never undone and a holder that came back and confirmed its
+  claim meanwhile keeps it: of a reopen and a confirm, exactly one wins.
 
 Lost claims (:meth:`TaskBoard.reconcile`): a claim lives as long as its holder's registry
 heartbeat (the ``alive`` key the agent refreshes every :data:`HEARTBEAT_INTERVAL_S
@@ -209,8 +217,36 @@ return {'ok', packed}
 """
 )
 
+# KEYS[1] board, KEYS[2] its claims index; ARGV[1] task id, ARGV[2] agent.
+_CONFIRM = (
+    _NOW
+    + """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return {'not_found'} end
+local task = cmsgpack.unpack(raw)
+if task.status ~= 'claimed' or task.assignee ~= ARGV[2] then return {'claimed', raw} end
+-- Not `updated`: the task did not change, and its claim's age still counts from the claim.
+task.confirmed = now
+local packed = cmsgpack.pack(task)
+redis.call('HSET', KEYS[1], ARGV[1], packed)
+return {'ok', packed}
+"""
+)
+
+# KEYS[1] the claims index. The server's time first, so a reopen can tell what changed
+# after this read (see _REOPEN's ARGV[5]).
+_CLAIMS = (
+    _NOW
+    + """
+local reply = redis.call('HGETALL', KEYS[1])
+table.insert(reply, 1, now)
+return reply
+"""
+)
+
 # KEYS[1] board, KEYS[2] its claims index; ARGV[1] task id, ARGV[2] the assignee
-# judged lost, ARGV[3] reason, ARGV[4] the least age of the claim (µs) to reopen it.
+# judged lost, ARGV[3] reason, ARGV[4] the least age of the claim (µs) to reopen it,
+# ARGV[5] the server time (µs) before the caller judged the assignee lost (0: none).
 _REOPEN = (
     _NOW
     + """
@@ -232,6 +268,13 @@ if task.assignee ~= ARGV[2] then
 end
 -- A holder that never beat is given the TTL from its claim to show up.
 if now - task.updated < tonumber(ARGV[4]) then return {'young', raw} end
+-- Claimed again or confirmed since the caller looked: the holder beat before it did
+-- either, so the judgement "lost" is stale. This is what makes a replayed board task
+-- run on one agent only: its holder confirms before running, the reopen checks here.
+local judged = tonumber(ARGV[5])
+if judged > 0 and (task.updated >= judged or tonumber(task.confirmed or 0) >= judged) then
+  return {'young', raw}
+end
 task.status = 'open'
 task.assignee = ''
 task.reason = ARGV[3]
@@ -342,6 +385,8 @@ class TaskBoard:
         self._claim = client.register_script(_CLAIM)
         self._finish = client.register_script(_FINISH)
         self._reopen = client.register_script(_REOPEN)
+        self._confirm = client.register_script(_CONFIRM)
+        self._claims = client.register_script(_CLAIMS)
 
     async def add(
         self,
@@ -457,6 +502,36 @@ class TaskBoard:
         text = self._redactor.redact(_text("reason", reason, max_bytes=TEXT_MAX_BYTES))
         return await self._finish_as(project, task_id, agent, TaskStatus.FAILED, "reason", text)
 
+    async def confirm(self, project: str, task_id: str, *, agent: str) -> BoardTask:
+        """Check, for ``agent`` about to run the task, that the board says it holds it.
+
+        Atomic with :meth:`reconcile`'s reopen: once this returns, no reconcile that
+        judged ``agent`` lost before its heartbeat came back can reopen the task, and
+        once such a reopen happened this raises. The caller must be heartbeating already.
+
+        Raises:
+            TaskNotFound: no such task.
+            TaskClaimed: ``agent`` does not hold the task's claim (the error's detail
+                says its status and assignee now).
+        """
+        agent = _agent(agent, "agent")
+        reply = await self._run(self._confirm, project, task_id, agent)
+        task = self._task(reply)
+        if reply[0] == "claimed":
+            raise _claimed(task, f"task {task_id} is {task.status}{_by(task)}")
+        return task
+
+    async def release(
+        self, project: str, task_id: str, *, agent: str, reason: str
+    ) -> BoardTask | None:
+        """Give up ``agent``'s claim of the task: back to ``open`` with ``reason``.
+
+        Only while ``agent`` still holds it; returns the task reopened, else ``None``.
+        """
+        agent = _agent(agent, "agent")
+        reason = self._redactor.redact(_text("reason", reason, max_bytes=TEXT_MAX_BYTES))
+        return await self._reopen_lost(project, task_id, agent, 0.0, reason=reason)
+
     async def reopen_orphans(
         self, project: str, alive: Collection[str]
     ) -> builtins.list[BoardTask]:
@@ -486,10 +561,13 @@ class TaskBoard:
         of the claims index when nothing is claimed; Redis errors reach the caller.
         """
         project = checked_name(project)
-        claims = await self._client.hgetall(_claims_key(self._keys.board(project)))
-        if not claims:
+        # The claims and the server's time in one read: a claim confirmed or taken after
+        # it is never reopened on the liveness judged below (see confirm()).
+        reply = await self._claims(keys=[_claims_key(self._keys.board(project))])
+        judged_at, flat = int(reply[0]), reply[1:]
+        if not flat:
             return []
-        held = {_text_of(task_id): _text_of(holder) for task_id, holder in claims.items()}
+        held = {_text_of(flat[i]): _text_of(flat[i + 1]) for i in range(0, len(flat), 2)}
         holders = sorted(set(held.values()) - set(keep))
         if not holders:
             return []
@@ -516,7 +594,7 @@ class TaskBoard:
         for task_id, holder in sorted(held.items()):
             if holder in lost:
                 min_age = 0.0 if holder in seen_dying else self._lost_after_s
-                found = await self._reopen_lost(project, task_id, holder, min_age)
+                found = await self._reopen_lost(project, task_id, holder, min_age, judged_at)
                 if found is not None:
                     reopened.append(found)
         return reopened
@@ -544,12 +622,24 @@ class TaskBoard:
         return task
 
     async def _reopen_lost(
-        self, project: str, task_id: str, holder: str, min_age_s: float
+        self,
+        project: str,
+        task_id: str,
+        holder: str,
+        min_age_s: float,
+        judged_at: int = 0,
+        *,
+        reason: str = "",
     ) -> BoardTask | None:
-        """Reopen one claim of ``holder`` judged lost; None when it changed meanwhile."""
-        reason = f"assignee {holder} lost (heartbeat)"
+        """Reopen one claim of ``holder`` judged lost; None when it changed meanwhile.
+
+        ``judged_at``: the server time (µs) read before ``holder`` was judged lost; a
+        claim taken or confirmed since is kept (0: the caller's judgement is taken as is).
+        """
+        reason = reason or f"assignee {holder} lost (heartbeat)"
+        min_age = str(int(min_age_s * 1_000_000))
         reply = await self._script(
-            self._reopen, project, task_id, holder, reason, str(int(min_age_s * 1_000_000))
+            self._reopen, project, task_id, holder, reason, min_age, str(judged_at)
         )
         if reply[0] != "ok":
             return None

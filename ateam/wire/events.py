@@ -108,6 +108,8 @@ class TaskEnd(Payload):
     tokens_in: int = 0
     tokens_out: int = 0
     iterations: int = 0
+    recovered: bool = False
+    """The end of an answer written before the process died, recorded at restart."""
 
 
 class Notice(Payload):

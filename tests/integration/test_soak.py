@@ -1,10 +1,11 @@
 """Soak (issue 9): 1 000 paced inputs through one echo agent under ``ateam up``'s
 supervisor, with the agent killed (-9) at five random moments.
 
-Every acknowledged input must be done exactly once — the one in flight at a kill at most
-twice — and the queue must drain. The sender retries an unanswered input with the same
-request id until it is acknowledged, as a client should; the agent's durable request-id
-index is what keeps such a retry from queueing twice across a restart.
+Every acknowledged input must be done exactly once, with one answer in the history, the
+one in flight at a kill included (issue 22: an answer written just before a kill is not
+asked for again), and the queue must drain. The sender retries an unanswered input with
+the same request id until it is acknowledged, as a client should; the agent's durable
+request-id index is what keeps such a retry from queueing twice across a restart.
 """
 
 from __future__ import annotations
@@ -138,20 +139,23 @@ async def test_a_thousand_inputs_survive_five_kill9s_exactly_once(
 
 
 def assert_done_exactly_once(bus: Bus, agent: str, item_ids: set[str], root: Path) -> None:
-    """Every item ended ok once (a re-run after a kill at most twice), in events and history."""
+    """Every item answered once, in events and history; re-runs only of runs cut short."""
     events = [b for _, b in bus.events(agent)]
     starts = Counter(str(b["task_id"]) for b in events if b.get("type") == "task.start")
-    ends = Counter(
-        str(b["task_id"]) for b in events if b.get("type") == "task.end" and b.get("ok") is True
-    )
-    assert set(ends) == item_ids, "a task was done that nobody acknowledged, or one was lost"
-    twice = [i for i, n in ends.items() if n > 1]
-    assert all(n <= 2 for n in ends.values()) and len(twice) <= KILLS, twice
+    ok_ends = [b for b in events if b.get("type") == "task.end" and b.get("ok") is True]
+    ends = Counter(str(b["task_id"]) for b in ok_ends if not b.get("recovered"))
+    recovered = {str(b["task_id"]) for b in ok_ends if b.get("recovered")}
+    assert set(ends) | recovered == item_ids, "a task was done that nobody acknowledged, or lost"
+    # A second task.end only where the first may not have left the killed process: the
+    # restart recorded the end of an answer written before the kill (marked recovered).
+    assert all(n == 1 for n in ends.values()), [(i, n) for i, n in ends.items() if n > 1]
+    assert len(recovered) <= KILLS, recovered
     # Every extra start is a run a kill cut short: one item may be in flight at two kills
     # in a row (the killer strikes as soon as the restarted agent serves).
     reruns = sum(n - 1 for n in starts.values())
     assert reruns <= KILLS, [(i, n) for i, n in starts.items() if n > 1]
-    # What the agent wrote: one answer per task in its history (a re-run at most twice).
+    # What the agent wrote: exactly one answer per task in its history, a run cut short by
+    # a kill before it answered having written none.
     state = root / ".ateam" / "agents" / "zeus" / "state"
     answers = Counter(
         t["task_id"]
@@ -159,11 +163,7 @@ def assert_done_exactly_once(bus: Bus, agent: str, item_ids: set[str], root: Pat
         if t["role"] == "assistant"
     )
     assert set(answers) == item_ids
-    # Each extra answer is a run a kill cut short after it wrote its answer, so they
-    # are bounded like the extra starts: an item in flight at two kills in a row may
-    # have written three.
-    extra = [(i, n) for i, n in answers.items() if n > 1]
-    assert sum(n - 1 for _, n in extra) <= KILLS, extra
+    assert all(n == 1 for n in answers.values()), [(i, n) for i, n in answers.items() if n > 1]
     # Killed from outside, never crashed: nothing was moved aside as a poison item, even
     # when one item was in flight at two kills in a row (the supervisor says how the
     # previous process ended).
