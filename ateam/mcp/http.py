@@ -9,15 +9,14 @@ user keeps (``--token-file``), so a client's configuration survives restarts.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import secrets
-import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ateam._net import is_loopback, listen
 from ateam.errors import UsageError
 
 if TYPE_CHECKING:
@@ -100,19 +99,10 @@ class BearerGate:
         return len(given) == 1 and hmac.compare_digest(given[0], self._expected)
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
-    except ValueError:  # a host name: it may resolve anywhere
-        return False
-
-
 def _announce(options: HttpOptions, port: int) -> None:
     host = f"[{options.host}]" if ":" in options.host else options.host
     print(f"ateam mcp: serving http://{host}:{port}{MCP_PATH}", file=sys.stderr)
-    if not _loopback(options.host):
+    if not is_loopback(options.host):
         # The token travels in clear over plain HTTP: beyond this host, TLS belongs in
         # a reverse proxy in front (docs/mcp.md shows one).
         print(
@@ -131,17 +121,7 @@ async def serve_http(app: MCPServer[Any], options: HttpOptions) -> None:
     """Serve ``app`` on ``options.host:port`` at ``/mcp`` until a signal stops it."""
     import uvicorn
 
-    family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((options.host, options.port))
-        # Listening before the address is printed: a client that reads it and connects
-        # at once waits in the backlog instead of being refused.
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise UsageError(f"cannot listen on {options.host}:{options.port}: {exc}") from None
+    sock = listen(options.host, options.port)
     asgi = BearerGate(
         app.streamable_http_app(streamable_http_path=MCP_PATH, host=options.host),
         options.token,

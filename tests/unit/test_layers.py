@@ -15,7 +15,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "ateam"
 
-FRONT_ENDS = ("cli.py", "console", "mcp", "mcp_server.py", "web")
+FRONT_ENDS = ("cli.py", "console", "mcp")
 """Front ends, relative to ``ateam/``: they talk to the bus only through ``ateam.client``."""
 ABOVE_TOOLS = ("ateam.agent", "ateam.console", "ateam.client", "ateam.fleet", "ateam.cli")
 """What ``tools/`` must not import: everything that stands on it."""
@@ -150,7 +150,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ateam.client", "ateam.agent", "ateam.supervisor"),
     ("ateam.kb", "ateam.bus"),
     ("ateam.tools", "ateam.providers", "ateam.redact"),
-    ("ateam.config", "ateam.wire", "ateam._jsonl"),
+    ("ateam.config", "ateam.wire", "ateam._jsonl", "ateam._net"),
     ("ateam.errors", "ateam.constants", "ateam.paths", "ateam._fs", "ateam._proc"),
     ("ateam._cmdline",),
     ("ateam.completion",),
@@ -262,3 +262,12 @@ def test_a_long_module_says_why_it_is_long() -> None:
         if "on purpose" not in opening:
             unexplained.append(f"{name} ({source.count(chr(10))} lines)")
     assert not unexplained, f"long modules without a reason in their first lines: {unexplained}"
+
+
+def test_the_lists_here_name_only_what_exists() -> None:
+    # A list that names a moved or deleted path checks nothing about it, silently.
+    modules = all_modules()
+    missing = [f"FRONT_ENDS: {item}" for item in FRONT_ENDS if not (PACKAGE / item).exists()]
+    named = [name for floor in LAYERS for name in floor] + list(ABOVE_TOOLS)
+    missing += [f"LAYERS/ABOVE_TOOLS: {name}" for name in named if name not in modules]
+    assert not missing, f"names of paths that do not exist: {missing}"

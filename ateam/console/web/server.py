@@ -25,6 +25,7 @@ import jinja2
 from aiohttp import web
 from textual_serve.server import Server, to_int
 
+from ateam._net import is_loopback, listen
 from ateam.client import Target, Team, session_id
 from ateam.console.web.gate import (
     WS_PATH,
@@ -122,36 +123,6 @@ class ConsoleServer(Server):
         await asyncio.gather(*sessions, return_exceptions=True)
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port``; an address in use or not ours is a UsageError."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise UsageError(f"--host {host}: {exc.strerror}") from None
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        # Listening before the address is printed: a browser that opens it at once
-        # waits in the backlog instead of being refused.
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    return sock
-
-
-def loopback(host: str) -> bool:
-    """Whether ``host`` is reachable from this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
-    except ValueError:  # a host name: it may resolve anywhere
-        return False
-
-
 def _shown_host(host: str) -> str:
     """The host to put in the printed URL: this machine's name for "every address"."""
     try:
@@ -167,7 +138,7 @@ def _announce(options: WebOptions, port: int) -> None:
     mode = " (read-only)" if options.read_only else ""
     print(f"ateam console: serving the console{mode} on http://{host}:{port}/", flush=True)
     print(f"ateam console: open http://{host}:{port}/?token={options.token}", flush=True)
-    if not loopback(options.host):
+    if not is_loopback(options.host):
         # The token and everything typed cross the network in clear over plain HTTP:
         # beyond this host, TLS belongs in a reverse proxy (docs/console.md shows one).
         print(
