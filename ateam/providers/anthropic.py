@@ -306,7 +306,7 @@ class AnthropicProvider:
 
     Args:
         model: the model entry id agents route by.
-        api_model: Anthropic's model name (``claude-...``); defaults to ``model``.
+        provider_model: Anthropic's model name (``claude-...``); defaults to ``model``.
         base_url: the API endpoint, without ``/v1``; ``None`` means the SDK's default.
         api_key_env: the environment variable holding the key (``ANTHROPIC_API_KEY``).
         context_window: the window reported to the context engine, in tokens.
@@ -321,7 +321,7 @@ class AnthropicProvider:
         self,
         model: str,
         *,
-        api_model: str | None = None,
+        provider_model: str | None = None,
         base_url: str | None = None,
         api_key_env: str | None = None,
         context_window: int = 8192,
@@ -336,7 +336,7 @@ class AnthropicProvider:
             )
         self.model = model
         self.context_window = context_window
-        self.api_model = api_model or model
+        self.provider_model = provider_model or model
         self.base_url = base_url
         self.api_key_env = api_key_env or DEFAULT_API_KEY_ENV
         self.max_tokens = max_tokens
@@ -376,7 +376,7 @@ class AnthropicProvider:
         turn = _Turn(names=_name_map(messages, tools))
         try:
             events = await client.messages.create(
-                model=self.api_model,
+                model=self.provider_model,
                 max_tokens=self.max_tokens,
                 messages=params,
                 system=system if system is not None else anthropic.omit,
@@ -466,7 +466,7 @@ def from_entry(entry: ModelEntry) -> AnthropicProvider:
     max_tokens = settings.pop("max_tokens", None) or DEFAULT_MAX_TOKENS
     return AnthropicProvider(
         entry.id,
-        api_model=entry.model,
+        provider_model=entry.model,
         base_url=entry.base_url,
         api_key_env=entry.api_key_env,
         context_window=entry.context_window,

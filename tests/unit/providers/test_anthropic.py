@@ -66,7 +66,7 @@ async def make_provider(
     def make(**options: Any) -> AnthropicProvider:
         options.setdefault("base_url", wire.base_url)
         options.setdefault("api_key_env", KEY_ENV)
-        provider = AnthropicProvider("claude-entry", api_model="claude-test-1", **options)
+        provider = AnthropicProvider("claude-entry", provider_model="claude-test-1", **options)
         made.append(provider)
         return provider
 
