@@ -28,15 +28,15 @@ from ateam.config import AgentConfig
 from ateam.config.schema import Approval
 from ateam.redact import Redactor
 from ateam.tools.fs import Sandbox
-from ateam.tools.ports import (
+from ateam.tools.pty import ExecLimits
+from ateam.tools.registry import ToolContext
+from ateam.tools.services import (
     AgentLister,
     ContextItems,
     KnowledgeBases,
     TaskBoardPort,
     Teammates,
 )
-from ateam.tools.pty import ExecLimits
-from ateam.tools.registry import ToolContext
 
 __all__ = ["AgentHooks", "AgentSources"]
 

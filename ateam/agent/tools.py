@@ -6,7 +6,7 @@ claims and finishes tasks of the team's board (issue 12); ``kb.*`` searches
 and fills its knowledge bases (SPEC §10); ``agents.list`` reads the live registry and
 ``team.send`` queues work at a teammate. Each
 reaches that state through the :class:`~ateam.tools.registry.ToolContext` the agent fills
-in, whose fields are the protocols of :mod:`ateam.tools.ports`, so the tools package never
+in, whose fields are the protocols of :mod:`ateam.tools.services`, so the tools package never
 imports the agent. :data:`BUILTIN_TOOLS` is every built-in tool, the workspace ones of
 :mod:`ateam.tools.builtin` included: the list the configuration and the wizard check
 tool names against, and :func:`default_registry` the registry an agent starts from.
@@ -23,8 +23,8 @@ from ateam.agent.kb import check_scope
 from ateam.agent.plan import append_plan, read_plan, write_plan
 from ateam.errors import BadRequest
 from ateam.tools.builtin import WORKSPACE_TOOLS
-from ateam.tools.ports import ContextItems, Memory, TaskBoardPort
 from ateam.tools.registry import Tool, ToolContext, ToolRegistry, tool
+from ateam.tools.services import ContextItems, Memory, TaskBoardPort
 
 __all__ = ["BUILTIN_TOOLS", "STATE_TOOLS", "default_registry"]
 

@@ -53,7 +53,8 @@ from ateam.tools.approvals import Answer
 
 if TYPE_CHECKING:
     from ateam.tools.fs import Sandbox
-    from ateam.tools.ports import (
+    from ateam.tools.pty import ExecLimits
+    from ateam.tools.services import (
         AgentLister,
         ContextItems,
         KnowledgeBases,
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
         TaskBoardPort,
         Teammates,
     )
-    from ateam.tools.pty import ExecLimits
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
