@@ -32,13 +32,13 @@ from ateam.client.agent import (
 from ateam.client.board import BoardTask, TasksApi, TaskStatus
 from ateam.client.notices import RESUMED, Notice, NoticeKind, Notices
 from ateam.client.redaction import local_redactor, project_at, redactor_for
+from ateam.client.server import server_command
 from ateam.client.tail import Tail
 from ateam.client.target import (
     Target,
     bus_errors,
     redeem_bootstrap,
     resolve_target,
-    server_command,
 )
 from ateam.client.team import ContextApi, Team, session_id
 from ateam.wire.events import (

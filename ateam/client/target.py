@@ -30,7 +30,6 @@ __all__ = [
     "bus_errors",
     "redeem_bootstrap",
     "resolve_target",
-    "server_command",
 ]
 
 Target = RedisTarget
@@ -56,13 +55,6 @@ def resolve_target(redis_url: str | None, project: ProjectConfig | None) -> Targ
             embedded.url, embedded.source, password=embedded.password, namespace=namespace
         )
     return embedded
-
-
-def server_command(action: str) -> int:
-    """``ateam server start|stop|status``: prints its result, returns the exit code."""
-    from ateam.bus.embedded import server_command as run
-
-    return run(action)
 
 
 @contextlib.contextmanager

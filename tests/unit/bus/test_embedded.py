@@ -22,7 +22,8 @@ from redis.exceptions import AuthenticationError
 
 from ateam.bus._server_binary import find_server_binary
 from ateam.bus.connection import RedisTarget, make_client
-from ateam.bus.embedded import EmbeddedPaths, EmbeddedServer, server_command, socket_name
+from ateam.bus.embedded import EmbeddedPaths, EmbeddedServer, socket_name
+from ateam.client import server_command
 from ateam.errors import EmbeddedServerError
 
 HAS_PROC = Path("/proc/self/cwd").exists()
