@@ -88,7 +88,8 @@ from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
 from ateam.bus.rpc import RpcClient
 from ateam.bus.tail import EventTail
-from ateam.tools.pty import DEFAULT_COLS, DEFAULT_ROWS, ExecLimits, minimal_env
+from ateam.tools.exec_values import ExecLimits, minimal_env
+from ateam.tools.pty import DEFAULT_COLS, DEFAULT_ROWS
 
 PROJECT = "bench"
 AGENT = "zeus"

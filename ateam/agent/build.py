@@ -76,8 +76,8 @@ from ateam.providers import build_provider
 from ateam.providers.base import Provider
 from ateam.redact import Redactor
 from ateam.tools.approvals import Answer, ApprovalRequest, Approvals
+from ateam.tools.exec_values import ExecLimits
 from ateam.tools.fs import Sandbox
-from ateam.tools.pty import ExecLimits
 from ateam.tools.registry import ToolPolicy, ToolRegistry
 
 __all__ = ["Parts", "ReplRunner", "RpcFactory", "build_parts"]

@@ -27,8 +27,8 @@ from ateam.bus.lock import InstanceLock
 from ateam.config import AgentConfig
 from ateam.config.schema import Approval
 from ateam.redact import Redactor
+from ateam.tools.exec_values import ExecLimits
 from ateam.tools.fs import Sandbox
-from ateam.tools.pty import ExecLimits
 from ateam.tools.registry import ToolContext
 from ateam.tools.services import (
     AgentLister,

@@ -19,8 +19,9 @@ from typing import Any
 from ateam.config.schema import Approval
 from ateam.errors import BadRequest, FsDenied
 from ateam.tools.approvals import Decision
+from ateam.tools.exec_values import ExecLimits, ExecResult
 from ateam.tools.fs import DEFAULT_LIST_ENTRIES, DEFAULT_READ_BYTES, Sandbox
-from ateam.tools.pty import ExecLimits, ExecProcess, ExecResult
+from ateam.tools.pty import ExecProcess
 from ateam.tools.registry import Tool, ToolContext, default_timeout_for, tool
 
 __all__ = ["WORKSPACE_TOOLS", "fs_list", "fs_patch", "fs_read", "fs_write", "os_exec"]

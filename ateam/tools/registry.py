@@ -52,8 +52,8 @@ from ateam.errors import BadRequest, RpcTimeout, ToolDenied
 from ateam.tools.approvals import Answer
 
 if TYPE_CHECKING:
+    from ateam.tools.exec_values import ExecLimits
     from ateam.tools.fs import Sandbox
-    from ateam.tools.pty import ExecLimits
     from ateam.tools.services import (
         AgentLister,
         ContextItems,

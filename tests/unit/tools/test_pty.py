@@ -16,14 +16,8 @@ import pytest
 
 from ateam._proc import pid_is_running
 from ateam.errors import BadRequest, Code
-from ateam.tools.pty import (
-    EndReason,
-    ExecLimits,
-    ExecProcess,
-    ExecResult,
-    minimal_env,
-    run_command,
-)
+from ateam.tools.exec_values import EndReason, ExecLimits, ExecResult, minimal_env
+from ateam.tools.pty import ExecProcess, run_command
 from tests._wait import async_wait_for
 
 pytestmark = pytest.mark.timeout(30)

@@ -19,7 +19,8 @@ import pytest
 from ateam.bus.coalesce import Coalescer
 from ateam.bus.events import decode_chunk
 from ateam.redact import Redactor
-from ateam.tools.pty import ExecLimits, run_command
+from ateam.tools.exec_values import ExecLimits
+from ateam.tools.pty import run_command
 
 pytestmark = pytest.mark.timeout(30)
 
