@@ -168,7 +168,7 @@ class Agent:
         self._install_signals()
         try:
             try:
-                await self._start()
+                await self.start()
             except RedisError as exc:
                 raise bus_error(exc) from exc
         except AteamError as exc:
@@ -182,7 +182,19 @@ class Agent:
         await self._shutdown()
         return self.exit_code
 
-    async def _start(self) -> None:
+    async def __aenter__(self) -> Agent:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Come up (SPEC §5.1): reach the bus, take the lock and the state directory,
+        recover the queue, register, serve RPC and start the worker.
+
+        The agent then works until :meth:`stop` (or a signal, under :meth:`run`).
+        """
         parts, status = self.parts, self._status
         await ensure_reachable(self.client, self.target)
         # Before the lock: on a server that may evict it, the lock guarantees nothing.
@@ -268,6 +280,11 @@ class Agent:
 
     def request_shutdown(self, code: int = 0) -> None:
         self._status.request_shutdown(code)
+
+    async def stop(self) -> None:
+        """Shut down in order (SPEC §5.1); the exit code of an earlier request stands."""
+        self.request_shutdown()
+        await self._shutdown()
 
     async def _shutdown(self) -> None:
         """Stop RPC, stop the worker, fsync, leave the registry, release the lock, close."""

@@ -21,10 +21,9 @@ from ateam.redact import Redactor
 async def agent(target: Target, tmp_path: Path) -> AsyncIterator[Agent]:
     config = standalone_agent("proj", "zeus", tmp_path)
     a = Agent(config, target, EchoProvider())
-    await a._start()
+    await a.start()
     yield a
-    a.request_shutdown()
-    await a._shutdown()
+    await a.stop()
 
 
 @pytest.fixture

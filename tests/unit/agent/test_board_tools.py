@@ -50,15 +50,14 @@ async def make_agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[MakeA
         agent = Agent(
             config, target, provider, parts=build_parts(config, target, provider, **swaps)
         )
-        await agent._start()
+        await agent.start()
         started.append(agent)
         return agent
 
     yield make
     for agent in started:
         if agent.state is not AgentState.SHUTDOWN:
-            agent.request_shutdown()
-            await agent._shutdown()
+            await agent.stop()
 
 
 async def run_task(agent: Agent, client: aioredis.Redis) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ async def test_a_swapped_part_is_the_one_the_running_agent_uses(
     assert parts.queue is queue and parts.keeper is not None
 
     agent = Agent(config, target, EchoProvider(), parts=parts)
-    await agent._start()
+    await agent.start()
     try:
         assert agent.queue is queue
         queued = agent.enqueue("hello", source="test")
@@ -34,8 +34,7 @@ async def test_a_swapped_part_is_the_one_the_running_agent_uses(
         assert [t["content"] for t in turns] == ["hello", "echo: hello"]
         assert turns[0]["task_id"] == queued.item.id
     finally:
-        agent.request_shutdown()
-        await agent._shutdown()
+        await agent.stop()
 
 
 @pytest.mark.parametrize(

@@ -22,10 +22,9 @@ from tests._wait import async_wait_for
 @pytest.fixture
 async def agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Agent]:
     a = Agent(standalone_agent("proj", "zeus", tmp_path), target, EchoProvider())
-    await a._start()
+    await a.start()
     yield a
-    a.request_shutdown()
-    await a._shutdown()
+    await a.stop()
 
 
 async def test_worker_crash_is_restarted_once_and_a_second_within_5s_exits_15(
@@ -82,9 +81,9 @@ async def test_shutdown_right_after_start_does_not_hang(
     """A stop requested with no await in between used to leave the heartbeat running."""
     for _ in range(3):
         a = Agent(standalone_agent("proj", "quick", tmp_path), target, EchoProvider())
-        await a._start()
+        await a.start()
         a.request_shutdown()
-        stopping = asyncio.create_task(a._shutdown())
+        stopping = asyncio.create_task(a.stop())
         done, _ = await asyncio.wait({stopping}, timeout=10)
         assert stopping in done, "shutdown hung"
         assert a.state == "shutdown"
@@ -174,3 +173,18 @@ async def test_pending_approvals_are_listed_with_their_secrets_masked(agent: Age
 
     (request,) = listed["pending"]
     assert key not in str(request) and "****" in request["args"]["cmd"]
+
+
+async def test_async_with_is_the_agents_whole_lifecycle(
+    target: RedisTarget, tmp_path: Path
+) -> None:
+    config = standalone_agent("proj", "life", tmp_path)
+    async with Agent(config, target, EchoProvider()) as a:
+        assert a.state == "idle"
+        a.enqueue("hello", source="test")
+        await async_wait_for(lambda: a.history.count() >= 2)
+    assert a.state == "shutdown"
+    # Left in order: the lock is free, so the same identity comes up again at once.
+    async with Agent(config, target, EchoProvider()) as again:
+        assert again.state == "idle"
+        assert again.history.count() >= 2

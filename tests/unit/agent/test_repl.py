@@ -19,10 +19,9 @@ from tests._wait import async_wait_for
 @pytest.fixture
 async def agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Agent]:
     a = Agent(standalone_agent("proj", "zeus", tmp_path), target, EchoProvider())
-    await a._start()
+    await a.start()
     yield a
-    a.request_shutdown()
-    await a._shutdown()
+    await a.stop()
 
 
 class Script:

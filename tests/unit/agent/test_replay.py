@@ -54,14 +54,13 @@ async def start(
 
     async def run(*, killed_before: bool = False) -> Agent:
         agent = Agent(config, target, provider, killed_before=killed_before)
-        await agent._start()
+        await agent.start()
         started.append(agent)
         return agent
 
     yield run
     for agent in started:
-        agent.request_shutdown()
-        await agent._shutdown()
+        await agent.stop()
 
 
 def killed_mid_task(config: AgentConfig, source: str, *, answered: bool) -> QueueItem:
@@ -134,8 +133,7 @@ async def test_an_item_whose_answer_is_in_the_history_is_marked_done_not_run(
     assert TaskEnd.model_validate(payload, strict=True).recovered is True  # the wire model
     assert set(payload) <= set(TaskEnd.model_fields)
     # Done for good: a restart finds nothing to do either.
-    agent.request_shutdown()
-    await agent._shutdown()
+    await agent.stop()
     reopened = DurableQueue(config.state_dir)
     reopened.open()
     assert reopened.current is None and reopened.pending() == []

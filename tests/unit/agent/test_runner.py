@@ -51,15 +51,14 @@ async def make_agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Calla
         config = dataclasses.replace(config, **spec)
         registry = ToolRegistry([*BUILTIN_TOOLS, boom])
         agent = Agent(config, target, ScriptedProvider(script), tools=registry)
-        await agent._start()
+        await agent.start()
         started.append(agent)
         return agent
 
     yield make
     for agent in started:
         if agent.state is not AgentState.SHUTDOWN:
-            agent.request_shutdown()
-            await agent._shutdown()
+            await agent.stop()
 
 
 async def events(client: aioredis.Redis, agent: Agent) -> list[dict[str, Any]]:
@@ -171,7 +170,7 @@ async def test_shutdown_during_a_silent_model_releases_the_item(
     item = agent.enqueue("slow one", source="test").item
     await async_wait_for(lambda: agent.state is AgentState.BUSY)
     agent.request_shutdown()
-    await asyncio.wait_for(agent._shutdown(), 15)
+    await asyncio.wait_for(agent.stop(), 15)
     reopened = type(agent.queue)(agent.config.state_dir)
     report = reopened.open()
     # Put back at the head by the shutdown itself, not found half-done like after a crash.

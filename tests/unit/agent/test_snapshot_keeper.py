@@ -169,7 +169,7 @@ async def test_a_running_agent_keeps_the_file_and_its_last_snapshot_drops_it(
 ) -> None:
     agent = Agent(standalone_agent("proj", "zeus", tmp_path), target, EchoProvider())
     path = isolated_home / "session.json"
-    await agent._start()
+    await agent.start()
     running = True
     try:
 
@@ -184,8 +184,7 @@ async def test_a_running_agent_keeps_the_file_and_its_last_snapshot_drops_it(
         assert doc is not None and doc["writer"]["agent"] == "proj/zeus"
         seat = agent.parts.snapshot.seat.key
 
-        agent.request_shutdown()
-        await agent._shutdown()
+        await agent.stop()
         running = False
 
         doc = read(path)
@@ -193,5 +192,4 @@ async def test_a_running_agent_keeps_the_file_and_its_last_snapshot_drops_it(
         assert not await client.exists(seat)  # given up, not left to lapse
     finally:
         if running:
-            agent.request_shutdown()
-            await agent._shutdown()
+            await agent.stop()

@@ -48,14 +48,13 @@ async def running(target: RedisTarget) -> AsyncIterator[Callable[[Path], Any]]:
     async def start(root: Path) -> Agent:
         config = load_project(root=root).agents["zeus"]
         agent = Agent(config, target, build_provider(config.model_entry()))
-        await agent._start()
+        await agent.start()
         agents.append(agent)
         return agent
 
     yield start
     for agent in agents:
-        agent.request_shutdown()
-        await agent._shutdown()
+        await agent.stop()
 
 
 async def events(client: aioredis.Redis, agent: Agent, kind: str) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ async def start(target: Target, root: Path, name: str, *, take: bool) -> Agent:
     config = standalone_agent("proj", name, root / name)
     config = dataclasses.replace(config, spec=config.spec.model_copy(update={"take_tasks": take}))
     agent = Agent(config, target, EchoProvider())
-    await agent._start()
+    await agent.start()
     if take:
         await async_wait_for(agent.parts.puller.listening.is_set, 10)
     return agent
@@ -38,8 +38,7 @@ async def crew(target: Target, tmp_path: Path) -> AsyncIterator[list[Agent]]:
     ]
     yield agents
     for agent in agents:
-        agent.request_shutdown()
-        await agent._shutdown()
+        await agent.stop()
 
 
 async def test_idle_teammates_pull_each_task_once_and_finish_it(

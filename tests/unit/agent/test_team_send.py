@@ -154,10 +154,9 @@ async def test_malformed_team_input_is_a_bad_request(
 async def mate(target: Target, tmp_path: Path) -> AsyncIterator[Agent]:
     config = standalone_agent("proj", "hera", tmp_path / "hera")
     a = Agent(config, target, EchoProvider())
-    await a._start()
+    await a.start()
     yield a
-    a.request_shutdown()
-    await a._shutdown()
+    await a.stop()
 
 
 async def test_the_messenger_queues_at_a_teammate_and_keeps_the_thread(

@@ -32,7 +32,7 @@ async def started(target: Target, config_dir: Path, name: str, **context: object
         spec = config.spec.model_copy(update={"context": ContextSubscriptionSpec(**context)})
         config = dataclasses.replace(config, spec=spec)
     agent = Agent(config, target, EchoProvider())
-    await agent._start()
+    await agent.start()
     await async_wait_for(agent.parts.team.listening.is_set, 10)
     return agent
 
@@ -42,8 +42,7 @@ async def agents(target: Target, tmp_path: Path) -> AsyncIterator[list[Agent]]:
     made: list[Agent] = []
     yield made
     for agent in made:
-        agent.request_shutdown()
-        await agent._shutdown()
+        await agent.stop()
 
 
 async def make(

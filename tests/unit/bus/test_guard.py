@@ -222,7 +222,7 @@ async def test_an_agent_refuses_before_it_takes_its_lock(
     agent = Agent(config, target_of(server, namespace), EchoProvider())
 
     with pytest.raises(EvictionPolicyRefused) as refused:
-        await agent._start()
+        await agent.start()
     await agent._abandon_start()
     await agent._close_client()
 
@@ -243,7 +243,7 @@ async def test_an_agent_that_accepts_the_risk_says_so_in_a_warn_event(
     monkeypatch.setenv(ALLOW_EVICTION_ENV, "yes")
     config = standalone_agent("proj", "zeus", tmp_path)
     agent = Agent(config, target_of(server, namespace), EchoProvider())
-    await agent._start()
+    await agent.start()
     try:
         assert await agent.events.flush(5)
         admin: redis.Redis = server.client()
@@ -257,5 +257,4 @@ async def test_an_agent_that_accepts_the_risk_says_so_in_a_warn_event(
         ]
         assert len(warns) == 1 and "allkeys-lru" in warns[0]["msg"]
     finally:
-        agent.request_shutdown()
-        await agent._shutdown()
+        await agent.stop()

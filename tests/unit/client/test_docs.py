@@ -27,7 +27,7 @@ async def test_the_example_runs(tmp_path: Path) -> None:
     # The embedded server of this test's own ATEAM_HOME, as the example finds it.
     target = resolve_target(None, None)
     agent = Agent(standalone_agent("hello", "zeus", tmp_path), target, EchoProvider())
-    await agent._start()
+    await agent.start()
     try:
         script = tmp_path / "example.py"
         script.write_text(example())
@@ -41,8 +41,7 @@ async def test_the_example_runs(tmp_path: Path) -> None:
         async with asyncio.timeout(60):
             out, err = await proc.communicate()
     finally:
-        agent.request_shutdown()
-        await agent._shutdown()
+        await agent.stop()
     assert proc.returncode == 0, err.decode()
     lines = out.decode().splitlines()
     assert lines[0] == "hello/zeus idle echo"

@@ -160,7 +160,7 @@ async def test_takeover(agent: Agent, team: Team, target: Target) -> None:
 async def test_registry_notices(team: Team, target: Target, tmp_path: Path) -> None:
     notices = await team.subscribe()
     a = Agent(standalone_agent("proj", "hera", tmp_path), target, EchoProvider())
-    await a._start()
+    await a.start()
     try:
         async with asyncio.timeout(5):
             async for notice in notices:
@@ -168,18 +168,17 @@ async def test_registry_notices(team: Team, target: Target, tmp_path: Path) -> N
                     break
         assert notice.agent == "proj/hera"
     finally:
-        a.request_shutdown()
-        await a._shutdown()
+        await a.stop()
         await notices.aclose()
 
 
 async def test_cancel_interrupt_and_stop(team: Team, target: Target, tmp_path: Path) -> None:
     hera = Agent(standalone_agent("proj", "hera", tmp_path), target, EchoProvider())
-    await hera._start()
+    await hera.start()
 
     async def run_until_asked() -> None:  # what Agent.run does around its work
         await hera._stop.wait()
-        await hera._shutdown()
+        await hera.stop()
 
     running = asyncio.create_task(run_until_asked())
     try:

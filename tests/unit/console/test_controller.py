@@ -68,10 +68,9 @@ class RecordingView:
 async def agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Agent]:
     config = standalone_agent("proj", "zeus", tmp_path)
     a = Agent(config, target, EchoProvider())
-    await a._start()
+    await a.start()
     yield a
-    a.request_shutdown()
-    await a._shutdown()
+    await a.stop()
 
 
 @pytest.fixture
@@ -185,10 +184,9 @@ async def test_join_and_leave_banners(
 ) -> None:
     _, view = console
     a = Agent(standalone_agent("proj", "hera", tmp_path), target, EchoProvider())
-    await a._start()
+    await a.start()
     await view.wait_for(lambda: "agent proj/hera joined" in view.banners)
-    a.request_shutdown()
-    await a._shutdown()
+    await a.stop()
     await view.wait_for(lambda: "agent proj/hera left" in view.banners)
 
 
@@ -325,7 +323,7 @@ async def test_auto_tail_follows_other_live_agents_up_to_its_limit(
         for name in ("hera", "ares")
     ]
     for other in others:
-        await other._start()
+        await other.start()
     view = RecordingView()
     c = ConsoleController(target, view)
     c.auto_tail_limit = 1
@@ -344,8 +342,7 @@ async def test_auto_tail_follows_other_live_agents_up_to_its_limit(
         await view.wait_for(lambda: any(e.agent == "proj/hera" for e in view.events))
 
         assert not [b for b in view.banners if "failed" in b]  # the tail loop survived
-        others[1].request_shutdown()
-        await others[1]._shutdown()
+        await others[1].stop()
         await view.wait_for(lambda: "agent proj/ares left" in view.banners)
         await c.refresh_agents(announce=False)
         assert c.auto_tailed == {"proj/hera"}
@@ -354,8 +351,7 @@ async def test_auto_tail_follows_other_live_agents_up_to_its_limit(
         await c.aclose()
         for other in others:
             if other.state.value != "stopped":
-                other.request_shutdown()
-                await other._shutdown()
+                await other.stop()
 
 
 async def test_allow_external_opens_and_closes_the_door_for_mcp_clients(

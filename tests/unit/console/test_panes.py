@@ -140,10 +140,9 @@ async def type_line(pilot: Pilot[Any], line: str) -> None:
 @pytest.fixture
 async def zeus(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Agent]:
     agent = Agent(standalone_agent("proj", "zeus", tmp_path), target, EchoProvider())
-    await agent._start()
+    await agent.start()
     yield agent
-    agent.request_shutdown()
-    await agent._shutdown()
+    await agent.stop()
 
 
 async def test_agent_list_follows_joins_and_leaves(

@@ -54,10 +54,9 @@ async def agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Agent]:
     config = standalone_agent("proj", "wire", work)
     config = dataclasses.replace(config, tools_allow=("fs.*", "os.exec"))
     a = Agent(config, target, ScriptedProvider(script))
-    await a._start()
+    await a.start()
     yield a
-    a.request_shutdown()
-    await a._shutdown()
+    await a.stop()
 
 
 async def published(client: aioredis.Redis, agent: Agent) -> list[dict[str, Any]]:
