@@ -151,11 +151,7 @@ def cmd_console(args: argparse.Namespace) -> int:
         raise UsageError("--host, --port, --token-file and --read-only go with --web")
     if args.web and (args.no_ui or args.panes):
         raise UsageError("--web serves the panes console; --no-ui and --panes do not go with it")
-    try:
-        target = _target(args, _project_or_none())
-    except AteamError as exc:
-        print(exc.one_line(), file=sys.stderr)
-        return cli_exit_code(exc)
+    target = _target(args, _project_or_none())
     if args.web:
         return _console_web(args, target)
     return run_console(target, plain=args.no_ui, force_panes=args.panes)
@@ -179,11 +175,7 @@ def _console_web(args: argparse.Namespace, target: Target) -> int:
         read_only=args.read_only,
         redis_url=args.redis,
     )
-    try:
-        asyncio.run(serve(options, target))
-    except AteamError as exc:
-        print(exc.one_line(), file=sys.stderr)
-        return cli_exit_code(exc)
+    asyncio.run(serve(options, target))
     return 0
 
 
@@ -421,9 +413,6 @@ def _run_verb(
         _resolve_id(args)
         target = _target(args, _project_or_none())
         return asyncio.run(_with_team(target, verb, redactor or Redactor(), work))
-    except AteamError as exc:
-        print(exc.one_line(), file=sys.stderr)
-        return cli_exit_code(exc)
     except KeyboardInterrupt:
         return Exit.INTERRUPTED
 
@@ -463,11 +452,7 @@ def _resolve_id(args: argparse.Namespace) -> None:
 def cmd_init(args: argparse.Namespace) -> int:
     from ateam.config.scaffold import init_project
 
-    try:
-        made = init_project(Path(args.dir), name=args.name, agent=args.agent)
-    except AteamError as exc:
-        print(exc.one_line(), file=sys.stderr)
-        return cli_exit_code(exc)
+    made = init_project(Path(args.dir), name=args.name, agent=args.agent)
     print(f"created project {made.project} in {made.root}:")
     for path in made.files:
         print(f"  {path}")
@@ -675,11 +660,7 @@ TASK_COLUMNS = ["id", "status", "priority", "assignee", "depends_on", "title"]
 
 def _run_tasks(args: argparse.Namespace, work: TaskWork, verb: str = "tasks") -> int:
     """The project (``--project`` or the nearest one), then ``work`` on a team session."""
-    try:
-        project = _project_name(args.project)
-    except AteamError as exc:
-        print(exc.one_line(), file=sys.stderr)
-        return cli_exit_code(exc)
+    project = _project_name(args.project)
 
     async def on_team(team: Team) -> int:
         return await work(team, project)
@@ -934,16 +915,12 @@ def _add_context_parser(sub: Any) -> None:
 
 def cmd_acl(args: argparse.Namespace) -> int:
     """``ateam acl PROJECT``: the least-privilege Redis user of one project."""
-    try:
-        project = checked_name(args.project_name)
-        config = _project_or_none()
-        namespace = (config.namespace if config else None) or DEFAULT_NAMESPACE
-        password = None
-        if args.password_file is not None:
-            password = _read_secret(args.password_file)
-    except AteamError as exc:
-        print(exc.one_line(), file=sys.stderr)
-        return cli_exit_code(exc)
+    project = checked_name(args.project_name)
+    config = _project_or_none()
+    namespace = (config.namespace if config else None) or DEFAULT_NAMESPACE
+    password = None
+    if args.password_file is not None:
+        password = _read_secret(args.password_file)
     if not args.apply:
         line, user, secret = acl_setuser(project, namespace, user=args.user, password=password)
         print(line)
@@ -1030,9 +1007,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         project: str | None = _project_name(args.project)
     except UsageError:
         project = None
-    except AteamError as exc:
-        print(exc.one_line(), file=sys.stderr)
-        return cli_exit_code(exc)
 
     async def work(team: Team) -> int:
         return await serve(team, project, http=http)
@@ -1072,30 +1046,19 @@ def _add_mcp_parser(sub: Any) -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     root = Path(args.dir).resolve()
-    try:
-        project = load_project(root)
-        target = _target(args, project)
-    except AteamError as exc:
-        print(exc.one_line(), file=sys.stderr)
-        return cli_exit_code(exc)
+    project = load_project(root)
+    target = _target(args, project)
     if args.down:  # also agents a console started, configured or not
         return _down(project)
     if not project.agents:
-        error = ConfigError(f"no agents configured under {root}")
-        print(error.one_line(), file=sys.stderr)
-        return cli_exit_code(error)
+        raise ConfigError(f"no agents configured under {root}")
     from ateam.supervisor import start_agents
 
-    try:
-        started, failed = start_agents(project, target, redis_url=args.redis)
-    except AteamError as exc:
-        print(exc.one_line(), file=sys.stderr)
-        return cli_exit_code(exc)
+    started, failed = start_agents(project, target, redis_url=args.redis)
     for line in started:
         print(line)
     if failed is not None:  # no console: the exit status must say it
-        print(failed.one_line(), file=sys.stderr)
-        return cli_exit_code(failed)
+        raise failed
     if args.detach:
         return 0
     return run_console(target, plain=args.no_ui)
@@ -1228,7 +1191,8 @@ def main(argv: list[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)
-    except UsageError as exc:
+    except AteamError as exc:
+        # One place maps every error to its line and exit status (SPEC §2): verbs raise.
         print(exc.one_line(), file=sys.stderr)
         return cli_exit_code(exc)
     except KeyboardInterrupt:
