@@ -75,6 +75,10 @@ class EventTail:
     max_bytes: int = 1 << 18
     """Aim for reads of at most this many bytes (~256 KiB): with 64 KiB frames, 1000
     events would be 64 MiB decoded in one go by a console that fell behind."""
+    first_count: int = 64
+    """Events per read until reads show they are small: a read takes COUNT, not bytes,
+    so a console caught up on small events must not meet a flood of 64 KiB frames with
+    a read of ``count`` (the whole retained stream, 16 MiB, decoded at once)."""
     on_connection_change: Callable[[bool, int], None] | None = None
     _count: int = 0
     _cursors: dict[str, _Cursor] = field(default_factory=dict)
@@ -134,7 +138,7 @@ class EventTail:
             if wait:
                 await asyncio.sleep(self.block_ms / 1000)
             return out
-        count = self._count or self.count
+        count = self._count or self.first_count
         doubting = {a: c for a, c in self._cursors.items() if c.doubts}
         sure = {a: c for a, c in self._cursors.items() if not c.doubts}
         reply: list[Any] = []
@@ -149,11 +153,17 @@ class EventTail:
         elif wait and not reply and not out:
             await asyncio.sleep(self.block_ms / 1000)
         received = sum(len(f.get(b"d", b"")) for _, entries in reply for _, f in entries)
+        most = max((len(entries) for _, entries in reply), default=0)
         # Size the next read by what this one weighed: few big frames, many small ones.
+        # It grows only after a full, light read (more is waiting, and it is small); a
+        # reader that is caught up falls back near ``first_count``, which the next flood
+        # cannot make heavy.
         if received > self.max_bytes:
             self._count = max(4, count * self.max_bytes // received)
-        elif count < self.count:
+        elif most >= count:
             self._count = min(self.count, count * 2)
+        else:
+            self._count = min(count, max(self.first_count, 2 * most))
         for key, entries in reply:
             agent = self.keys.agent_from_events_key(key.decode())
             cursor = self._cursors.get(agent)

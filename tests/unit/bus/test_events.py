@@ -621,3 +621,31 @@ async def test_absurd_offsets_and_huge_entries_are_a_strangers_too(
     await restarted.aclose()
     assert await stream_ids(client, keys) == ["1-0", "2-0", "3-0", "11-0", "12-0"]
     assert restarted.foreign == 2
+
+
+async def test_a_caught_up_tail_meets_a_flood_of_big_frames_with_a_small_read(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    # XREAD bounds a read by COUNT, not bytes: a console caught up on small events read
+    # the whole retained stream of 64 KiB frames in one go when a flood began (33 MB
+    # traced in the console's flood test, over its bound).
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    tail = EventTail(client, keys)
+    tail.add(AGENT, after=0)
+    for i in range(3000):  # a long run of tokens: the reads grow to their full count
+        pub.emit("token", text=str(i))
+    await pub.flush(5)
+    assert len(await collect(tail, 3000)) == 3000
+    frame = "x" * 60_000
+    for _ in range(150):
+        pub.emit("tool.output", text=frame)
+    await pub.flush(10)
+
+    first = await tail.poll()
+
+    assert 0 < len(first) <= 2 * tail.first_count < 150
+    rest = await collect(tail, 150 - len(first))
+    assert len(first) + len(rest) == 150
+    await pub.aclose()
