@@ -85,7 +85,7 @@ def _project(start: Path | None = None) -> ProjectConfig:
 
 def cmd_agent(args: argparse.Namespace) -> int:
     from ateam import fleet
-    from ateam.agent.process import Agent
+    from ateam.agent.runtime.process import Agent
     from ateam.providers import build_provider
 
     try:

@@ -32,7 +32,7 @@ import yaml
 
 from ateam._cmdline import bus_environment
 from ateam._fs import atomic_write
-from ateam.agent.queue import DurableQueue
+from ateam.agent.state.queue import DurableQueue
 from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, load_project, standalone_agent
 from ateam.config.schema import AgentSpec
 from ateam.errors import AteamError, SpawnFailed, UsageError

@@ -2,7 +2,7 @@
 
 Issue 12 asks for the post → visible latency beside a raw baseline. One measured post
 is ``ContextStore.post`` (one MULTI: the item, its index, the trims and the notice) until
-an agent's :class:`~ateam.agent.teamfeed.TeamFeed`, subscribed to the context channel,
+an agent's :class:`~ateam.agent.context.teamfeed.TeamFeed`, subscribed to the context channel,
 has fetched the item and put it in its inbox — what the next task's context is built
 from. The baseline is the bare transport underneath: raw redis-py ``PUBLISH`` of a
 small message until a raw subscriber receives it. Iterations interleave the two,
@@ -29,9 +29,9 @@ from _common import (
     report,
 )
 
-from ateam.agent.teamfeed import TeamFeed
+from ateam.agent.context.teamfeed import TeamFeed
 from ateam.bus.connection import RedisTarget, make_client
-from ateam.bus.context import ContextItem, ContextStore
+from ateam.bus.context_items import ContextItem, ContextStore
 from ateam.bus.keys import Keys
 
 PROJECT = "bench"

@@ -81,7 +81,7 @@ from _common import (
 )
 from ptyprocess import PtyProcess
 
-from ateam.agent.workctx import RESUMMARIZE_EVERY
+from ateam.agent.context.working import RESUMMARIZE_EVERY
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.events import EventType, Gap, decode_chunk
 from ateam.bus.keys import Keys

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from _common import Row, environment, ns_to_ms, parser, percentile, report
 
-from ateam.agent.queue import DurableQueue, encode_line
+from ateam.agent.state.queue import DurableQueue, encode_line
 from ateam.paths import ateam_home
 
 TEXT = "Refactor the retry loop in bus/rpc.py so that a timed-out call is retried once. " * 2

@@ -37,7 +37,7 @@ import redis.asyncio as aioredis
 
 from ateam._fs import atomic_write, file_key
 from ateam.bus.board import BoardTask, TaskBoard, TaskStatus
-from ateam.bus.context import ContextItem, ContextStore, Urgency
+from ateam.bus.context_items import ContextItem, ContextStore, Urgency
 from ateam.bus.keys import Keys
 from ateam.bus.registry import AgentView, Registry
 from ateam.config.schema import checked_name

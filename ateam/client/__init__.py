@@ -14,7 +14,7 @@ See ``docs/python-api.md``.
 from __future__ import annotations
 
 from ateam.bus.backoff import CONNECTION_ERRORS
-from ateam.bus.context import LOCAL_RUNTIMES, ContextItem, ContextType, Scope, Urgency
+from ateam.bus.context_items import LOCAL_RUNTIMES, ContextItem, ContextType, Scope, Urgency
 from ateam.bus.events import Event, EventType, Gap, decode_chunk
 from ateam.bus.ownership import OwnerInfo, OwnerKind
 from ateam.bus.registry import AgentView as AgentStatus

@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 from ateam.bus import bootstrap
 from ateam.bus.board import TaskBoard
 from ateam.bus.connection import ensure_reachable, make_client
-from ateam.bus.context import ContextItem, ContextStore, ContextType, Scope, Urgency
+from ateam.bus.context_items import ContextItem, ContextStore, ContextType, Scope, Urgency
 from ateam.bus.guard import check_eviction
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership

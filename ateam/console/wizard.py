@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ateam.agent.tools import BUILTIN_TOOLS
+from ateam.agent.native.tools import BUILTIN_TOOLS
 from ateam.config import ProjectConfig
 from ateam.config.schema import check_name
 from ateam.errors import UsageError

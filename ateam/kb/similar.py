@@ -50,7 +50,7 @@ def rank_texts(
 def meaning_ranker(
     embedder: Embedder | None = None,
 ) -> Callable[[str, Sequence[str], int], list[tuple[int, float]]]:
-    """A ranker for :class:`~ateam.bus.context.ContextStore` (``(query, texts, limit)``)."""
+    """A ranker for :class:`~ateam.bus.context_items.ContextStore` (``(query, texts, limit)``)."""
 
     def rank(query: str, texts: Sequence[str], limit: int) -> list[tuple[int, float]]:
         return rank_texts(query, texts, limit=limit, embedder=embedder)

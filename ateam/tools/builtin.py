@@ -4,7 +4,7 @@ Each is a thin typed function over a component that does the real work — the P
 (:mod:`ateam.tools.pty`), the file sandbox (:mod:`ateam.tools.fs`) — so the schema the
 model sees is generated from these signatures and their ``Args:`` sections. The tools
 over the agent's own state (plan, memory, context items, knowledge bases, the team) live
-with the agent, in :mod:`ateam.agent.tools`, which also assembles the full built-in list.
+with the agent, in :mod:`ateam.agent.native.tools`, which also assembles the full built-in list.
 What a tool returns is what the model reads, so results are small JSON-able values and
 failures are typed :class:`~ateam.errors.AteamError` subclasses the task loop reports
 with their stable code.

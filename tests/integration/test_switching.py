@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ateam.agent.workctx import WorkingContext
+from ateam.agent.context.working import WorkingContext
 from tests._wait import wait_for
 from tests.servers.openai_wire import ErrorReply, OpenAIWireServer, Reply, WireToolCall
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ateam.agent.process import Agent
+from ateam.agent.runtime.process import Agent
 from ateam.client import Target, Team
 from ateam.config import standalone_agent
 from ateam.providers import EchoProvider

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from ateam._jsonl import decode_line
-from ateam.agent.queue import DEAD_FILE, QUEUE_FILE, DurableQueue
+from ateam.agent.state.queue import DEAD_FILE, QUEUE_FILE, DurableQueue
 from ateam.bus.codec import pack, unpack
 from ateam.bus.connection import RedisTarget
 from ateam.bus.keys import Keys

@@ -1,7 +1,7 @@
 """The task board from inside an agent (issue 12): the ``tasks.*`` tools and the upkeep
 that reopens lost claims.
 
-A real :class:`~ateam.agent.process.Agent` on the test's redis-server, driven by the
+A real :class:`~ateam.agent.runtime.process.Agent` on the test's redis-server, driven by the
 ``scripted`` model; the board is read back through :class:`TaskBoard` as any client would.
 """
 
@@ -16,8 +16,8 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
-from ateam.agent.build import build_parts
-from ateam.agent.process import Agent, AgentState
+from ateam.agent.runtime.build import build_parts
+from ateam.agent.runtime.process import Agent, AgentState
 from ateam.bus.board import TaskBoard, TaskStatus
 from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget, make_client

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from ateam.agent.build import build_parts
-from ateam.agent.process import Agent
-from ateam.agent.queue import DurableQueue
-from ateam.agent.tools import BUILTIN_TOOLS
+from ateam.agent.native.tools import BUILTIN_TOOLS
+from ateam.agent.runtime.build import build_parts
+from ateam.agent.runtime.process import Agent
+from ateam.agent.state.queue import DurableQueue
 from ateam.bus.connection import RedisTarget
 from ateam.config import standalone_agent
 from ateam.providers import EchoProvider

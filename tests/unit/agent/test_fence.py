@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ateam.agent.build import build_parts
-from ateam.agent.fence import StateDirLock, WriteFence
-from ateam.agent.handoff import HandoffStore
-from ateam.agent.history import History, SummaryLog
-from ateam.agent.queue import DurableQueue
-from ateam.agent.workctx import WorkingContext
+from ateam.agent.context.handoff import HandoffStore
+from ateam.agent.context.working import WorkingContext
+from ateam.agent.runtime.build import build_parts
+from ateam.agent.state.fence import StateDirLock, WriteFence
+from ateam.agent.state.history import History, SummaryLog
+from ateam.agent.state.queue import DurableQueue
 from ateam.bus.connection import RedisTarget
 from ateam.config import standalone_agent
 from ateam.errors import LockLost

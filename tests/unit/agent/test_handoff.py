@@ -20,7 +20,7 @@ import portalocker
 import pytest
 
 from ateam._fs import Problem
-from ateam.agent.handoff import (
+from ateam.agent.context.handoff import (
     HANDOFF_TTL_S,
     HandoffStore,
     Validity,
@@ -308,7 +308,7 @@ def test_mirror_gets_the_file_bytes_and_cannot_fail_the_write(
         raise ConnectionError("redis is down")
 
     failing = HandoffStore(state_dir, model="m1", project="/p", mirror=broken)
-    with caplog.at_level(logging.WARNING, logger="ateam.agent.handoff"):
+    with caplog.at_level(logging.WARNING, logger="ateam.agent.context.handoff"):
         record = failing.update({"task": {"status": "done"}}, author="m1")
     assert record["sequence"] == 2
     assert failing.read() == record
@@ -399,7 +399,7 @@ def test_lock_wait_times_out_with_storage_error(
 _WRITER = """
 import sys
 from pathlib import Path
-from ateam.agent.handoff import HandoffStore
+from ateam.agent.context.handoff import HandoffStore
 
 state, k, rounds = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 store = HandoffStore(state, model="m1", project="/proj")
@@ -474,7 +474,7 @@ def test_stores_in_threads_lose_no_field(store: HandoffStore) -> None:
 _LOOPER = """
 import sys
 from pathlib import Path
-from ateam.agent.handoff import HandoffStore
+from ateam.agent.context.handoff import HandoffStore
 
 store = HandoffStore(Path(sys.argv[1]), model="m1", project="/proj")
 big = ["src/" + "x" * 100 + str(i) for i in range(10000)]  # about 1 MB per write

@@ -13,8 +13,8 @@ import pytest
 
 from ateam import _jsonl as jsonl_mod
 from ateam._fs import Damage, Problem, append_durably
-from ateam.agent import history as history_mod
-from ateam.agent.history import History, SummaryLog
+from ateam.agent.state import history as history_mod
+from ateam.agent.state.history import History, SummaryLog
 from ateam.errors import StorageError
 
 OpenHistory = Callable[..., History]

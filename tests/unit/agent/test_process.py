@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from ateam.agent.control import TaskControl
-from ateam.agent.process import Agent
-from ateam.agent.queue import QueueItem
+from ateam.agent.loop.control import TaskControl
+from ateam.agent.runtime.process import Agent
+from ateam.agent.state.queue import QueueItem
 from ateam.bus.connection import RedisTarget
 from ateam.config import standalone_agent
 from ateam.errors import EXIT_WORKER_CRASHED
@@ -58,7 +58,7 @@ async def test_worker_crash_is_restarted_once_and_a_second_within_5s_exits_15(
 
 
 async def test_status_reports_state_and_offsets(agent: Agent) -> None:
-    from ateam.agent.service import build_methods
+    from ateam.agent.runtime.service import build_methods
     from ateam.bus.rpc import Call
 
     methods = build_methods(agent)
@@ -153,7 +153,7 @@ async def test_the_summary_log_stands_in_when_the_running_summary_is_gone(agent:
 
 
 async def test_pending_approvals_are_listed_with_their_secrets_masked(agent: Agent) -> None:
-    from ateam.agent.service import AgentService
+    from ateam.agent.runtime.service import AgentService
     from ateam.bus.rpc import Call
 
     key = "sk-proj-" + "R4t5Y6u7I8o9P0a1S2d3F4g5H6j7K8l9"

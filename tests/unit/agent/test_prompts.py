@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ateam.agent.prompts import Prompts, check_edit, find_blocks
+from ateam.agent.context.prompts import Prompts, check_edit, find_blocks
 from ateam.errors import BadRequest, PromptProtectedViolation
 
 BASE = """You are zeus, a careful engineer.

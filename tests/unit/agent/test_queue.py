@@ -19,8 +19,8 @@ import pytest
 from ateam import _fs as fs_mod
 from ateam import _jsonl as jsonl_mod
 from ateam._fs import Damage, Problem, keep_aside
-from ateam.agent import queue as queue_mod
-from ateam.agent.queue import (
+from ateam.agent.state import queue as queue_mod
+from ateam.agent.state.queue import (
     DEAD_REASON,
     KILLED_REASON,
     KILLS_LIMIT,
@@ -495,7 +495,7 @@ def test_kill_9_never_loses_an_acknowledged_append(state_dir: Path) -> None:
         """
         import sys
         from pathlib import Path
-        from ateam.agent.queue import DurableQueue
+        from ateam.agent.state.queue import DurableQueue
 
         queue = DurableQueue(Path(sys.argv[1]))
         queue.open()

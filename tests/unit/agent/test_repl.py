@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ateam.agent.process import Agent
-from ateam.agent.repl import INBOX_MAX_BYTES, AgentRepl, ReplCompleter, scan_inbox
+from ateam.agent.runtime.process import Agent
+from ateam.agent.runtime.repl import INBOX_MAX_BYTES, AgentRepl, ReplCompleter, scan_inbox
 from ateam.bus.connection import RedisTarget
 from ateam.config import standalone_agent
 from ateam.providers import EchoProvider

@@ -18,9 +18,9 @@ import pytest
 import redis
 import yaml
 
-from ateam.agent.history import History
-from ateam.agent.process import Agent
-from ateam.agent.queue import DurableQueue, QueueItem
+from ateam.agent.runtime.process import Agent
+from ateam.agent.state.history import History
+from ateam.agent.state.queue import DurableQueue, QueueItem
 from ateam.bus.board import BoardTask, TaskStatus
 from ateam.bus.codec import unpack
 from ateam.client import Target, Team

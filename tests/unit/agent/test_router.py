@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ateam.agent.router import Action, ModelRouter, Reason
+from ateam.agent.models.router import Action, ModelRouter, Reason
 from ateam.config import AgentConfig, load_project
 from ateam.errors import (
     AuthFailed,

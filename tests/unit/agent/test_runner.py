@@ -1,6 +1,6 @@
 """The task loop in-process (SPEC §5.4): failures, slow owners, interrupts and re-runs.
 
-A real :class:`~ateam.agent.process.Agent` on the test's redis-server, a ``scripted``
+A real :class:`~ateam.agent.runtime.process.Agent` on the test's redis-server, a ``scripted``
 model and the built-in tools plus one that misbehaves on purpose.
 """
 
@@ -18,8 +18,8 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
-from ateam.agent.process import Agent, AgentState
-from ateam.agent.tools import BUILTIN_TOOLS
+from ateam.agent.native.tools import BUILTIN_TOOLS
+from ateam.agent.runtime.process import Agent, AgentState
 from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget
 from ateam.config import standalone_agent

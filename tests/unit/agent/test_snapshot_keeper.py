@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from ateam.agent.process import Agent
-from ateam.agent.snapshot_keeper import SnapshotKeeper
+from ateam.agent.runtime.process import Agent
+from ateam.agent.runtime.snapshot_keeper import SnapshotKeeper
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.board import TaskBoard
 from ateam.bus.connection import RedisTarget, make_client
@@ -25,7 +25,7 @@ from ateam.config import standalone_agent
 from ateam.providers import EchoProvider
 from tests._wait import async_wait_for
 
-LOGGER = "ateam.agent.snapshot_keeper"
+LOGGER = "ateam.agent.runtime.snapshot_keeper"
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
-from ateam.agent.handoff import check, compute_checksum
-from ateam.agent.process import Agent, AgentState
+from ateam.agent.context.handoff import check, compute_checksum
+from ateam.agent.runtime.process import Agent, AgentState
 from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget
 from ateam.config import load_project
@@ -170,7 +170,7 @@ async def test_a_fallback_that_cannot_be_built_is_skipped_not_fatal(
 async def test_the_injected_context_stays_in_budget_on_a_long_history(
     running: Callable[[Path], Any], tmp_path: Path
 ) -> None:
-    from ateam.agent import context as ctxbuild
+    from ateam.agent.context import rebuild as ctxbuild
     from ateam.constants import HANDOFF_BLOCK_TOKENS
     from ateam.providers.base import estimate_tokens
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ateam.agent.messenger import TeamMessenger
-from ateam.agent.process import Agent
+from ateam.agent.runtime.messenger import TeamMessenger
+from ateam.agent.runtime.process import Agent
 from ateam.bus.identity import AgentIdentity
 from ateam.bus.registry import AgentEntry, Heartbeat
 from ateam.bus.rpc import RpcClient

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from ateam.agent.process import Agent
-from ateam.agent.teamfeed import TeamFeed
-from ateam.agent.tools import context_search
+from ateam.agent.context.teamfeed import TeamFeed
+from ateam.agent.native.tools import context_search
+from ateam.agent.runtime.process import Agent
 from ateam.client import Target, Team
 from ateam.config import standalone_agent
 from ateam.config.schema import ContextSubscriptionSpec

@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 from ateam._fs import Damage
-from ateam.agent.usage import Usage, UsageLedger
+from ateam.agent.state.usage import Usage, UsageLedger
 
 
 def test_counts_round_trip_through_the_file(tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ def test_a_failed_save_returns_false_instead_of_raising(tmp_path: Path) -> None:
 def test_the_compaction_marker_reports_a_full_disk_as_storage_full(tmp_path: Path) -> None:
     import pytest
 
-    from ateam.agent import compaction as process
+    from ateam.agent.context import compaction as process
     from ateam.errors import StorageError
 
     marker = tmp_path / "context" / "compacted_until"

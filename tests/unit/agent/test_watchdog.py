@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from ateam.agent.watchdog import Stall, StallWatch
+from ateam.agent.loop.watchdog import Stall, StallWatch
 from ateam.errors import WorkerStalled
 
 

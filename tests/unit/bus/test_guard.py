@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 import redis
 
-from ateam.agent.process import Agent
+from ateam.agent.runtime.process import Agent
 from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget, make_client, resolve_target
 from ateam.bus.guard import ALLOW_EVICTION_ENV, MemoryPolicy, check_eviction, read_policy

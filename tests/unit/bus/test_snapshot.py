@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 
 from ateam.bus.board import TaskBoard
 from ateam.bus.connection import RedisTarget
-from ateam.bus.context import ContextStore
+from ateam.bus.context_items import ContextStore
 from ateam.bus.keys import Keys
 from ateam.bus.registry import AgentEntry, Heartbeat
 from ateam.bus.snapshot import (

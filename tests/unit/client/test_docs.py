@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from ateam.agent.process import Agent
+from ateam.agent.runtime.process import Agent
 from ateam.client import resolve_target
 from ateam.config import standalone_agent
 from ateam.providers import EchoProvider

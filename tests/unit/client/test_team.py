@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ateam.agent.process import Agent
+from ateam.agent.runtime.process import Agent
 from ateam.client import (
     AgentHandle,
     AgentStatus,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ateam.agent.process import Agent
+from ateam.agent.runtime.process import Agent
 from ateam.bus.codec import pack
 from ateam.bus.connection import RedisTarget
 from ateam.bus.events import Event, Gap

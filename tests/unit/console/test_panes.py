@@ -25,9 +25,9 @@ from textual.pilot import Pilot
 from textual.strip import Strip
 from textual.widgets import Input, Label, OptionList, RichLog, Static
 
-from ateam.agent.process import Agent
+from ateam.agent.runtime.process import Agent
 from ateam.bus.connection import RedisTarget, make_client
-from ateam.bus.context import ContextStore
+from ateam.bus.context_items import ContextStore
 from ateam.bus.events import Event, Gap
 from ateam.bus.keys import Keys
 from ateam.bus.publisher import EventPublisher

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from ateam.agent.kb import AgentKb
-from ateam.agent.tools import default_registry
+from ateam.agent.native.tools import default_registry
+from ateam.agent.state.knowledge import AgentKb
 from ateam.config import load_project
 from ateam.config.schema import EmbeddingsProvider, EmbeddingsSpec
 from ateam.errors import (

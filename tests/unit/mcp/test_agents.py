@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ateam.agent.process import Agent
+from ateam.agent.runtime.process import Agent
 from ateam.client import Event, EventType, Target, Team
 from ateam.errors import Code
 from ateam.mcp import TOOL_NAMES, AteamServer

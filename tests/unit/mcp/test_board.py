@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ateam.agent.process import Agent
+from ateam.agent.runtime.process import Agent
 from ateam.client import Team
 from ateam.errors import Code
 from ateam.mcp import TASKS_URI, AteamServer

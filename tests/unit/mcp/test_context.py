@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ateam.agent.process import Agent
+from ateam.agent.runtime.process import Agent
 from ateam.client import Team
 from ateam.errors import Code
 from ateam.mcp import DECISIONS_URI, SESSION_URI, AteamServer

@@ -9,7 +9,7 @@ import mcp
 import pytest
 from mcp.types import Implementation
 
-from ateam.agent.process import Agent
+from ateam.agent.runtime.process import Agent
 from ateam.client import Target, Team
 from ateam.errors import Code
 from ateam.mcp import AteamServer, TeamBridge, build_server, runtime_name

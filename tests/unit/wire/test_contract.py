@@ -20,7 +20,7 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
-from ateam.agent.process import Agent, AgentState
+from ateam.agent.runtime.process import Agent, AgentState
 from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget
 from ateam.bus.events import Event

@@ -12,8 +12,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from ateam.agent.process import Agent
-from ateam.agent.service import build_methods
+from ateam.agent.runtime.process import Agent
+from ateam.agent.runtime.service import build_methods
 from ateam.client import AgentHandle, Team
 from ateam.wire.results import STRICT_ROWS, Result
 from tests._wait import async_wait_for

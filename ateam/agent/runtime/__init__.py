@@ -1,0 +1,1 @@
+"""The agent process: its composition root, lifecycle, RPC service and REPL."""
