@@ -160,6 +160,23 @@ import its own package and anything on a lower floor, never a higher one and nev
 sideways package on its own floor."""
 
 
+AGENT_FLOORS: tuple[str, ...] = (
+    "ateam.agent.runtime",
+    "ateam.agent.native",
+    "ateam.agent.loop",
+    "ateam.agent.context",
+    "ateam.agent.models",
+    "ateam.agent.state",
+)
+"""The floors inside ``ateam/agent/``, top first: the process and its faces; the native
+task runner (another runner sits beside it, on its own package of this floor); the work
+loop, which knows a runner only by :mod:`ateam.agent.loop.task`'s protocol; what the
+model sees; which model; what is kept on disk."""
+
+AGENT_TOP = ("ateam.agent",)
+"""The only modules of ``ateam/agent/`` outside a floor: the package itself."""
+
+
 def floor_of(module: str) -> tuple[int, str]:
     """(floor, package) of an ``ateam`` module (the package face ``ateam`` stands apart)."""
     for depth, packages in enumerate(LAYERS):
@@ -269,5 +286,55 @@ def test_the_lists_here_name_only_what_exists() -> None:
     modules = all_modules()
     missing = [f"FRONT_ENDS: {item}" for item in FRONT_ENDS if not (PACKAGE / item).exists()]
     named = [name for floor in LAYERS for name in floor] + list(ABOVE_TOOLS)
+    named += list(AGENT_FLOORS) + list(AGENT_TOP)
     missing += [f"LAYERS/ABOVE_TOOLS: {name}" for name in named if name not in modules]
     assert not missing, f"names of paths that do not exist: {missing}"
+
+
+def test_agent_sub_packages_keep_their_floors() -> None:
+    known = all_modules()
+    agent = {name: path for name, path in known.items() if within(name, "ateam.agent")}
+    loose = [name for name in agent if name not in AGENT_TOP and _agent_floor(name) is None]
+    assert not loose, f"modules of ateam/agent/ outside its sub-packages: {loose}"
+    bad = []
+    for name, path in agent.items():
+        floor = _agent_floor(name)
+        for found in imports_of(path, known):
+            theirs = _agent_floor(found.module)
+            if floor is None or theirs is None:
+                continue
+            if theirs < floor or (theirs == floor and _package(found.module) != _package(name)):
+                bad.append(found.where())
+    assert not bad, "imports that run up ateam/agent/'s floors:\n" + "\n".join(sorted(bad))
+
+
+def _agent_floor(module: str) -> int | None:
+    for depth, package in enumerate(AGENT_FLOORS):
+        if within(module, package):
+            return depth
+    return None
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:3])
+
+
+def test_the_agent_floors_check_finds_a_runner_imported_by_the_loop() -> None:
+    # The loop must not name the native runner: that is the seam another runner uses.
+    source = "from ateam.agent.native.runner import NativeRunner\n"
+    found = [m for m, _ in imports_in(source, "ateam.agent.loop.worker", False, all_modules())]
+    assert found == ["ateam.agent.native.runner"]
+    assert _agent_floor(found[0]) < _agent_floor("ateam.agent.loop.worker")  # type: ignore[operator]
+
+
+MAX_MODULE_LINES = 800
+"""No module of ``ateam/`` is longer: past this a file holds more than one idea."""
+
+
+def test_no_module_is_over_the_limit() -> None:
+    long = [
+        f"{name} ({lines} lines)"
+        for name, path in all_modules().items()
+        if (lines := path.read_text(encoding="utf-8").count("\n")) > MAX_MODULE_LINES
+    ]
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"

@@ -23,7 +23,8 @@ from ateam.agent.context.prompts import Prompts
 from ateam.agent.context.working import WorkingContext
 from ateam.agent.models.router import ModelRouter
 from ateam.agent.state.plan import PLAN_FILE, read_plan
-from ateam.agent.state.queue import DurableQueue, QueueItem
+from ateam.agent.state.queue import DurableQueue
+from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.events import EventType
 from ateam.bus.keys import Keys

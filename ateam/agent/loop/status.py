@@ -19,7 +19,7 @@ from ateam._fs import Damage
 from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.watchdog import Stall
 from ateam.agent.state.fence import WriteFence
-from ateam.agent.state.queue import QueueItem
+from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import AgentEntry

@@ -47,12 +47,13 @@ from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.prompt_reload import PromptReloader
 from ateam.agent.loop.status import AgentState, AgentStatus
 from ateam.agent.loop.switching import ModelSwitcher
+from ateam.agent.loop.task import TaskOutcome, TaskRunner
 from ateam.agent.loop.upkeep import BusUpkeep
 from ateam.agent.loop.watchdog import StallWatch
-from ateam.agent.native.runner import TaskOutcome, TaskRunner
 from ateam.agent.state.fence import WriteFence
 from ateam.agent.state.history import History
-from ateam.agent.state.queue import DurableQueue, QueueItem
+from ateam.agent.state.queue import DurableQueue
+from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher

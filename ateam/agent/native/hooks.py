@@ -22,7 +22,7 @@ from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.switching import ModelSwitcher
 from ateam.agent.state.history import SummaryLog
 from ateam.agent.state.plan import PLAN_FILE
-from ateam.agent.state.queue import QueueItem
+from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.lock import InstanceLock
 from ateam.config import AgentConfig
 from ateam.config.schema import Approval

@@ -1,12 +1,15 @@
-"""The task loop (SPEC §5.4): one queue item in, a streamed, recorded answer out.
+"""The native task runner (SPEC §5.4): one queue item in, a streamed, recorded answer out.
 
-For each item: ``task.start``; build the context from durable state (:mod:`.context`);
-stream the model's reply as ``token`` frames; run each requested tool call
-(``tool.start`` → ``tool.output``* → ``tool.end``) and feed the results back; repeat
-until the model answers without tool calls or the iteration limit is hit; ``task.end``.
-Every turn — the input, each assistant reply with its tool calls, each tool result — is
-appended to the history (fsynced) as soon as it exists, so a crash mid-task loses
-nothing that happened, and every event carries the task's ``task_id`` and ``trace_id``.
+ateam's own model-and-tools loop, one :class:`~ateam.agent.loop.task.TaskRunner`.
+
+For each item: ``task.start``; build the context from durable state
+(:mod:`ateam.agent.context.rebuild`); stream the model's reply as ``token`` frames; run
+each requested tool call (``tool.start`` → ``tool.output``* → ``tool.end``) and feed the
+results back; repeat until the model answers without tool calls or the iteration limit is
+hit; ``task.end``. Every turn — the input, each assistant reply with its tool calls, each
+tool result — is appended to the history (fsynced) as soon as it exists, so a crash
+mid-task loses nothing that happened, and every event carries the task's ``task_id`` and
+``trace_id``.
 
 Stopping: ``interrupt`` is cooperative — the stream stops after the current chunk, a
 running command gets SIGINT (then SIGTERM, SIGKILL), an open approval is rejected, and
@@ -17,9 +20,10 @@ what happened and ends the task; the agent then takes the next item.
 A tool's failure — denied, bad arguments, a sandbox refusal, a timeout — is not the
 task's failure: the model gets the one-line error with its stable code as the tool
 result and decides what to do next, like a developer reading an error message (each
-call is run by :mod:`.toolcall`). What the loop needs of the agent around it — the
-fence, redaction, tools' services, switches, compaction — is one :class:`TaskHooks`
-object; what each call's context holds is the :class:`~ateam.agent.context.window.ContextWindow`'s.
+call is run by :mod:`ateam.agent.native.toolcall`). What the loop needs of the agent
+around it — the fence, redaction, tools' services, switches, compaction — is one
+:class:`TaskHooks` object; what each call's context holds is the
+:class:`~ateam.agent.context.window.ContextWindow`'s.
 """
 
 from __future__ import annotations
@@ -35,11 +39,12 @@ from typing import Any, Protocol
 from ateam.agent.context import rebuild as ctxbuild
 from ateam.agent.context.window import HISTORY_CANDIDATES, ContextWindow
 from ateam.agent.loop.control import TaskControl
+from ateam.agent.loop.task import TaskOutcome
 from ateam.agent.models.router import Action, ModelRouter
 from ateam.agent.models.router import Decision as RouteDecision
 from ateam.agent.native.toolcall import ToolCaller, ToolHooks, describe_error
 from ateam.agent.state.history import History
-from ateam.agent.state.queue import QueueItem
+from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.coalesce import Coalescer
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
@@ -59,16 +64,6 @@ from ateam.tools.registry import ToolPolicy
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ITERATIONS = 25
-
-
-@dataclass
-class TaskOutcome:
-    ok: bool
-    error: str | None
-    text: str
-    tokens_in: int
-    tokens_out: int
-    iterations: int = 0
 
 
 @dataclass
@@ -122,7 +117,7 @@ class TaskHooks(ToolHooks, Protocol):
         ...
 
 
-class TaskRunner:
+class NativeRunner:
     """Runs one item through the model and its tools, publishing every step as events.
 
     Args:

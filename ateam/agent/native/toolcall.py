@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ateam.agent.loop.control import TaskControl
-from ateam.agent.state.queue import QueueItem
+from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.coalesce import Coalescer
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher

@@ -46,7 +46,7 @@ from ateam.agent.loop.watchdog import StallWatch
 from ateam.agent.loop.worker import Worker
 from ateam.agent.models.router import ModelRouter
 from ateam.agent.native.hooks import AgentHooks, AgentSources
-from ateam.agent.native.runner import TaskRunner
+from ateam.agent.native.runner import NativeRunner
 from ateam.agent.native.tools import default_registry
 from ateam.agent.runtime.messenger import TeamMessenger
 from ateam.agent.runtime.port import AgentPort
@@ -134,7 +134,7 @@ class Parts:
     window: ContextWindow
     compactor: Compactor
     switcher: ModelSwitcher
-    runner: TaskRunner
+    runner: NativeRunner
     stall: StallWatch
     reloader: PromptReloader
     upkeep: BusUpkeep
@@ -411,7 +411,7 @@ def build_parts(
     )
     runner = swap(
         "runner",
-        lambda: TaskRunner(
+        lambda: NativeRunner(
             events,
             history,
             provider,

@@ -36,7 +36,7 @@ from prompt_toolkit.document import Document
 
 from ateam.agent.runtime.port import AgentPort
 from ateam.agent.runtime.service import MAX_HISTORY_TAIL, AgentService
-from ateam.agent.state.queue import QueueItem
+from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.rpc import Call
 from ateam.completion import CommandCompleter, Completion
 from ateam.errors import AteamError

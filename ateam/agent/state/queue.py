@@ -25,7 +25,8 @@ live items only. Items that crash the process twice go to ``state/dead.jsonl``.
 Damage (a torn last line, unreadable lines) is repaired at open, but never in silence: the
 file is copied aside first and the finding reported through :attr:`DurableQueue.damage`.
 
-The JSON-lines helpers and the append descriptor live in :mod:`ateam._jsonl`, shared with
+An item and its ids are :mod:`ateam.agent.state.queue_item`. The JSON-lines helpers and
+the append descriptor live in :mod:`ateam._jsonl`, shared with
 :mod:`ateam.agent.state.history`.
 """
 
@@ -36,13 +37,12 @@ import dataclasses
 import heapq
 import logging
 import os
-import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 from ateam._fs import (
     DamageLog,
@@ -55,6 +55,7 @@ from ateam._fs import (
 )
 from ateam._jsonl import AppendLog, decode_line, encode_line, storage_error, truncate_torn_tail
 from ateam.agent.state.fence import Fenced, unfenced
+from ateam.agent.state.queue_item import QueueItem, is_int, max_id, next_queue_id
 from ateam.constants import QUEUE_COMPACT_EVERY, QUEUE_TAIL_SCAN
 from ateam.paths import private_dir
 
@@ -65,9 +66,7 @@ __all__ = [
     "KILLS_LIMIT",
     "QUEUE_FILE",
     "DurableQueue",
-    "QueueItem",
     "RecoveryReport",
-    "next_queue_id",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,124 +80,8 @@ KILLS_LIMIT = 10
 same: a kill -9 is not the item's fault, but an item that makes the kernel's OOM killer
 strike again and again must not block the queue for ever."""
 
-_ID_RE = re.compile(r"q-(\d+)-([0-9a-f]+)")
-_COUNTER_MAX = 0xFFF
 _RECENT_RIDS = 1024
 """Finished items remembered for :meth:`DurableQueue.find_rid`, newest kept."""
-
-
-# --- ids ---------------------------------------------------------------------------------
-
-
-def _parse_id(item_id: str) -> tuple[int, int] | None:
-    match = _ID_RE.fullmatch(item_id)
-    return (int(match[1]), int(match[2], 16)) if match else None
-
-
-def next_queue_id(last_id: str | None, now: float) -> str:
-    """The id following ``last_id`` at time ``now``: ``q-{unix_ms}-{counter:03x}``.
-
-    Ids are strictly increasing as strings and as (ms, counter) pairs: when the clock
-    stands still or goes back, the counter advances on top of the last id's millisecond.
-
-    Args:
-        last_id: the highest id issued so far, or ``None``.
-        now: the current unix time in seconds.
-    """
-    now_ms = int(now * 1000)
-    last = _parse_id(last_id) if last_id else None
-    if last is None or now_ms > last[0]:
-        return f"q-{now_ms}-{0:03x}"
-    ms, counter = last
-    if counter < _COUNTER_MAX:
-        return f"q-{ms}-{counter + 1:03x}"
-    # A fourth hex digit would sort before "fff" as a string, so borrow the next millisecond.
-    return f"q-{ms + 1}-{0:03x}"
-
-
-def _max_id(current: str | None, candidate: str) -> str | None:
-    parsed = _parse_id(candidate)
-    if parsed is None:
-        return current
-    if current is None or parsed > (_parse_id(current) or (-1, -1)):
-        return candidate
-    return current
-
-
-# --- values ------------------------------------------------------------------------------
-
-
-@dataclass
-class QueueItem:
-    """One prompt waiting for, or undergoing, processing."""
-
-    id: str
-    """``q-{unix_ms}-{counter:03x}``, strictly increasing (see :func:`next_queue_id`)."""
-    text: str
-    """The prompt."""
-    source: str
-    """Where it came from: ``console``, ``local``, ``cli``, ..."""
-    enqueued_at: float
-    """Unix time of the append."""
-    priority: int = 0
-    """Reserved: higher is taken first; FIFO among equal priorities."""
-    rid: str | None = None
-    """The RPC request id that created it, so a retried ``input`` is not enqueued twice."""
-    caller: str | None = None
-    """Who sent it (the RPC caller)."""
-    trace_id: str | None = None
-    """Correlates the item's events across processes."""
-    attempts: int = 0
-    """How many times processing started."""
-    hops: int = 0
-    """How many agent-to-agent steps brought it here (``team.send``): 0 for input from a
-    person or script. A ``team.send`` made while working on it carries ``hops + 1``."""
-    kills: int = 0
-    """How many times the process was killed from outside (SIGKILL, SIGTERM that could not
-    finish) while this item was in progress: not held against it as crashes are."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The item as a JSON-ready dict."""
-        # Spelled out rather than dataclasses.asdict(), which deep-copies: this runs on
-        # every append, whose latency budget is a raw write + fsync (SPEC §13).
-        return {
-            "id": self.id,
-            "text": self.text,
-            "source": self.source,
-            "enqueued_at": self.enqueued_at,
-            "priority": self.priority,
-            "rid": self.rid,
-            "caller": self.caller,
-            "trace_id": self.trace_id,
-            "attempts": self.attempts,
-            "kills": self.kills,
-            "hops": self.hops,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> QueueItem:
-        """Rebuild an item from :meth:`to_dict` output, ignoring unknown keys.
-
-        Raises:
-            TypeError: a required field is missing.
-            ValueError: a field has the wrong type.
-        """
-        known = {f.name for f in dataclasses.fields(cls)}
-        item = cls(**{key: value for key, value in data.items() if key in known})
-        if not all(isinstance(v, str) for v in (item.id, item.text, item.source)):
-            raise ValueError("queue item: id, text and source must be strings")
-        if not all(_is_int(v) for v in (item.priority, item.attempts, item.kills, item.hops)):
-            raise ValueError("queue item: priority, attempts, kills and hops must be integers")
-        if not (_is_int(item.enqueued_at) or isinstance(item.enqueued_at, float)):
-            raise ValueError("queue item: enqueued_at must be a number")
-        # The rid is a dict key once loaded: a list there would fail open() as a TypeError.
-        if not all(v is None or isinstance(v, str) for v in (item.rid, item.caller, item.trace_id)):
-            raise ValueError("queue item: rid, caller and trace_id must be strings or null")
-        return item
-
-
-def _is_int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass
@@ -289,7 +172,7 @@ class _Replay:
         if item.id in self.items:
             raise ValueError(f"duplicate id {item.id}")
         self.items[item.id] = item
-        self.last_id = _max_id(self.last_id, item.id)
+        self.last_id = max_id(self.last_id, item.id)
 
     def _start(self, obj: dict[str, Any]) -> None:
         item = self.items.get(obj["id"])
@@ -297,7 +180,7 @@ class _Replay:
             self.garbage += 1
             return
         attempts = obj.get("attempts")
-        item.attempts = attempts if _is_int(attempts) else item.attempts + 1
+        item.attempts = attempts if is_int(attempts) else item.attempts + 1
         self.head.discard(item.id)
         self.current = item.id
 
@@ -317,7 +200,7 @@ class _Replay:
             self.garbage += 1
             return
         attempts = obj.get("attempts")
-        if _is_int(attempts):
+        if is_int(attempts):
             self.items[item_id].attempts = attempts
         self.head.add(item_id)
         if self.current == item_id:
@@ -335,7 +218,7 @@ class _Replay:
         last_id = obj["last_id"]
         if not isinstance(last_id, str):
             raise ValueError("last_id must be a string")
-        self.last_id = _max_id(self.last_id, last_id)
+        self.last_id = max_id(self.last_id, last_id)
 
 
 # --- the queue ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from ateam.agent.loop.control import TaskControl
 from ateam.agent.runtime.process import Agent
-from ateam.agent.state.queue import QueueItem
+from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.connection import RedisTarget
 from ateam.config import standalone_agent
 from ateam.errors import EXIT_WORKER_CRASHED

@@ -20,15 +20,15 @@ from ateam import _fs as fs_mod
 from ateam import _jsonl as jsonl_mod
 from ateam._fs import Damage, Problem, keep_aside
 from ateam.agent.state import queue as queue_mod
+from ateam.agent.state import queue_item
 from ateam.agent.state.queue import (
     DEAD_REASON,
     KILLED_REASON,
     KILLS_LIMIT,
     DurableQueue,
-    QueueItem,
     RecoveryReport,
-    next_queue_id,
 )
+from ateam.agent.state.queue_item import QueueItem, next_queue_id
 from ateam.constants import QUEUE_COMPACT_EVERY
 from ateam.errors import StorageError, StorageFull
 
@@ -75,7 +75,7 @@ def crash(queue: DurableQueue) -> None:
 def test_ids_have_the_spec_format_and_strictly_increase(open_queue: OpenQueue) -> None:
     queue, _ = open_queue()
     made = [queue.append(f"p{i}", source="cli").id for i in range(50)]
-    assert all(queue_mod._ID_RE.fullmatch(item_id) for item_id in made)
+    assert all(queue_item._ID_RE.fullmatch(item_id) for item_id in made)
     assert made == sorted(set(made))
 
 

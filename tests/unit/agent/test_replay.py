@@ -20,7 +20,8 @@ import yaml
 
 from ateam.agent.runtime.process import Agent
 from ateam.agent.state.history import History
-from ateam.agent.state.queue import DurableQueue, QueueItem
+from ateam.agent.state.queue import DurableQueue
+from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.board import BoardTask, TaskStatus
 from ateam.bus.codec import unpack
 from ateam.client import Target, Team
