@@ -42,7 +42,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, TypedDict, TypeGuard
 
 from ateam._fs import (
     DamageLog,
@@ -67,6 +67,7 @@ __all__ = [
     "DurableQueue",
     "QueueItem",
     "RecoveryReport",
+    "TaskIds",
     "next_queue_id",
 ]
 
@@ -128,6 +129,13 @@ def _max_id(current: str | None, candidate: str) -> str | None:
 # --- values ------------------------------------------------------------------------------
 
 
+class TaskIds(TypedDict, total=False):
+    """The ids every event about a task carries (none for work outside a task)."""
+
+    task_id: str
+    trace_id: str | None
+
+
 @dataclass
 class QueueItem:
     """One prompt waiting for, or undergoing, processing."""
@@ -174,6 +182,10 @@ class QueueItem:
             "kills": self.kills,
             "hops": self.hops,
         }
+
+    def ids(self) -> TaskIds:
+        """The ids the item's events carry."""
+        return {"task_id": self.id, "trace_id": self.trace_id}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> QueueItem:

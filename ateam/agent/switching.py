@@ -19,6 +19,7 @@ from ateam.agent.compaction import Compactor
 from ateam.agent.control import cancel_quietly
 from ateam.agent.handoff import HandoffStore
 from ateam.agent.offload import HandoffKeeper
+from ateam.agent.queue import TaskIds
 from ateam.agent.router import ModelRouter, Reason
 from ateam.agent.status import AgentStatus
 from ateam.agent.window import ContextWindow
@@ -57,7 +58,7 @@ class ModelSwitcher:
         self._events = events
 
     async def switch(
-        self, from_model: str, to_model: str, reason: Any, ids: dict[str, Any]
+        self, from_model: str, to_model: str, reason: Reason | None, ids: TaskIds
     ) -> None:
         """Move to ``to_model``: verify the handoff, record the switch, tell everyone."""
         entry = self._status.entry

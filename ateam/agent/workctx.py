@@ -62,6 +62,7 @@ from ateam.agent.summary_prompt import (
 from ateam.errors import ProviderError
 from ateam.paths import private_dir
 from ateam.providers.base import Provider, estimate_tokens
+from ateam.wire.turns import Turn
 
 __all__ = [
     "DECISIONS_KEEP",
@@ -374,7 +375,7 @@ class WorkingContext:
     # -- summarisation ----------------------------------------------------------------
 
     async def summarize(
-        self, provider: Provider, turns: list[dict[str, Any]], *, model: str
+        self, provider: Provider, turns: list[Turn], *, model: str
     ) -> SummaryOutcome:
         """Fold ``turns`` into the running summary with one model call (two if too long).
 
@@ -383,7 +384,7 @@ class WorkingContext:
 
         Args:
             provider: the model to ask.
-            turns: history turns (``role``, ``content``, maybe ``tool_calls``), oldest first.
+            turns: history turns, oldest first.
             model: the model id recorded as the summary's author.
 
         Raises:
