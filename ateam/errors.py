@@ -63,6 +63,8 @@ import re
 from enum import IntEnum, StrEnum, unique
 from typing import Any, ClassVar
 
+from ateam._json import JsonObject
+
 
 class Code(StrEnum):
     """Stable error codes (SPEC §4.4)."""
@@ -126,7 +128,7 @@ class AteamError(Exception):
         hint = f" — {self.hint}" if self.hint else ""
         return f"error [{self.code}]: {self.message}{hint}"
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JsonObject:
         return {"code": str(self.code), "message": self.message, "detail": self.detail}
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
 
 from ateam._fs import atomic_write
+from ateam._json import JsonObject
 from ateam._jsonl import storage_error
 from ateam.agent.fence import WriteFence
 from ateam.agent.history import History, SummaryLog
@@ -125,7 +125,7 @@ class Compactor:
         self._last_idle = now
         return True
 
-    async def summarize(self, why: str) -> dict[str, Any]:
+    async def summarize(self, why: str) -> JsonObject:
         """Re-summarise the working context from recent history (SPEC §8)."""
         outcome = await self.summarize_turns(self._history.turns(200))
         self._events.emit(
@@ -166,7 +166,7 @@ class Compactor:
         self._window.refresh()
         self.update_ctx_pct()
 
-    def stats(self, headroom: Headroom | None) -> dict[str, Any]:
+    def stats(self, headroom: Headroom | None) -> JsonObject:
         """``memory.stats``: tokens in the context, how full it is, what it holds."""
         provider = self._router.provider()
         window = provider.context_window

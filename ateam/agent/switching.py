@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
+from ateam._json import JsonObject
 from ateam.agent.compaction import Compactor
 from ateam.agent.control import cancel_quietly
 from ateam.agent.handoff import HandoffStore
@@ -109,7 +109,7 @@ class ModelSwitcher:
         log.warning("model switch %s -> %s (%s)", from_model, to_model, why)
         self._status.touch()
 
-    async def use(self, model: str | None) -> dict[str, Any]:
+    async def use(self, model: str | None) -> JsonObject:
         """``/use MODEL`` pins a model (``None`` unpins)."""
         router = self._router
         previous = router.current
