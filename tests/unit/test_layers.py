@@ -157,8 +157,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "ateam.paths",
         "ateam._fs",
         "ateam._proc",
-        "ateam._json",
     ),
+    ("ateam._json",),
     ("ateam._cmdline",),
     ("ateam.completion",),
 )
