@@ -13,9 +13,9 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from ateam._fs import DamageLog, Problem, append_durably, fsync_dir, keep_aside, open_append
+from ateam._json import JsonObject
 from ateam.constants import QUEUE_TAIL_SCAN
 from ateam.errors import StorageError, StorageFull
 
@@ -38,7 +38,7 @@ _ERRNO_ERRORS: dict[int, type[StorageError]] = {
 ``storage.corrupt``: only room can come back by itself, so only a full disk is waited out."""
 
 
-def encode_line(obj: Mapping[str, Any]) -> bytes:
+def encode_line(obj: Mapping[str, object]) -> bytes:
     """Serialise ``obj`` as one compact JSON line, newline included.
 
     The newline is the line's only one (JSON escapes those inside strings), which is what
@@ -54,7 +54,7 @@ def encode_line(obj: Mapping[str, Any]) -> bytes:
         return (json.dumps(obj, separators=(",", ":")) + "\n").encode("ascii")
 
 
-def decode_line(line: bytes) -> dict[str, Any] | None:
+def decode_line(line: bytes) -> JsonObject | None:
     """Parse one line; ``None`` if it is not a JSON object (damaged or foreign)."""
     try:
         obj = json.loads(line)

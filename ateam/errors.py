@@ -60,8 +60,11 @@ the :class:`Exit` values, written here once.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from enum import IntEnum, StrEnum, unique
 from typing import Any, ClassVar
+
+from ateam._json import JsonObject
 
 
 class Code(StrEnum):
@@ -116,17 +119,18 @@ class AteamError(Exception):
     code: ClassVar[str] = Code.INTERNAL
     hint: ClassVar[str] = ""
 
-    def __init__(self, message: str, *, detail: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, *, detail: Mapping[str, object] | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.detail: dict[str, Any] = detail or {}
+        # A copy: the error owns its detail, and code that raises may add to it.
+        self.detail: dict[str, Any] = dict(detail) if detail else {}
 
     def one_line(self) -> str:
         """The single line shown to people: what failed, the code, what to do."""
         hint = f" — {self.hint}" if self.hint else ""
         return f"error [{self.code}]: {self.message}{hint}"
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JsonObject:
         return {"code": str(self.code), "message": self.message, "detail": self.detail}
 
 
@@ -406,9 +410,9 @@ class ProviderError(AteamError):
         provider: str | None = None,
         model: str | None = None,
         retry_after_s: float | None = None,
-        detail: dict[str, Any] | None = None,
+        detail: Mapping[str, object] | None = None,
     ) -> None:
-        full: dict[str, Any] = {"status": status, "provider": provider, "model": model}
+        full: dict[str, object] = {"status": status, "provider": provider, "model": model}
         if retry_after_s is not None:
             full["retry_after_s"] = retry_after_s
         super().__init__(message, detail={**full, **(detail or {})})
@@ -485,7 +489,7 @@ def provider_error_from_status(
     provider: str,
     model: str,
     retry_after_s: float | None = None,
-    detail: dict[str, Any] | None = None,
+    detail: Mapping[str, object] | None = None,
 ) -> ProviderError:
     """The typed error for a failed provider call, so every adapter classifies alike.
 
@@ -520,7 +524,11 @@ class RpcError(AteamError):
     """An error returned by (or on the way to) an agent's RPC endpoint."""
 
     def __init__(
-        self, message: str, *, code: str | None = None, detail: dict[str, Any] | None = None
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        detail: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__(message, detail=detail)
         if code is not None:
@@ -581,7 +589,7 @@ _RPC_ERRORS: dict[str, type[RpcError]] = {
 }
 
 
-def rpc_error_from_wire(error: dict[str, Any]) -> RpcError:
+def rpc_error_from_wire(error: Mapping[str, object]) -> RpcError:
     """Rebuild the typed error a remote agent sent, keeping unknown codes intact."""
     code = str(error.get("code", Code.INTERNAL))
     message = str(error.get("message", "remote error"))

@@ -18,6 +18,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from ateam._json import JsonObject
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys, split_agent
 from ateam.errors import BadRequest, BootstrapRefused
@@ -75,9 +76,7 @@ async def issue(
     return token
 
 
-async def redeem(
-    client: aioredis.Redis, keys: Keys, token: str, *, agent_id: str
-) -> dict[str, Any]:
+async def redeem(client: aioredis.Redis, keys: Keys, token: str, *, agent_id: str) -> JsonObject:
     """Use up ``token`` and return its record ``{agent_id, spec, issued_at}``.
 
     The token is deleted by this call whatever the outcome, so a token presented under

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgpack
@@ -10,7 +11,7 @@ from ateam.constants import PROTOCOL_VERSION
 from ateam.errors import BadRequest
 
 
-def pack(payload: dict[str, Any]) -> bytes:
+def pack(payload: Mapping[str, object]) -> bytes:
     """Serialise a mapping, stamping the protocol version unless already present."""
     if "v" not in payload:
         payload = {"v": PROTOCOL_VERSION, **payload}

@@ -116,7 +116,7 @@ def resolve_target(
     return None
 
 
-def make_client(target: RedisTarget, **overrides: Any) -> aioredis.Redis:
+def make_client(target: RedisTarget, **overrides: object) -> aioredis.Redis:
     """An asyncio client for ``target``. Reconnection policy is ateam's own (§4.6)."""
     # No socket_timeout (redis-py >= 8 defaults to 5 s): it would cut blocking reads
     # (BLPOP/XREAD BLOCK) short, and on Python 3.11 the asyncio.wait_for it wraps every

@@ -40,6 +40,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 import redis.asyncio as aioredis
 
+from ateam._json import JsonObject
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
 from ateam.config.schema import checked_name
@@ -159,7 +160,7 @@ class ContextItem:
     source_runtime: str = "ateam"
     """``ateam``, or the external runtime that posted through ``ateam mcp``."""
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JsonObject:
         return {
             "id": self.id,
             "project": self.project,

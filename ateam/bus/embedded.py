@@ -69,6 +69,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from ateam._fs import atomic_write, open_append
+from ateam._json import JsonObject
 from ateam._proc import pid_is_running
 from ateam.bus._server_binary import check_can_read, find_server_binary, serves_dir
 from ateam.bus.connection import RedisTarget
@@ -324,7 +325,7 @@ class EmbeddedServer:
             self.paths.record_file.unlink(missing_ok=True)
             return True
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> JsonObject:
         """What ``ateam server status`` shows.
 
         Returns:
@@ -704,7 +705,7 @@ def _invoker() -> str:
     return f"{program} {verb}".strip() + f" (pid {os.getpid()}, user {user})"
 
 
-def _describe(record: ServerRecord) -> dict[str, Any]:
+def _describe(record: ServerRecord) -> JsonObject:
     """The record's fields as ``status()`` shows them."""
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(record.started_at))
     return {

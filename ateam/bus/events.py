@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from ateam._json import JsonObject
 from ateam.bus.codec import unpack
 from ateam.errors import BadRequest
 from ateam.wire.events import EventType as EventType  # re-exported: the bus speaks it
@@ -122,7 +123,7 @@ agent (its ids are ``<offset>-0``), and starting at ``<offset>-0`` would return 
 every read."""
 
 
-def own_body(agent: str, offset: int, raw: bytes) -> dict[str, Any] | None:
+def own_body(agent: str, offset: int, raw: bytes) -> JsonObject | None:
     """The entry's body if it is one ``agent``'s publisher wrote at ``offset``, else None.
 
     The publisher stamps every body with its agent and offset; an entry without them

@@ -36,6 +36,7 @@ import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 
 from ateam._fs import atomic_write
+from ateam._json import JsonObject
 from ateam._proc import pid_is_running
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
@@ -142,7 +143,7 @@ class Renewal(StrEnum):
     taken it: it is ours again, with a higher fence."""
 
 
-def machine_identity() -> dict[str, Any]:
+def machine_identity() -> JsonObject:
     """What makes two processes' pids comparable: same boot and same pid namespace.
 
     A hostname alone is not enough: containers sharing the host's network share its
@@ -329,6 +330,6 @@ class InstanceLock:
         lock = self.keys.lock(self.agent)
         return bool(await self._scripts["release"](keys=[lock], args=[self._value]))
 
-    async def holder(self) -> dict[str, Any] | None:
+    async def holder(self) -> JsonObject | None:
         raw: Any = await self.client.get(self.keys.lock(self.agent))
         return unpack(raw) if raw is not None else None

@@ -376,11 +376,11 @@ class EventPublisher:
         self._buffer = moved
         self._next += shift
 
-    def emit(self, etype: str, **fields: Any) -> int:
+    def emit(self, etype: str, **fields: object) -> int:
         """Queue one event for publishing and return its offset."""
         return self.emit_redacted(etype, {}, **fields)
 
-    def emit_redacted(self, etype: str, redacted: Mapping[str, Any], **fields: Any) -> int:
+    def emit_redacted(self, etype: str, redacted: Mapping[str, object], **fields: object) -> int:
         """:meth:`emit`, with ``redacted`` fields the caller has redacted already (the
         framer of a tool's output): the scrub leaves those out, as it does bytes."""
         offset = self._next

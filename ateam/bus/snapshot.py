@@ -36,6 +36,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ateam._fs import atomic_write, file_key
+from ateam._json import JsonObject
 from ateam.bus.board import BoardTask, TaskBoard, TaskStatus
 from ateam.bus.context_items import ContextItem, ContextStore, Urgency
 from ateam.bus.keys import Keys
@@ -83,7 +84,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= CLIP_CHARS else text[: CLIP_CHARS - 1] + "…"
 
 
-def _agent_json(view: AgentView, now_s: float) -> dict[str, Any]:
+def _agent_json(view: AgentView, now_s: float) -> JsonObject:
     entry = view.entry
     return {
         "id": entry.id,
@@ -100,7 +101,7 @@ def _agent_json(view: AgentView, now_s: float) -> dict[str, Any]:
     }
 
 
-def _task_json(task: BoardTask) -> dict[str, Any]:
+def _task_json(task: BoardTask) -> JsonObject:
     return {
         "id": task.id,
         "title": task.title,
@@ -115,7 +116,7 @@ def _task_json(task: BoardTask) -> dict[str, Any]:
     }
 
 
-def _item_json(item: ContextItem) -> dict[str, Any]:
+def _item_json(item: ContextItem) -> JsonObject:
     return {
         "id": item.id,
         "type": str(item.type),
@@ -145,7 +146,7 @@ class ProjectSnapshot:
     attention: tuple[ContextItem, ...]
     """The newest ``attention`` and ``blocking`` items the project sees, newest first."""
 
-    def to_json(self, now_s: float) -> dict[str, Any]:
+    def to_json(self, now_s: float) -> JsonObject:
         return {
             "agents": [_agent_json(view, now_s) for view in self.agents],
             "tasks": [_task_json(task) for task in self.tasks],
@@ -167,7 +168,7 @@ class Snapshot:
     writer: dict[str, Any] | None = None
     """Who wrote the file (``agent``, ``host``, ``pid``); ``None`` when only printed."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The document: ``version``, ``generated_at``, ``writer``, ``bus``, ``projects``."""
         return {
             "version": SNAPSHOT_VERSION,

@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -131,7 +131,7 @@ class PlainView:
     def error(self, text: str) -> None:
         self._print(text)
 
-    def table(self, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    def table(self, rows: Sequence[Mapping[str, object]], columns: list[str]) -> None:
         if not rows:
             self._print("no agents")
             return

@@ -21,7 +21,7 @@ import contextlib
 import subprocess
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 from ateam.client import (
@@ -84,7 +84,7 @@ class ConsoleView(Protocol):
     def banner(self, text: str, *, level: str = "info") -> None:
         """Something the user must notice: ownership, connection, joins and leaves."""
 
-    def table(self, rows: list[dict[str, Any]], columns: list[str]) -> None: ...
+    def table(self, rows: Sequence[Mapping[str, object]], columns: list[str]) -> None: ...
 
     async def ask(self, question: str) -> str:
         """Ask for one line (confirmations); returns "" when there is no answer."""

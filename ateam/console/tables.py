@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ateam._json import JsonObject
+
 __all__ = [
     "KB_HIT_COLUMNS",
     "PS_COLUMNS",
@@ -63,7 +65,7 @@ class _Jsonable(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
-def ps_rows(views: Iterable[_Jsonable]) -> list[dict[str, Any]]:
+def ps_rows(views: Iterable[_Jsonable]) -> list[JsonObject]:
     """Registry views as rows, with compact ``tokens``, ``cost`` and ``alert`` cells.
 
     The ``alert`` cell joins the live alert (a stall, a full disk) and the damaged files
@@ -93,7 +95,7 @@ def damage_alert(agent: str, damage: Sequence[Mapping[str, Any]]) -> str | None:
     return f"damaged: {', '.join(found)} (see its log; `ateam ack {agent}` clears)"
 
 
-def table_lines(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[str]:
+def table_lines(rows: Sequence[Mapping[str, object]], columns: Sequence[str]) -> list[str]:
     """``rows`` as aligned text: an upper-case header line, then one line per row."""
     cells = [[_cell(row.get(col)) for col in columns] for row in rows]
     widths = [max(len(col), *(len(r[i]) for r in cells)) for i, col in enumerate(columns)]
@@ -115,7 +117,7 @@ def kb_progress_line(progress: KbProgress) -> str:
     return f"kb {progress.scope}: {progress.done}/{progress.total} {progress.path}"
 
 
-def kb_hit_rows(hits: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def kb_hit_rows(hits: Iterable[Mapping[str, Any]]) -> list[JsonObject]:
     """``kb.search`` hits as table rows, title and text cut to fit a line."""
     return [
         {

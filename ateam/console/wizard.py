@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ateam._json import JsonObject
 from ateam.agent.native.tools import BUILTIN_TOOLS
 from ateam.config import ProjectConfig
 from ateam.config.schema import check_name
@@ -37,7 +38,7 @@ class NewAgent:
     overlay: str
     project_root: Path
 
-    def agent_yaml(self) -> dict[str, Any]:
+    def agent_yaml(self) -> JsonObject:
         """The ``agent.yaml`` mapping; ``cwd`` relative to the project root when inside it."""
         spec: dict[str, Any] = {"model": self.model}
         if self.cwd != self.project_root:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ateam._json import JsonObject
 from ateam.errors import BadRequest
 
 
@@ -74,7 +75,7 @@ class ApprovalRequest:
         default_factory=lambda: asyncio.get_running_loop().create_future(), repr=False
     )
 
-    def to_wire(self, *, full: bool = False) -> dict[str, Any]:
+    def to_wire(self, *, full: bool = False) -> JsonObject:
         """The request as events and ``approval.list`` show it.
 
         Bulky fields (a patch's whole new file) are left out unless ``full``: the event

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
 
+from ateam._json import JsonObject
 from ateam.config.schema import Approval
 from ateam.errors import BadRequest, FsDenied
 from ateam.tools.approvals import Decision
@@ -82,7 +82,7 @@ def _discard(_: bytes) -> None:
 
 
 @tool("fs.read")
-def fs_read(ctx: ToolContext, path: str, max_bytes: int = DEFAULT_READ_BYTES) -> dict[str, Any]:
+def fs_read(ctx: ToolContext, path: str, max_bytes: int = DEFAULT_READ_BYTES) -> JsonObject:
     """Read a file inside the sandbox; returns its content and the sha256 fs.patch needs.
 
     Args:
@@ -95,7 +95,7 @@ def fs_read(ctx: ToolContext, path: str, max_bytes: int = DEFAULT_READ_BYTES) ->
 @tool("fs.list")
 def fs_list(
     ctx: ToolContext, path: str = ".", max_entries: int = DEFAULT_LIST_ENTRIES
-) -> dict[str, Any]:
+) -> JsonObject:
     """List a directory inside the sandbox (name, type and size of each entry).
 
     Args:
@@ -106,7 +106,7 @@ def fs_list(
 
 
 @tool("fs.write")
-def fs_write(ctx: ToolContext, path: str, content: str) -> dict[str, Any]:
+def fs_write(ctx: ToolContext, path: str, content: str) -> JsonObject:
     """Create or replace a file inside the sandbox, atomically.
 
     Args:
@@ -118,7 +118,7 @@ def fs_write(ctx: ToolContext, path: str, content: str) -> dict[str, Any]:
 
 # The owner may take minutes over a diff; the file work itself keeps the fs.* limit.
 @tool("fs.patch", self_approving=True, timeout_s=_EXEC_BACKSTOP_S)
-async def fs_patch(ctx: ToolContext, path: str, content: str, base_sha256: str) -> dict[str, Any]:
+async def fs_patch(ctx: ToolContext, path: str, content: str, base_sha256: str) -> JsonObject:
     """Propose new content for an existing text file; the owner sees a diff and decides.
 
     The change is applied only if the file still has the sha256 returned by fs.read.

@@ -9,7 +9,9 @@ object that does.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
+
+from ateam._json import JsonObject
 
 __all__ = [
     "AgentLister",
@@ -22,7 +24,7 @@ __all__ = [
     "Teammates",
 ]
 
-AgentLister = Callable[[], Awaitable[list[dict[str, Any]]]]
+AgentLister = Callable[[], Awaitable[list[JsonObject]]]
 """The live registry as ``agents.list`` reports it: one dict per running agent."""
 
 
@@ -46,11 +48,11 @@ class Memory(Protocol):
 
     def add_constraint(self, text: str, *, expires: float | None = None) -> None: ...
 
-    def decisions(self) -> list[dict[str, Any]]: ...
+    def decisions(self) -> list[JsonObject]: ...
 
-    def failures(self) -> list[dict[str, Any]]: ...
+    def failures(self) -> list[JsonObject]: ...
 
-    def constraints(self, *, now: float | None = None) -> list[dict[str, Any]]: ...
+    def constraints(self, *, now: float | None = None) -> list[JsonObject]: ...
 
 
 class SharedItem(Protocol):
@@ -62,7 +64,7 @@ class SharedItem(Protocol):
     @property
     def expires_at(self) -> float: ...
 
-    def to_wire(self) -> dict[str, Any]: ...
+    def to_wire(self) -> JsonObject: ...
 
 
 class ContextItems(Protocol):
@@ -91,9 +93,9 @@ class ContextItems(Protocol):
 class KnowledgeBases(Protocol):
     """The agent's knowledge bases, one per scope (SPEC §10), as the ``kb.*`` tools use them."""
 
-    async def search(self, scope: str, query: str, *, k: int = 8) -> list[dict[str, Any]]: ...
+    async def search(self, scope: str, query: str, *, k: int = 8) -> list[JsonObject]: ...
 
-    async def ingest(self, scope: str, paths: Sequence[str]) -> dict[str, Any]: ...
+    async def ingest(self, scope: str, paths: Sequence[str]) -> JsonObject: ...
 
 
 class BoardTaskItem(Protocol):
@@ -102,7 +104,7 @@ class BoardTaskItem(Protocol):
     @property
     def id(self) -> str: ...
 
-    def to_wire(self) -> dict[str, Any]: ...
+    def to_wire(self) -> JsonObject: ...
 
 
 class TaskBoardPort(Protocol):
@@ -139,6 +141,4 @@ class TaskBoardPort(Protocol):
 class Teammates(Protocol):
     """The agent's teammates, as ``team.send`` queues work for them (SPEC §9)."""
 
-    async def send(
-        self, to: str, text: str, *, hops: int, trace_id: str | None
-    ) -> dict[str, Any]: ...
+    async def send(self, to: str, text: str, *, hops: int, trace_id: str | None) -> JsonObject: ...

@@ -151,7 +151,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ateam.kb", "ateam.bus"),
     ("ateam.tools", "ateam.providers", "ateam.redact"),
     ("ateam.config", "ateam.wire", "ateam._jsonl", "ateam._net"),
-    ("ateam.errors", "ateam.constants", "ateam.paths", "ateam._fs", "ateam._proc"),
+    (
+        "ateam.errors",
+        "ateam.constants",
+        "ateam.paths",
+        "ateam._fs",
+        "ateam._proc",
+    ),
+    ("ateam._json",),
     ("ateam._cmdline",),
     ("ateam.completion",),
 )

@@ -12,20 +12,22 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
 
 from ateam._fs import atomic_write
+from ateam._json import JsonObject
 from ateam._jsonl import storage_error
 from ateam.agent.context.window import HISTORY_CANDIDATES, ContextWindow
 from ateam.agent.context.working import SummaryOutcome, WorkingContext
 from ateam.agent.models.router import ModelRouter
 from ateam.agent.state.fence import WriteFence
 from ateam.agent.state.history import History, SummaryLog
+from ateam.agent.state.queue_item import TaskIds
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import AgentEntry
 from ateam.config import AgentConfig
 from ateam.providers.base import Headroom, estimate_tokens
+from ateam.wire.turns import Turn
 
 __all__ = ["MARKER_FILE", "Compactor", "read_marker"]
 
@@ -61,7 +63,7 @@ class Compactor:
         self._last_idle = -1e9
         self._last_failed = -1e9
 
-    async def compact(self, ids: dict[str, Any]) -> bool:
+    async def compact(self, ids: TaskIds) -> bool:
         """Summarise the oldest turns still in the context and leave them out of it.
 
         Only turns after the previous compaction, outside the running task, and as many
@@ -73,14 +75,14 @@ class Compactor:
         marker = self._window.compacted_until
         candidates = [
             t
-            for t in self._history.tail(HISTORY_CANDIDATES)
-            if float(t.get("ts") or 0) > marker and t.get("task_id") != current
+            for t in self._history.turns(HISTORY_CANDIDATES)
+            if t.ts > marker and t.task_id != current
         ]
         room = self._router.provider().context_window // 2
-        fed: list[dict[str, Any]] = []
+        fed: list[Turn] = []
         used = 0
         for turn in candidates:  # oldest first
-            cost = estimate_tokens(str(turn.get("content") or "")) + 8
+            cost = estimate_tokens(turn.content) + 8
             if fed and used + cost > room:
                 break
             fed.append(turn)
@@ -99,7 +101,7 @@ class Compactor:
         )
         if not outcome.ok:
             return False  # nothing dropped: the raw turns stay, the router decides
-        newest = max(float(t.get("ts") or 0) for t in fed)
+        newest = max(t.ts for t in fed)
         self._window.compacted_until = max(marker, newest)
         self._write_fence("the compaction marker")
         _write_marker(self._config.state_dir / MARKER_FILE, self._window.compacted_until)
@@ -123,9 +125,9 @@ class Compactor:
         self._last_idle = now
         return True
 
-    async def summarize(self, why: str) -> dict[str, Any]:
+    async def summarize(self, why: str) -> JsonObject:
         """Re-summarise the working context from recent history (SPEC §8)."""
-        outcome = await self.summarize_turns(self._history.tail(200))
+        outcome = await self.summarize_turns(self._history.turns(200))
         self._events.emit(
             EventType.CONTEXT,
             action="summarized" if outcome.ok else "summary_failed",
@@ -135,7 +137,7 @@ class Compactor:
         )
         return {"ok": outcome.ok, "attempts": outcome.attempts, "reason": outcome.reason}
 
-    async def summarize_turns(self, turns: list[dict[str, Any]]) -> SummaryOutcome:
+    async def summarize_turns(self, turns: list[Turn]) -> SummaryOutcome:
         """One summary, bounded in time: a slow model delays work, it never holds it.
 
         A summary that was made is also appended to ``state/summary.jsonl`` (SPEC §5.3),
@@ -149,7 +151,7 @@ class Compactor:
         except TimeoutError:
             return SummaryOutcome(False, None, 1, f"timed out after {limit:g}s")
         if outcome.ok and outcome.summary:
-            stamps = [float(t.get("ts") or 0) for t in turns] or [time.time()]
+            stamps = [t.ts for t in turns] or [time.time()]
             self._summaries.append(outcome.summary, window=(stamps[0], stamps[-1]), model=model)
         return outcome
 
@@ -164,7 +166,7 @@ class Compactor:
         self._window.refresh()
         self.update_ctx_pct()
 
-    def stats(self, headroom: Headroom | None) -> dict[str, Any]:
+    def stats(self, headroom: Headroom | None) -> JsonObject:
         """``memory.stats``: tokens in the context, how full it is, what it holds."""
         provider = self._router.provider()
         window = provider.context_window

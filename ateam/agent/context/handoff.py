@@ -127,7 +127,7 @@ class Validity:
 # -- the record ---------------------------------------------------------------------------
 
 
-def canonical_bytes(record: Mapping[str, Any]) -> bytes:
+def canonical_bytes(record: Mapping[str, object]) -> bytes:
     """The bytes the checksum covers: ``record`` without ``checksum``, canonical JSON.
 
     Raises:
@@ -138,12 +138,12 @@ def canonical_bytes(record: Mapping[str, Any]) -> bytes:
     return text.encode("utf-8")
 
 
-def compute_checksum(record: Mapping[str, Any]) -> str:
+def compute_checksum(record: Mapping[str, object]) -> str:
     """``"sha256:<hex>"`` of :func:`canonical_bytes`; any existing checksum is ignored."""
     return _CHECKSUM_PREFIX + hashlib.sha256(canonical_bytes(record)).hexdigest()
 
 
-def verify_checksum(record: Mapping[str, Any]) -> bool:
+def verify_checksum(record: Mapping[str, object]) -> bool:
     """Whether ``record["checksum"]`` matches its content; never raises."""
     stated = record.get("checksum")
     if not isinstance(stated, str):
@@ -181,7 +181,7 @@ def empty_record(*, model: str, project: str) -> dict[str, Any]:
     return record
 
 
-def check(record: Mapping[str, Any] | None, *, now: float | None = None) -> Validity:
+def check(record: Mapping[str, object] | None, *, now: float | None = None) -> Validity:
     """Whether ``record`` may be used for a switch: ready, unexpired, checksum verified.
 
     The checksum is tested before anything it covers, so a record altered after it was

@@ -216,7 +216,7 @@ def _renamed_to(block: Block, new: Mapping[str, Block], old: Mapping[str, Block]
     return next((b.name for b in new.values() if b.name not in old and _body(b) == body), None)
 
 
-def render_toolbox(tools: Iterable[Mapping[str, Any]]) -> str:
+def render_toolbox(tools: Iterable[Mapping[str, object]]) -> str:
     """The generated toolbox section: one line per tool, empty when there are none.
 
     Only the name and the first line of the description go in: the full parameter

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from ateam._json import JsonObject
+from ateam.agent.state.history import Summary
 from ateam.providers.base import Message, estimate_tokens
+from ateam.wire.turns import Turn
 
 REPLY_RESERVE_SHARE = 0.25
 """Share of the window kept free for the model's reply."""
@@ -48,21 +50,18 @@ def message_tokens(message: Message) -> int:
     return estimate_tokens(message.content) + calls + MESSAGE_OVERHEAD
 
 
-def turn_to_message(turn: dict[str, Any]) -> Message | None:
-    """A history line as a provider message; ``None`` for lines that are not turns."""
-    role = turn.get("role")
-    content = str(turn.get("content") or "")
+def turn_to_message(turn: Turn) -> Message | None:
+    """A history turn as a provider message; ``None`` for turns a model is not shown."""
+    role = turn.role
     if role == "user":
-        return Message("user", content)
+        return Message("user", turn.content)
     if role == "assistant":
-        calls = [
-            {"id": str(c.get("id")), "name": str(c.get("name")), "args": dict(c.get("args") or {})}
-            for c in turn.get("tool_calls") or ()
-            if isinstance(c, dict)
+        calls: list[JsonObject] = [
+            {"id": c.id, "name": c.name, "args": dict(c.args)} for c in turn.tool_calls
         ]
-        return Message("assistant", content, tool_calls=calls)
-    if role == "tool" and turn.get("tool_call_id"):
-        return Message("tool", content, tool_call_id=str(turn["tool_call_id"]))
+        return Message("assistant", turn.content, tool_calls=calls)
+    if role == "tool" and turn.tool_call_id:
+        return Message("tool", turn.content, tool_call_id=turn.tool_call_id)
     return None
 
 
@@ -86,12 +85,12 @@ def repair(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
-def summary_block(summaries: Iterable[dict[str, Any]], budget: int) -> str:
+def summary_block(summaries: Iterable[Summary], budget: int) -> str:
     """The newest summaries that fit ``budget`` tokens, oldest first, as one block."""
     kept: list[str] = []
     used = 0
     for entry in reversed(list(summaries)):
-        text = str(entry.get("summary") or "").strip()
+        text = entry.summary.strip()
         cost = estimate_tokens(text) + 2
         if not text or used + cost > budget:
             break
@@ -106,8 +105,8 @@ def summary_block(summaries: Iterable[dict[str, Any]], budget: int) -> str:
 def build(
     *,
     system: str,
-    summaries: Sequence[dict[str, Any]],
-    turns: Sequence[dict[str, Any]],
+    summaries: Sequence[Summary],
+    turns: Sequence[Turn],
     new_input: str | None,
     window: int,
 ) -> Context:

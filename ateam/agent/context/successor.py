@@ -33,6 +33,7 @@ from ateam.bus.registry import AgentEntry
 from ateam.config import AgentConfig
 from ateam.constants import HANDOFF_BLOCK_TOKENS
 from ateam.errors import AteamError
+from ateam.wire.turns import Turn
 
 __all__ = ["NEXT_STEPS_MAX", "HandoffKeeper", "HandoffMirror"]
 
@@ -92,13 +93,13 @@ class HandoffKeeper:
         self._recent_actions: list[str] = []
         self._files_touched: list[str] = []
 
-    def on_turn(self, item: QueueItem, turn: dict[str, Any]) -> None:
+    def on_turn(self, item: QueueItem, turn: Turn) -> None:
         """After every recorded turn: keep the handoff current (SPEC §7)."""
-        for call in turn.get("tool_calls") or ():
-            args = call.get("args") or {}
+        for call in turn.tool_calls:
+            args = call.args
             what = args.get("cmd") or args.get("path") or ""
-            self._recent_actions.append(f"{call.get('name')} {what}".strip()[:200])
-            if call.get("name") in ("fs.write", "fs.patch") and args.get("path"):
+            self._recent_actions.append(f"{call.name} {what}".strip()[:200])
+            if call.name in ("fs.write", "fs.patch") and args.get("path"):
                 if args["path"] not in self._files_touched:
                     self._files_touched.append(str(args["path"]))
         del self._recent_actions[:-10]

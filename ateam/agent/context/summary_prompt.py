@@ -13,9 +13,9 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from ateam.providers.base import Message, Provider, TextDelta, estimate_tokens
+from ateam.wire.turns import Turn
 
 __all__ = [
     "SUMMARY_MAX_TOKENS",
@@ -53,7 +53,7 @@ _CUT_OFF_CHARS = 2 * SUMMARY_MAX_TOKENS * 4
 
 def summary_messages(
     current: str,
-    turns: Iterable[dict[str, Any]],
+    turns: Iterable[Turn],
     *,
     limit: int = SUMMARY_MAX_TOKENS,
     previous_tokens: int | None = None,
@@ -144,15 +144,14 @@ async def read_summary(provider: Provider, messages: list[Message]) -> SummaryRe
     return SummaryReply(text, estimate_tokens(text))
 
 
-def _turn_text(turn: dict[str, Any]) -> str:
-    role = str(turn.get("role") or "?")
-    label = f"tool {turn['name']}" if role == "tool" and turn.get("name") else role
-    lines = [f"[{label}] {_shorten_middle(str(turn.get('content') or ''), _TURN_MAX_CHARS)}"]
-    for call in turn.get("tool_calls") or ():
-        if isinstance(call, dict):
-            args = json.dumps(call.get("args") or {}, ensure_ascii=False, sort_keys=True)
-            args = _shorten_middle(args, _CALL_ARGS_MAX_CHARS)
-            lines.append(f"  (called {call.get('name')} {args})")
+def _turn_text(turn: Turn) -> str:
+    role = turn.role or "?"
+    label = f"tool {turn.name}" if role == "tool" and turn.name else role
+    lines = [f"[{label}] {_shorten_middle(turn.content, _TURN_MAX_CHARS)}"]
+    for call in turn.tool_calls:
+        args = json.dumps(call.args, ensure_ascii=False, sort_keys=True)
+        args = _shorten_middle(args, _CALL_ARGS_MAX_CHARS)
+        lines.append(f"  (called {call.name} {args})")
     return "\n".join(lines)
 
 

@@ -12,10 +12,10 @@ apart from any of them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from ateam.agent.context import rebuild as ctxbuild
-from ateam.agent.state.history import History
+from ateam.agent.state.history import History, Summary
 from ateam.providers.base import Provider
 
 __all__ = ["HISTORY_CANDIDATES", "ContextSources", "ContextWindow"]
@@ -31,7 +31,7 @@ class ContextSources(Protocol):
         """The effective system prompt."""
         ...
 
-    def summaries(self) -> list[dict[str, Any]]:
+    def summaries(self) -> list[Summary]:
         """Summaries of earlier work the context carries."""
         ...
 
@@ -82,15 +82,12 @@ class ContextWindow:
             extra = f"{self._sources.handoff_context()}\n\n{extra}".strip()
         if extra:
             system = f"{system}\n\n{extra}"
-        turns = self._history.tail(HISTORY_CANDIDATES)
+        turns = self._history.turns(HISTORY_CANDIDATES)
         if self.compacted_until:
             # Turns the working-context summary now stands for stay on disk but leave
             # the context; the running task's own turns always stay.
             turns = [
-                t
-                for t in turns
-                if float(t.get("ts") or 0) > self.compacted_until
-                or t.get("task_id") == self.current_task
+                t for t in turns if t.ts > self.compacted_until or t.task_id == self.current_task
             ]
         return ctxbuild.build(
             system=system,

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ateam._fs import DamageLog, Problem, atomic_write, file_key, fsync_dir
+from ateam._json import JsonObject
 from ateam._jsonl import storage_error
 from ateam.agent.context._fit import (
     MIN_LINE_TOKENS,
@@ -62,6 +63,7 @@ from ateam.agent.state.fence import Fenced, unfenced
 from ateam.errors import ProviderError
 from ateam.paths import private_dir
 from ateam.providers.base import Provider, estimate_tokens
+from ateam.wire.turns import Turn
 
 __all__ = [
     "DECISIONS_KEEP",
@@ -189,15 +191,15 @@ class WorkingContext:
         text = str(self._summary_record().get("summary") or "")
         return "" if echoes_request(text) else text
 
-    def decisions(self) -> list[dict[str, Any]]:
+    def decisions(self) -> list[JsonObject]:
         """Kept decisions, oldest first."""
         return _entries(self._read(DECISIONS_FILE), "decision")
 
-    def failures(self) -> list[dict[str, Any]]:
+    def failures(self) -> list[JsonObject]:
         """Kept failures, oldest first."""
         return _entries(self._read(FAILURES_FILE), "description")
 
-    def constraints(self, *, now: float | None = None) -> list[dict[str, Any]]:
+    def constraints(self, *, now: float | None = None) -> list[JsonObject]:
         """Constraints still active at ``now`` (default: the current time), oldest first."""
         moment = time.time() if now is None else now
         return [c for c in self._all_constraints() if _active(c, moment)]
@@ -347,7 +349,7 @@ class WorkingContext:
         """
         return self._compose(now).text
 
-    def stats(self, *, now: float | None = None) -> dict[str, Any]:
+    def stats(self, *, now: float | None = None) -> JsonObject:
         """Tokens per part of the rendered block, the budget split and the counts (``/ctx``)."""
         rendered = self._compose(now)
         parts = ("summary", "decisions", "failures", "constraints")
@@ -374,7 +376,7 @@ class WorkingContext:
     # -- summarisation ----------------------------------------------------------------
 
     async def summarize(
-        self, provider: Provider, turns: list[dict[str, Any]], *, model: str
+        self, provider: Provider, turns: list[Turn], *, model: str
     ) -> SummaryOutcome:
         """Fold ``turns`` into the running summary with one model call (two if too long).
 
@@ -383,7 +385,7 @@ class WorkingContext:
 
         Args:
             provider: the model to ask.
-            turns: history turns (``role``, ``content``, maybe ``tool_calls``), oldest first.
+            turns: history turns, oldest first.
             model: the model id recorded as the summary's author.
 
         Raises:
@@ -464,15 +466,15 @@ class WorkingContext:
             return _Rendered("")
         return _Rendered(text, sections)
 
-    def _summary_record(self) -> dict[str, Any]:
+    def _summary_record(self) -> JsonObject:
         data = self._read(SUMMARY_FILE)
         return data if isinstance(data, dict) else {}
 
-    def _progress(self) -> dict[str, Any]:
+    def _progress(self) -> JsonObject:
         data = self._read(PROGRESS_FILE)
         return data if isinstance(data, dict) else {}
 
-    def _all_constraints(self) -> list[dict[str, Any]]:
+    def _all_constraints(self) -> list[JsonObject]:
         out = []
         for entry in _entries(self._read(CONSTRAINTS_FILE), "text"):
             expires = entry.get("expires")
@@ -566,7 +568,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _entries(data: Any, key: str) -> list[dict[str, Any]]:
+def _entries(data: Any, key: str) -> list[JsonObject]:
     """The well-formed entries of a stored list: dicts whose ``key`` is non-blank text."""
     if not isinstance(data, list):
         return []

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
+from ateam._json import JsonObject
 from ateam.agent.context.compaction import Compactor
 from ateam.agent.context.handoff import HandoffStore
 from ateam.agent.context.successor import HandoffKeeper
@@ -22,6 +22,7 @@ from ateam.agent.context.window import ContextWindow
 from ateam.agent.loop.control import cancel_quietly
 from ateam.agent.loop.status import AgentStatus
 from ateam.agent.models.router import ModelRouter, Reason
+from ateam.agent.state.queue_item import TaskIds
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
 from ateam.config import AgentConfig
@@ -57,7 +58,7 @@ class ModelSwitcher:
         self._events = events
 
     async def switch(
-        self, from_model: str, to_model: str, reason: Any, ids: dict[str, Any]
+        self, from_model: str, to_model: str, reason: Reason | None, ids: TaskIds
     ) -> None:
         """Move to ``to_model``: verify the handoff, record the switch, tell everyone."""
         entry = self._status.entry
@@ -108,7 +109,7 @@ class ModelSwitcher:
         log.warning("model switch %s -> %s (%s)", from_model, to_model, why)
         self._status.touch()
 
-    async def use(self, model: str | None) -> dict[str, Any]:
+    async def use(self, model: str | None) -> JsonObject:
         """``/use MODEL`` pins a model (``None`` unpins)."""
         router = self._router
         previous = router.current

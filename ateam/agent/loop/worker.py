@@ -67,6 +67,7 @@ from ateam.constants import (
 )
 from ateam.errors import Exit, LockLost, StorageError, StorageFull, WorkerStalled
 from ateam.redact import Redactor
+from ateam.wire.turns import Turn
 
 __all__ = ["Queued", "Worker"]
 
@@ -325,7 +326,7 @@ class Worker:
             self._history.final_answer(item.id, within=HISTORY_CANDIDATES) if replayed else None
         )
         if answer is not None:
-            await self._finish_answered(item, str(answer.get("content") or ""))
+            await self._finish_answered(item, answer.content)
             return True
         if not item.source.startswith(BOARD_SOURCE):
             return False
@@ -401,14 +402,14 @@ class Worker:
             task_id=item.id,
             trace_id=item.trace_id,
         )
-        notice = {
-            "role": "system",
-            "source": "queue",
-            "content": message,
-            "task_id": item.id,
-            "trace_id": item.trace_id,
-            "fence": self._status.entry.fence,
-        }
+        notice = Turn(
+            role="system",
+            source="queue",
+            content=message,
+            task_id=item.id,
+            trace_id=item.trace_id,
+            fence=self._status.entry.fence,
+        )
         self._remember("drop notice", self._history.append, notice)
         end = functools.partial(self._queue.done, item.id, ok=False, error=f"dropped: {why}")
         try:

@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
+from ateam._json import JsonObject
 from ateam.agent.state.usage import Usage
 from ateam.config import AgentConfig
 from ateam.config.schema import ModelEntry, SwitchingSpec
@@ -101,7 +101,7 @@ class Health:
     last_ok: float | None = None
     cooling_until: float = 0.0
 
-    def to_wire(self, now: float) -> dict[str, Any]:
+    def to_wire(self, now: float) -> JsonObject:
         return {
             "failures": self.failures,
             "last_error": self.last_error,
@@ -329,7 +329,7 @@ class ModelRouter:
 
     # views ----------------------------------------------------------------------------
 
-    def models_view(self) -> list[dict[str, Any]]:
+    def models_view(self) -> list[JsonObject]:
         """Every model the agent knows, with its place on the route and its health."""
         now = self.clock()
         route = self.route
@@ -349,7 +349,7 @@ class ModelRouter:
             )
         return rows
 
-    def usage_view(self) -> dict[str, Any]:
+    def usage_view(self) -> JsonObject:
         totals = Usage()
         for item in self.usage.values():
             totals.tokens_in += item.tokens_in

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ateam.agent.context.compaction import Compactor
 from ateam.agent.context.prompts import Prompts
@@ -20,9 +19,10 @@ from ateam.agent.context.teamfeed import TeamFeed
 from ateam.agent.context.working import WorkingContext
 from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.switching import ModelSwitcher
-from ateam.agent.state.history import SummaryLog
+from ateam.agent.models.router import Reason
+from ateam.agent.state.history import Summary, SummaryLog
 from ateam.agent.state.plan import PLAN_FILE
-from ateam.agent.state.queue_item import QueueItem
+from ateam.agent.state.queue_item import QueueItem, TaskIds
 from ateam.bus.lock import InstanceLock
 from ateam.config import AgentConfig
 from ateam.config.schema import Approval
@@ -37,6 +37,7 @@ from ateam.tools.services import (
     TaskBoardPort,
     Teammates,
 )
+from ateam.wire.turns import Turn
 
 __all__ = ["AgentHooks", "AgentSources"]
 
@@ -54,7 +55,7 @@ class AgentSources:
     def system_prompt(self) -> str:
         return self.prompts.effective()
 
-    def summaries(self) -> list[dict[str, Any]]:
+    def summaries(self) -> list[Summary]:
         """Summaries for the context from ``summary.jsonl``: the newest, as a fallback.
 
         The working context's running summary folds every earlier summary in, and it is
@@ -96,9 +97,9 @@ class AgentHooks:
     def fence(self) -> int:
         return self.lock.fence
 
-    def scrub_turn(self, turn: dict[str, Any]) -> dict[str, Any]:
-        scrubbed: dict[str, Any] = self.redactor.redact_obj(turn)
-        return scrubbed
+    def scrub_turn(self, turn: Turn) -> Turn:
+        # Field by field through its line, so a secret in an extra field is masked too.
+        return Turn.model_validate(self.redactor.redact_obj(turn.line()))
 
     def scrub_text(self, text: str) -> str:
         return self.redactor.redact(text)
@@ -131,13 +132,13 @@ class AgentHooks:
             board=self.board,
         )
 
-    def on_turn(self, item: QueueItem, turn: dict[str, Any]) -> None:
+    def on_turn(self, item: QueueItem, turn: Turn) -> None:
         self.keeper.on_turn(item, turn)
 
     async def switch_model(
-        self, from_model: str, to_model: str, reason: Any, ids: dict[str, Any]
+        self, from_model: str, to_model: str, reason: Reason | None, ids: TaskIds
     ) -> None:
         await self.switcher.switch(from_model, to_model, reason, ids)
 
-    async def compact(self, ids: dict[str, Any]) -> bool:
+    async def compact(self, ids: TaskIds) -> bool:
         return await self.compactor.compact(ids)

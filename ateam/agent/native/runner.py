@@ -34,17 +34,18 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from ateam._json import JsonObject
 from ateam.agent.context import rebuild as ctxbuild
 from ateam.agent.context.window import HISTORY_CANDIDATES, ContextWindow
 from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.task import TaskOutcome
-from ateam.agent.models.router import Action, ModelRouter
+from ateam.agent.models.router import Action, ModelRouter, Reason
 from ateam.agent.models.router import Decision as RouteDecision
 from ateam.agent.native.toolcall import ToolCaller, ToolHooks, describe_error
 from ateam.agent.state.history import History
-from ateam.agent.state.queue_item import QueueItem
+from ateam.agent.state.queue_item import QueueItem, TaskIds
 from ateam.bus.coalesce import Coalescer
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
@@ -60,6 +61,7 @@ from ateam.providers.base import (
 )
 from ateam.tools.approvals import Approvals
 from ateam.tools.registry import ToolPolicy
+from ateam.wire.turns import ToolCallRecord, Turn
 
 log = logging.getLogger(__name__)
 
@@ -98,21 +100,21 @@ class TaskHooks(ToolHooks, Protocol):
         """The fencing token every recorded turn carries."""
         ...
 
-    def scrub_turn(self, turn: dict[str, Any]) -> dict[str, Any]:
+    def scrub_turn(self, turn: Turn) -> Turn:
         """A turn with its secrets masked, as it is recorded."""
         ...
 
-    def on_turn(self, item: QueueItem, turn: dict[str, Any]) -> None:
+    def on_turn(self, item: QueueItem, turn: Turn) -> None:
         """After every recorded turn."""
         ...
 
     async def switch_model(
-        self, from_model: str, to_model: str, reason: Any, ids: dict[str, Any]
+        self, from_model: str, to_model: str, reason: Reason | None, ids: TaskIds
     ) -> None:
         """Move to ``to_model`` (the router's switch included) and record why."""
         ...
 
-    async def compact(self, ids: dict[str, Any]) -> bool:
+    async def compact(self, ids: TaskIds) -> bool:
         """Summarise older turns out of the context; whether anything changed."""
         ...
 
@@ -174,7 +176,7 @@ class NativeRunner:
 
     # context --------------------------------------------------------------------------
 
-    def tool_specs(self) -> list[dict[str, Any]]:
+    def tool_specs(self) -> list[JsonObject]:
         return self.policy.schemas() if self.policy is not None else []
 
     def build_context(self, new_input: str | None = None) -> ctxbuild.Context:
@@ -196,7 +198,7 @@ class NativeRunner:
         :class:`~ateam.errors.StorageFull` (a turn found no room on disk) escape; every
         other failure ends the task with an error and leaves the agent working.
         """
-        ids = {"task_id": item.id, "trace_id": item.trace_id}
+        ids = item.ids()
         started = time.monotonic()
         control.approvals = self._approvals
         self.window.current_task = item.id
@@ -244,7 +246,7 @@ class NativeRunner:
         )
 
     async def _loop(
-        self, item: QueueItem, control: TaskControl, ids: dict[str, Any], progress: _Progress
+        self, item: QueueItem, control: TaskControl, ids: TaskIds, progress: _Progress
     ) -> None:
         # A re-run (after a crash or a shutdown mid-task) continues the recorded turns
         # instead of asking the same question twice.
@@ -289,7 +291,7 @@ class NativeRunner:
         item: QueueItem,
         control: TaskControl,
         progress: _Progress,
-    ) -> list[dict[str, Any]]:
+    ) -> list[JsonObject]:
         """Count the call's tokens and record the assistant turn; returns its tool calls."""
         usage = reply.usage or Usage(sum(ctxbuild.message_tokens(m) for m in messages), 0)
         out = usage.tokens_out or estimate_tokens(reply.text)
@@ -305,26 +307,38 @@ class NativeRunner:
                     # Move before the next call (this task's or the next one's) rather
                     # than wait for the 429.
                     self.pending_switch = self.router.headroom_low(reply.headroom.fraction)
-        calls = [dataclasses.asdict(call) for call in reply.calls]
+        calls: list[JsonObject] = [dataclasses.asdict(call) for call in reply.calls]
         if reply.text or calls or (reply.error is None and not control.interrupted.is_set()):
-            turn = self._turn("assistant", reply.text, item, source="model")
-            turn.update(tokens_in=usage.tokens_in, tokens_out=out, model=model)
+            answer: dict[str, object] = {}
             if calls:
-                turn["tool_calls"] = calls
+                answer["tool_calls"] = [
+                    ToolCallRecord(id=call.id, name=call.name, args=call.args)
+                    for call in reply.calls
+                ]
             elif reply.error is None and not control.interrupted.is_set():
                 # The task's answer: a replay after a crash before the queue heard of
                 # it ends the task with this turn instead of asking the model again.
-                turn["final"] = True
+                answer["final"] = True
+            turn = self._turn(
+                "assistant",
+                reply.text,
+                item,
+                source="model",
+                tokens_in=usage.tokens_in,
+                tokens_out=out,
+                model=model,
+                **answer,
+            )
             self._record(turn, item)
         return calls
 
     async def _call(
         self,
         messages: list[Message],
-        tools: list[dict[str, Any]],
+        tools: list[JsonObject],
         control: TaskControl,
         item: QueueItem,
-        ids: dict[str, Any],
+        ids: TaskIds,
     ) -> tuple[_Reply, str, list[Message]]:
         """One model call, with the router's retries and switches; returns the final try."""
         attempt = 0
@@ -368,7 +382,7 @@ class NativeRunner:
             attempt = 0
 
     def _route_failure(
-        self, model: str, exc: BaseException, attempt: int, ids: dict[str, Any]
+        self, model: str, exc: BaseException, attempt: int, ids: TaskIds
     ) -> RouteDecision | None:
         if self.router is None:
             return None
@@ -384,7 +398,7 @@ class NativeRunner:
         return decision
 
     async def _switch(
-        self, decision: RouteDecision, model: str, item: QueueItem, ids: dict[str, Any]
+        self, decision: RouteDecision, model: str, item: QueueItem, ids: TaskIds
     ) -> None:
         assert self.router is not None and decision.to is not None
         await self._hooks.switch_model(model, decision.to, decision.reason, ids)
@@ -396,22 +410,22 @@ class NativeRunner:
 
     def _has_user_turn(self, task_id: str) -> bool:
         return any(
-            turn.get("task_id") == task_id and turn.get("role") == "user"
-            for turn in self._history.tail(HISTORY_CANDIDATES)
+            turn.task_id == task_id and turn.role == "user"
+            for turn in self._history.turns(HISTORY_CANDIDATES)
         )
 
     async def _stream(
         self,
         messages: list[Message],
-        tools: list[dict[str, Any]],
+        tools: list[JsonObject],
         control: TaskControl,
-        ids: dict[str, Any],
+        ids: TaskIds,
     ) -> _Reply:
         """One model call, streamed as ``token`` frames; never raises a provider error."""
         reply = _Reply()
         parts: list[str] = []
 
-        def token_frame(frame: dict[str, Any]) -> None:
+        def token_frame(frame: JsonObject) -> None:
             self._events.emit_redacted(EventType.TOKEN, frame, **ids)
 
         # The framer redacts what it frames, with the end of the text already sent as
@@ -449,25 +463,29 @@ class NativeRunner:
         return reply
 
     async def _run_tool(
-        self, call: ToolCall, item: QueueItem, control: TaskControl, ids: dict[str, Any]
+        self, call: ToolCall, item: QueueItem, control: TaskControl, ids: TaskIds
     ) -> str:
         """Run one tool call and record its result; returns what the model is told."""
         result, ok = await self._tools.run(call, item, control, ids)
-        turn = self._turn("tool", result, item, source=call.name)
-        turn.update(tool_call_id=call.id, name=call.name, ok=ok)
+        turn = self._turn(
+            "tool", result, item, source=call.name, tool_call_id=call.id, name=call.name, ok=ok
+        )
         self._record(turn, item)
         return result
 
     # recording ------------------------------------------------------------------------
 
-    def _record(self, turn: dict[str, Any], item: QueueItem | None = None) -> None:
+    def _record(self, turn: Turn, item: QueueItem | None = None) -> None:
         clean = self._hooks.scrub_turn(turn)
         self._history.append(clean)
         if item is not None:
             self._hooks.on_turn(item, clean)
 
-    def _turn(self, role: str, content: str, item: QueueItem, *, source: str) -> dict[str, Any]:
-        return {
+    def _turn(
+        self, role: str, content: str, item: QueueItem, *, source: str, **fields: object
+    ) -> Turn:
+        """A new turn of ``item``: every field set, so the line spells each one out."""
+        base: dict[str, object] = {
             "ts": time.time(),
             "role": role,
             "source": source,
@@ -479,6 +497,7 @@ class NativeRunner:
             "trace_id": item.trace_id,
             "fence": self._hooks.fence(),
         }
+        return Turn.model_validate({**base, **fields})
 
 
 async def _sleep_unless(control: TaskControl, seconds: float) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ateam.agent.loop.control import TaskControl
-from ateam.agent.state.queue_item import QueueItem
+from ateam.agent.state.queue_item import QueueItem, TaskIds
 from ateam.bus.coalesce import Coalescer
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
@@ -83,7 +83,7 @@ class ToolCaller:
         self._approval_timeout_s = approval_timeout_s
 
     async def run(
-        self, call: ToolCall, item: QueueItem, control: TaskControl, ids: dict[str, Any]
+        self, call: ToolCall, item: QueueItem, control: TaskControl, ids: TaskIds
     ) -> tuple[str, bool]:
         """Run one tool call with its events; returns what the model is told, and whether it
         succeeded."""
@@ -137,7 +137,7 @@ class ToolCaller:
         item: QueueItem,
         control: TaskControl,
         coalescer: Coalescer,
-        ids: dict[str, Any],
+        ids: TaskIds,
     ) -> Any:
         if self.policy is None:
             raise _denied(call.name)
@@ -163,7 +163,7 @@ class ToolCaller:
         self,
         kind: str,
         call: ToolCall,
-        ids: dict[str, Any],
+        ids: TaskIds,
         extra: dict[str, Any],
         control: TaskControl,
     ) -> Answer:

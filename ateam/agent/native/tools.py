@@ -17,8 +17,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from ateam._json import JsonObject
 from ateam.agent.state.knowledge import check_scope
 from ateam.agent.state.plan import append_plan, read_plan, write_plan
 from ateam.errors import BadRequest
@@ -42,7 +42,7 @@ def plan_read(ctx: ToolContext) -> str:
 
 
 @tool("plan.write")
-def plan_write(ctx: ToolContext, content: str) -> dict[str, Any]:
+def plan_write(ctx: ToolContext, content: str) -> JsonObject:
     """Replace the agent's plan (plan.md) with new content.
 
     Args:
@@ -52,7 +52,7 @@ def plan_write(ctx: ToolContext, content: str) -> dict[str, Any]:
 
 
 @tool("plan.append")
-def plan_append(ctx: ToolContext, text: str) -> dict[str, Any]:
+def plan_append(ctx: ToolContext, text: str) -> JsonObject:
     """Append text (a step, a note) to the agent's plan (plan.md).
 
     Args:
@@ -69,7 +69,7 @@ def _plan_op(op: Callable[[Path, str], int], ctx: ToolContext, text: str) -> int
 
 
 @tool("agents.list", timeout_s=5.0)
-async def agents_list(ctx: ToolContext) -> list[dict[str, Any]]:
+async def agents_list(ctx: ToolContext) -> list[JsonObject]:
     """List the running agents of the team: id, state, model, working directory, queue."""
     if ctx.list_agents is None:
         raise BadRequest("the agent registry is not available")
@@ -77,7 +77,7 @@ async def agents_list(ctx: ToolContext) -> list[dict[str, Any]]:
 
 
 @tool("team.send", timeout_s=15.0)
-async def team_send(ctx: ToolContext, to: str, text: str) -> dict[str, Any]:
+async def team_send(ctx: ToolContext, to: str, text: str) -> JsonObject:
     """Give a teammate (another agent of this project) work: queue text as its next task.
 
     It arrives in the teammate's durable queue marked as coming from you. Use it to
@@ -114,7 +114,7 @@ async def context_post(
     urgency: str = "background",
     scope: str = "project",
     tags: list[str] | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Share something with the team: a discovery, decision, status, request or alert.
 
     Args:
@@ -141,7 +141,7 @@ async def context_post(
 
 
 @tool("context.search", timeout_s=10.0)
-async def context_search(ctx: ToolContext, query: str, limit: int = 10) -> list[dict[str, Any]]:
+async def context_search(ctx: ToolContext, query: str, limit: int = 10) -> list[JsonObject]:
     """Find what the team shared about something: context items ranked by meaning.
 
     Args:
@@ -154,7 +154,7 @@ async def context_search(ctx: ToolContext, query: str, limit: int = 10) -> list[
 
 
 @tool("context.read", timeout_s=5.0)
-async def context_read(ctx: ToolContext, query: str = "", limit: int = 10) -> list[dict[str, Any]]:
+async def context_read(ctx: ToolContext, query: str = "", limit: int = 10) -> list[JsonObject]:
     """Read the team's recent context items, newest first; with a query, the best matches.
 
     Args:
@@ -178,7 +178,7 @@ def _board(ctx: ToolContext) -> tuple[TaskBoardPort, str]:
 
 
 @tool("tasks.list", timeout_s=5.0)
-async def tasks_list(ctx: ToolContext, status: str = "", limit: int = 50) -> list[dict[str, Any]]:
+async def tasks_list(ctx: ToolContext, status: str = "", limit: int = 50) -> list[JsonObject]:
     """List the project's task board, highest priority first, then oldest first.
 
     Args:
@@ -197,7 +197,7 @@ async def tasks_add(
     detail: str = "",
     priority: int = 0,
     depends_on: list[str] | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Put a task on the project's board for any teammate (or you) to claim.
 
     Args:
@@ -219,7 +219,7 @@ async def tasks_add(
 
 
 @tool("tasks.claim", timeout_s=5.0)
-async def tasks_claim(ctx: ToolContext, id: str) -> dict[str, Any]:
+async def tasks_claim(ctx: ToolContext, id: str) -> JsonObject:
     """Take an open task from the board: you become its one assignee, or you are told who is.
 
     Finish it with tasks.done, or give it up with tasks.fail. A task whose dependencies
@@ -233,7 +233,7 @@ async def tasks_claim(ctx: ToolContext, id: str) -> dict[str, Any]:
 
 
 @tool("tasks.done", timeout_s=5.0)
-async def tasks_done(ctx: ToolContext, id: str, result: str = "") -> dict[str, Any]:
+async def tasks_done(ctx: ToolContext, id: str, result: str = "") -> JsonObject:
     """Mark a task you hold as done, with what came of it.
 
     Args:
@@ -245,7 +245,7 @@ async def tasks_done(ctx: ToolContext, id: str, result: str = "") -> dict[str, A
 
 
 @tool("tasks.fail", timeout_s=5.0)
-async def tasks_fail(ctx: ToolContext, id: str, reason: str) -> dict[str, Any]:
+async def tasks_fail(ctx: ToolContext, id: str, reason: str) -> JsonObject:
     """Mark a task you hold as failed, saying why, so the team can plan around it.
 
     Args:
@@ -259,7 +259,7 @@ async def tasks_fail(ctx: ToolContext, id: str, reason: str) -> dict[str, Any]:
 @tool("kb.search")
 async def kb_search(
     ctx: ToolContext, query: str, scope: str = "agent", k: int = 8
-) -> list[dict[str, Any]]:
+) -> list[JsonObject]:
     """Search a knowledge base for passages about the query, best first.
 
     Args:
@@ -273,7 +273,7 @@ async def kb_search(
 
 
 @tool("kb.ingest")
-async def kb_ingest(ctx: ToolContext, paths: list[str], scope: str = "agent") -> dict[str, Any]:
+async def kb_ingest(ctx: ToolContext, paths: list[str], scope: str = "agent") -> JsonObject:
     """Add files and directories to a knowledge base, so kb.search can find them later.
 
     Directories expand to their text and source files; a file whose content is already
@@ -296,7 +296,7 @@ async def kb_ingest(ctx: ToolContext, paths: list[str], scope: str = "agent") ->
 @tool("memory.decide")
 def memory_decide(
     ctx: ToolContext, decision: str, rationale: str = "", impact: str = ""
-) -> dict[str, Any]:
+) -> JsonObject:
     """Record a key decision so it survives summaries, restarts and model switches.
 
     Args:
@@ -320,7 +320,7 @@ def memory_failure(
     resolution: str = "",
     prevention: str = "",
     severity: str = "medium",
-) -> dict[str, Any]:
+) -> JsonObject:
     """Record a failure and what it taught, so the next model (after a switch) knows.
 
     Args:
@@ -346,9 +346,7 @@ def memory_failure(
 
 
 @tool("memory.constrain")
-def memory_constrain(
-    ctx: ToolContext, text: str, expires_in_s: float | None = None
-) -> dict[str, Any]:
+def memory_constrain(ctx: ToolContext, text: str, expires_in_s: float | None = None) -> JsonObject:
     """Record a constraint every later turn must respect (e.g. "do not touch api/v1").
 
     Args:

@@ -21,6 +21,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from ateam._json import JsonObject
 from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.registry import Registry
@@ -47,7 +48,7 @@ class TeamMessenger:
     def agent_id(self) -> str:
         return self.identity.agent
 
-    async def send(self, to: str, text: str, *, hops: int, trace_id: str | None) -> dict[str, Any]:
+    async def send(self, to: str, text: str, *, hops: int, trace_id: str | None) -> JsonObject:
         """Queue ``text`` at teammate ``to`` (``NAME`` or ``PROJECT/NAME``).
 
         Args:

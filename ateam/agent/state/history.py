@@ -1,6 +1,7 @@
 """Conversation history and rolling summaries on disk (SPEC §5.3, storage only).
 
-``state/history.jsonl`` holds one JSON object per turn, fsynced before the turn is
+``state/history.jsonl`` holds one JSON object per turn (a
+:class:`~ateam.wire.turns.Turn`, the model clients read too), fsynced before the turn is
 reported done, rotated to ``history.jsonl.1`` ... ``history.jsonl.{keep}`` when it would
 grow past ``rotate_bytes``. ``state/summary.jsonl`` holds the newest summaries. What goes
 into a turn, and how the context is rebuilt from both, is the runner's business.
@@ -12,9 +13,10 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ateam._fs import (
     DamageLog,
@@ -24,6 +26,7 @@ from ateam._fs import (
     fsync_dir,
     open_append,
 )
+from ateam._json import JsonObject
 from ateam._jsonl import (
     AppendLog,
     decode_line,
@@ -34,8 +37,9 @@ from ateam._jsonl import (
 from ateam.agent.state.fence import Fenced, unfenced
 from ateam.constants import HISTORY_KEEP, HISTORY_ROTATE_BYTES, SUMMARY_KEEP
 from ateam.paths import private_dir
+from ateam.wire.turns import Turn, parse_turn
 
-__all__ = ["HISTORY_FILE", "SUMMARY_FILE", "History", "SummaryLog"]
+__all__ = ["HISTORY_FILE", "SUMMARY_FILE", "History", "Summary", "SummaryLog"]
 
 log = logging.getLogger(__name__)
 
@@ -111,41 +115,51 @@ class History:
         """Release the file; safe to call twice."""
         self._log.close()
 
-    def append(self, turn: dict[str, Any]) -> None:
-        """Write one turn and fsync it; adds ``ts`` (unix time) when missing.
+    def append(self, turn: Turn) -> None:
+        """Write one turn and fsync it; adds ``ts`` (unix time) when it was not given.
 
         Raises:
-            TypeError: ``turn`` is not a dict or holds something JSON cannot represent.
+            TypeError: ``turn`` is not a :class:`Turn`.
             StorageError: the write failed; the turn is not in the history.
         """
         self.append_many([turn])
 
-    def append_many(self, turns: list[dict[str, Any]]) -> None:
+    def append_many(self, turns: Sequence[Turn]) -> None:
         """Write several turns with one write and one fsync.
 
         Raises:
-            TypeError: a turn is not a dict or holds something JSON cannot represent.
+            TypeError: a turn is not a :class:`Turn`.
             StorageError: the write failed; none of the turns is in the history.
         """
         if not turns:
             return
         self._fence("the history")  # before a rotation too: renaming is a write
-        data = b"".join(encode_line(_stamped(turn)) for turn in turns)
+        data = b"".join(encode_line(_stamped(turn).line()) for turn in turns)
         if self._log.size > 0 and self._log.size + len(data) > self.rotate_bytes:
             self._rotate()
         self._write(data)
         self._count += len(turns)
 
-    def tail(self, n: int) -> list[dict[str, Any]]:
-        """The newest ``n`` turns, oldest first, across rotated files if needed.
+    def turns(self, n: int) -> list[Turn]:
+        """The newest ``n`` lines that are turns, oldest first, as :meth:`tail` finds them.
 
-        Files are read backwards in blocks, so the cost follows ``n``, not the file size.
-        Unreadable lines are skipped, and reported through :attr:`damage` the first time
-        a read comes across them.
+        A line that is JSON but fits no turn (hand-edited, say) is left out, as a context
+        never had a use for it.
+        """
+        return [turn for turn in map(parse_turn, self.tail(n)) if turn is not None]
+
+    def tail(self, n: int) -> list[JsonObject]:
+        """The newest ``n`` lines, oldest first, across rotated files if needed, as stored.
+
+        This is what ``history.tail`` sends: every field a line holds, read by the
+        client's own :class:`Turn`; the agent reads :meth:`turns`. Files are read
+        backwards in blocks, so the cost follows ``n``, not the file size. Unreadable
+        lines are skipped, and reported through :attr:`damage` the first time a read comes
+        across them.
         """
         if n <= 0:
             return []
-        newest_first: list[dict[str, Any]] = []
+        newest_first: list[JsonObject] = []
         for path in [self.path, *self._rotated_files().values()]:
             try:
                 found, unreadable = _read_tail(path, n - len(newest_first), _BLOCK)
@@ -161,7 +175,7 @@ class History:
         newest_first.reverse()
         return newest_first
 
-    def final_answer(self, task_id: str, *, within: int) -> dict[str, Any] | None:
+    def final_answer(self, task_id: str, *, within: int) -> Turn | None:
         """The task's final answer, if the newest of its turns among the newest ``within``
         is one; else ``None`` (the task has no turn there, or did not reach its end).
 
@@ -170,9 +184,9 @@ class History:
         is written before the queue hears that the task is done, so after a crash in
         between this is how the worker knows the task ran to its end.
         """
-        for turn in reversed(self.tail(within)):
-            if turn.get("task_id") == task_id:
-                return turn if turn.get("role") == "assistant" and turn.get("final") else None
+        for turn in reversed(self.turns(within)):
+            if turn.task_id == task_id:
+                return turn if turn.role == "assistant" and turn.final else None
         return None
 
     def count(self) -> int:
@@ -282,8 +296,20 @@ class History:
         self._log.write(data)
 
 
+class Summary(BaseModel):
+    """One line of ``summary.jsonl``; fields a newer agent adds are kept as extra."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    ts: float = 0.0
+    summary: str = ""
+    window: tuple[float, float] | None = None
+    """The ``ts`` of the first and the last turn the summary covers."""
+    model: str = ""
+
+
 class SummaryLog:
-    """Rolling summaries, ``{ts, summary, window: [first_turn, last_turn], model}`` each.
+    """Rolling :class:`Summary` lines, ``{ts, summary, window: [first, last], model}`` each.
 
     A turn is named by its ``ts`` (history turns carry no other stable number: rotation
     renumbers lines), so ``window`` holds the timestamps of the first and the last turn
@@ -320,7 +346,7 @@ class SummaryLog:
         Raises:
             StorageError: the write failed.
         """
-        entry = {
+        entry: JsonObject = {
             "ts": time.time(),
             "summary": self._scrub(summary),
             "window": [window[0], window[1]],
@@ -354,14 +380,25 @@ class SummaryLog:
             self._count = None
             raise storage_error("history", "cannot write", self.path, exc) from exc
 
-    def all(self) -> list[dict[str, Any]]:
-        """Every kept summary, oldest first; unreadable lines are skipped (and reported)."""
+    def all(self) -> list[Summary]:
+        """Every kept summary, oldest first; unreadable lines are skipped (and reported).
+
+        A line that is JSON but no summary (hand-edited, say) is left out here, but kept
+        in the file by the rewrite that drops the oldest.
+        """
         try:
-            return self._entries(required=False)
+            entries = self._entries(required=False)
         except OSError as exc:  # only a required copy raises, and this one is not
             raise storage_error("history", "cannot read", self.path, exc) from exc
+        summaries: list[Summary] = []
+        for entry in entries:
+            try:
+                summaries.append(Summary.model_validate(entry))
+            except ValidationError:
+                continue
+        return summaries
 
-    def _entries(self, *, required: bool) -> list[dict[str, Any]]:
+    def _entries(self, *, required: bool) -> list[JsonObject]:
         """The readable entries; unreadable lines are reported through :attr:`damage`.
 
         Args:
@@ -372,7 +409,7 @@ class SummaryLog:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return []
-        entries: list[dict[str, Any]] = []
+        entries: list[JsonObject] = []
         unreadable: list[int] = []
         offset = 0
         for line in data.split(b"\n"):
@@ -400,10 +437,10 @@ class SummaryLog:
         return entries
 
 
-def _stamped(turn: dict[str, Any]) -> dict[str, Any]:
-    if not isinstance(turn, dict):
-        raise TypeError(f"a history turn must be a dict, not {type(turn).__name__}")
-    return turn if "ts" in turn else {"ts": time.time(), **turn}
+def _stamped(turn: Turn) -> Turn:
+    if not isinstance(turn, Turn):
+        raise TypeError(f"a history turn must be a Turn, not {type(turn).__name__}")
+    return turn if "ts" in turn.model_fields_set else turn.with_fields(ts=time.time())
 
 
 def _count_lines(path: Path) -> int:
@@ -415,10 +452,10 @@ def _count_lines(path: Path) -> int:
         return sum(block.count(b"\n") for block in iter(lambda: handle.read(_BLOCK), b""))
 
 
-def _read_tail(path: Path, n: int, block: int) -> tuple[list[dict[str, Any]], list[int]]:
+def _read_tail(path: Path, n: int, block: int) -> tuple[list[JsonObject], list[int]]:
     """Up to ``n`` readable lines from the end of ``path``, newest first, and the offsets
     of the unreadable lines met on the way."""
-    found: list[dict[str, Any]] = []
+    found: list[JsonObject] = []
     unreadable: list[int] = []
     # Pieces of the line whose start is not read yet, newest piece first; joined only
     # once its start turns up, so a huge line costs linear time.
@@ -448,7 +485,7 @@ def _read_tail(path: Path, n: int, block: int) -> tuple[list[dict[str, Any]], li
 
 
 def _collect(
-    lines: list[tuple[bytes, int]], found: list[dict[str, Any]], unreadable: list[int], n: int
+    lines: list[tuple[bytes, int]], found: list[JsonObject], unreadable: list[int], n: int
 ) -> None:
     for line, offset in lines:
         if len(found) >= n:

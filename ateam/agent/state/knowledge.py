@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ateam._json import JsonObject
 from ateam.kb import DEFAULT_K, SCOPES, Embedder, KnowledgeBase, configured_embedder, scope_dir
 
 __all__ = ["AgentKb"]
@@ -96,7 +97,7 @@ class AgentKb:
 
     async def ingest(
         self, scope: str, paths: Sequence[str], *, progress: Progress | None = None
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         kb = await self.store(scope)
         # Relative paths are the agent's: its cwd is the first allowed root.
         cwd = self.allowed_roots[0]
@@ -115,17 +116,17 @@ class AgentKb:
         hits = await asyncio.to_thread(kb.search, query, k=k)
         return [hit.to_wire() for hit in hits]
 
-    async def documents(self, scope: str) -> list[dict[str, Any]]:
+    async def documents(self, scope: str) -> list[JsonObject]:
         kb = await self.store(scope)
         return await asyncio.to_thread(kb.documents)
 
-    async def export(self, scope: str, doc_ids: Sequence[str]) -> list[dict[str, Any]]:
+    async def export(self, scope: str, doc_ids: Sequence[str]) -> list[JsonObject]:
         kb = await self.store(scope)
         return await asyncio.to_thread(kb.export, list(doc_ids))
 
     async def import_documents(
         self, scope: str, chunks: Sequence[dict[str, Any]], *, copied_from: str
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         kb = await self.store(scope)
         report = await asyncio.to_thread(kb.import_documents, chunks, copied_from=copied_from)
         return report.to_wire()

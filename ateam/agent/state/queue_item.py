@@ -10,9 +10,9 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, TypedDict, TypeGuard
 
-__all__ = ["QueueItem", "is_int", "max_id", "next_queue_id"]
+__all__ = ["QueueItem", "TaskIds", "is_int", "max_id", "next_queue_id"]
 
 _ID_RE = re.compile(r"q-(\d+)-([0-9a-f]+)")
 _COUNTER_MAX = 0xFFF
@@ -57,6 +57,13 @@ def max_id(current: str | None, candidate: str) -> str | None:
 
 
 # --- values ------------------------------------------------------------------------------
+
+
+class TaskIds(TypedDict, total=False):
+    """The ids every event about a task carries (none for work outside a task)."""
+
+    task_id: str
+    trace_id: str | None
 
 
 @dataclass
@@ -105,6 +112,10 @@ class QueueItem:
             "kills": self.kills,
             "hops": self.hops,
         }
+
+    def ids(self) -> TaskIds:
+        """The ids the item's events carry."""
+        return {"task_id": self.id, "trace_id": self.trace_id}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> QueueItem:

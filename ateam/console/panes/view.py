@@ -14,8 +14,8 @@ keeps a few lines, so 50 MB of tool output leaves memory where the setting puts 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
 from ateam.client import Event, Gap
 from ateam.console.panes.assembler import LineAssembler
@@ -264,7 +264,7 @@ class PanesView(ConsoleView):
                 self.app.bell()
             self.app.banner_posted()
 
-    def table(self, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    def table(self, rows: Sequence[Mapping[str, object]], columns: list[str]) -> None:
         if not rows:
             self.info("no agents")
             return

@@ -19,6 +19,7 @@ from ateam.bus.connection import RedisTarget
 from ateam.config import standalone_agent
 from ateam.errors import LockLost
 from ateam.providers import EchoProvider
+from ateam.wire.turns import Turn
 
 
 class Lease:
@@ -70,13 +71,13 @@ def test_every_store_writes_nothing_once_fenced(tmp_path: Path) -> None:
     handoff = HandoffStore(tmp_path, model="m", project="p", fence=fence)
     workctx = WorkingContext(tmp_path, fence=fence)
     queue.append("before", source="test")
-    history.append({"role": "user", "content": "before"})
+    history.append(Turn(role="user", content="before"))
     before = {p.name: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
 
     fence.mark_lost()
     writes = [
         lambda: queue.append("after", source="test"),
-        lambda: history.append({"role": "assistant", "content": "half a turn"}),
+        lambda: history.append(Turn(role="assistant", content="half a turn")),
         lambda: summaries.append("a summary", window=(0, 1), model="m"),
         lambda: handoff.update({"task": {"description": "x"}}, author="m"),
         lambda: workctx.add_decision("d", rationale="r", impact="i", task="t"),

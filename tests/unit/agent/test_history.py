@@ -16,6 +16,7 @@ from ateam._fs import Damage, Problem, append_durably
 from ateam.agent.state import history as history_mod
 from ateam.agent.state.history import History, SummaryLog
 from ateam.errors import StorageError
+from ateam.wire.turns import Turn
 
 OpenHistory = Callable[..., History]
 
@@ -41,8 +42,10 @@ def open_history(state_dir: Path) -> Iterator[OpenHistory]:
         history.close()
 
 
-def turn(n: int, content: str = "") -> dict[str, Any]:
-    return {"role": "user", "source": "cli", "content": content or f"turn {n}", "n": n}
+def turn(n: int, content: str = "") -> Turn:
+    return Turn.model_validate(
+        {"role": "user", "source": "cli", "content": content or f"turn {n}", "n": n}
+    )
 
 
 def numbers(turns: list[dict[str, Any]]) -> list[int]:
@@ -60,12 +63,12 @@ def test_append_then_tail_oldest_first(open_history: OpenHistory) -> None:
     assert all(isinstance(t["ts"], float) for t in history.tail(5))
 
 
-def test_existing_ts_is_kept_and_the_caller_dict_untouched(open_history: OpenHistory) -> None:
+def test_existing_ts_is_kept_and_the_caller_turn_untouched(open_history: OpenHistory) -> None:
     history = open_history()
     mine = turn(0)
     history.append(mine)
-    history.append({**turn(1), "ts": 12.5})
-    assert "ts" not in mine
+    history.append(turn(1).with_fields(ts=12.5))
+    assert "ts" not in mine.model_fields_set
     assert history.tail(1)[0]["ts"] == 12.5
 
 
@@ -95,10 +98,10 @@ def test_append_many_is_one_write(
     assert history.count() == 4
 
 
-def test_a_turn_must_be_a_dict(open_history: OpenHistory) -> None:
+def test_a_turn_must_be_a_turn(open_history: OpenHistory) -> None:
     history = open_history()
     with pytest.raises(TypeError):
-        history.append(["not", "a", "dict"])  # type: ignore[arg-type]
+        history.append({"role": "user", "content": "a dict"})  # type: ignore[arg-type]
     assert history.count() == 0
 
 
@@ -292,12 +295,12 @@ def test_summary_log_keeps_the_newest_200(state_dir: Path) -> None:
         summaries.append(f"summary {n}", window=(n * 10, n * 10 + 9), model="small")
     kept = summaries.all()
     assert len(kept) == 200
-    assert kept[0]["summary"] == "summary 5" and kept[-1]["summary"] == "summary 204"
-    assert kept[-1]["window"] == [2040, 2049] and kept[-1]["model"] == "small"
-    assert isinstance(kept[-1]["ts"], float)
+    assert kept[0].summary == "summary 5" and kept[-1].summary == "summary 204"
+    assert kept[-1].window == (2040, 2049) and kept[-1].model == "small"
+    assert isinstance(kept[-1].ts, float)
     assert len(summaries.path.read_bytes().splitlines()) == 200
     assert summaries.path.stat().st_mode & 0o777 == 0o600  # also after the atomic rewrite
-    assert [s["summary"] for s in SummaryLog(state_dir).all()] == [s["summary"] for s in kept]
+    assert [s.summary for s in SummaryLog(state_dir).all()] == [s.summary for s in kept]
 
 
 def test_summary_log_counts_existing_entries_and_repairs_a_torn_line(state_dir: Path) -> None:
@@ -313,9 +316,9 @@ def test_summary_log_counts_existing_entries_and_repairs_a_torn_line(state_dir: 
     [damage] = second.damage.drain()
     assert damage.problem is Problem.TORN_TAIL
     assert_kept(damage, damaged)
-    assert [s["summary"] for s in second.all()] == ["s0", "s1", "s2", "s3"]
+    assert [s.summary for s in second.all()] == ["s0", "s1", "s2", "s3"]
     second.append("s4", window=(4, 4), model="m")  # the count included the old entries
-    assert [s["summary"] for s in second.all()] == ["s1", "s2", "s3", "s4"]
+    assert [s.summary for s in second.all()] == ["s1", "s2", "s3", "s4"]
     assert all(json.loads(line) for line in second.path.read_bytes().splitlines())
 
 
@@ -327,7 +330,7 @@ def test_summary_rewrite_keeps_unreadable_lines_aside_first(state_dir: Path) -> 
         handle.write(b"not json\n")
     damaged = summaries.path.read_bytes()
 
-    assert [s["summary"] for s in summaries.all()] == ["s0", "s1", "s2"]
+    assert [s.summary for s in summaries.all()] == ["s0", "s1", "s2"]
     assert summaries.all() and len(summaries.damage.drain()) == 1  # once, not per read
     summaries.append("s3", window=(3, 3), model="m")  # the rewrite drops the bad line
 

@@ -5,28 +5,30 @@ from __future__ import annotations
 from typing import Any
 
 from ateam.agent.context import rebuild as ctx
+from ateam.agent.state.history import Summary
 from ateam.providers.base import Message
+from ateam.wire.turns import Turn
 
 
-def user(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
+def user(text: str) -> Turn:
+    return Turn(role="user", content=text)
 
 
-def assistant(text: str, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def assistant(text: str, calls: list[dict[str, Any]] | None = None) -> Turn:
     turn: dict[str, Any] = {"role": "assistant", "content": text}
     if calls:
         turn["tool_calls"] = calls
-    return turn
+    return Turn.model_validate(turn)
 
 
-def tool(call_id: str, text: str) -> dict[str, Any]:
-    return {"role": "tool", "content": text, "tool_call_id": call_id, "name": "os.exec"}
+def tool(call_id: str, text: str) -> Turn:
+    return Turn(role="tool", content=text, tool_call_id=call_id, name="os.exec")
 
 
 def test_order_is_system_then_history_then_the_new_input() -> None:
     built = ctx.build(
         system="BASE",
-        summaries=[{"summary": "earlier we set up CI"}],
+        summaries=[Summary(summary="earlier we set up CI")],
         turns=[user("first"), assistant("answer one")],
         new_input="second",
         window=8192,
@@ -53,7 +55,7 @@ def test_a_long_history_never_exceeds_the_budget_and_keeps_the_newest_turns() ->
 
 
 def test_summaries_take_at_most_their_share_newest_first() -> None:
-    summaries = [{"summary": f"summary {i} " + "z" * 400} for i in range(100)]
+    summaries = [Summary(summary=f"summary {i} " + "z" * 400) for i in range(100)]
     built = ctx.build(system="S", summaries=summaries, turns=[], new_input=None, window=4000)
     head = built.messages[0].content
     assert "summary 99" in head and "summary 0 " not in head
@@ -91,8 +93,8 @@ def test_a_call_that_never_ran_gets_a_placeholder_result() -> None:
 
 
 def test_history_lines_that_are_not_turns_are_ignored() -> None:
-    assert ctx.turn_to_message({"role": "note", "content": "x"}) is None
-    assert ctx.turn_to_message({"role": "tool", "content": "x"}) is None  # no call id
+    assert ctx.turn_to_message(Turn(role="note", content="x")) is None
+    assert ctx.turn_to_message(Turn(role="tool", content="x")) is None  # no call id
     message = ctx.turn_to_message(assistant("a", [{"id": "c", "name": "fs.read", "args": None}]))
     assert message is not None and message.tool_calls == [
         {"id": "c", "name": "fs.read", "args": {}}

@@ -28,6 +28,7 @@ from ateam.client import Target, Team
 from ateam.config import AgentConfig, standalone_agent
 from ateam.providers.scripted import ScriptedProvider
 from ateam.wire.events import TaskEnd
+from ateam.wire.turns import Turn
 from tests._wait import async_wait_for
 
 RERUN = "a second answer: the task ran again"
@@ -79,7 +80,7 @@ def killed_mid_task(config: AgentConfig, source: str, *, answered: bool) -> Queu
     if answered:
         turns.append({**turn, "role": "assistant", "source": "model", "content": ANSWER})
         turns[-1]["final"] = True
-    history.append_many(turns)
+    history.append_many([Turn.model_validate(t) for t in turns])
     history.close()
     return item
 

@@ -26,6 +26,7 @@ from ateam.config import standalone_agent
 from ateam.providers import ScriptedProvider
 from ateam.tools import ToolRegistry, tool
 from ateam.tools.approvals import Decision
+from ateam.wire.turns import Turn
 from tests._wait import async_wait_for
 
 
@@ -142,9 +143,7 @@ async def test_a_released_task_runs_again_without_repeating_its_question(
     item = agent.queue.append("the question", source="test", trace_id="t1")
     taken = agent.queue.take()
     assert taken is not None
-    agent.history.append(
-        {"role": "user", "content": "the question", "task_id": item.id, "trace_id": "t1"}
-    )
+    agent.history.append(Turn(role="user", content="the question", task_id=item.id, trace_id="t1"))
     agent.queue.release(item.id)
     agent.enqueue_wakeup()
     await async_wait_for(lambda: agent.history.count() >= 2 and agent.state is AgentState.IDLE)

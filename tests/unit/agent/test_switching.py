@@ -21,6 +21,7 @@ from ateam.bus.connection import RedisTarget
 from ateam.config import load_project
 from ateam.errors import StorageError
 from ateam.providers import build_provider
+from ateam.wire.turns import Turn
 from tests._wait import async_wait_for
 
 
@@ -176,8 +177,8 @@ async def test_the_injected_context_stays_in_budget_on_a_long_history(
 
     agent: Agent = await running(project(tmp_path, [], []))
     for i in range(1500):  # a long synthetic history, big enough to overflow any window
-        agent.history.append({"role": "user", "content": f"question {i} " + "q" * 400})
-        agent.history.append({"role": "assistant", "content": f"answer {i} " + "a" * 600})
+        agent.history.append(Turn(role="user", content=f"question {i} " + "q" * 400))
+        agent.history.append(Turn(role="assistant", content=f"answer {i} " + "a" * 600))
     agent.workctx.dir.mkdir(parents=True, exist_ok=True)
     (agent.workctx.dir / "summary.json").write_text(
         json.dumps({"summary": "s " * 20000, "updated": 1, "tasks_covered": 1, "model": "p"})

@@ -24,16 +24,19 @@ from ateam.agent.context.working import (
 from ateam.errors import StorageError
 from ateam.providers import Chunk, Message, ScriptedProvider
 from ateam.providers.base import estimate_tokens
+from ateam.wire.turns import Turn
 
-TURNS: list[dict[str, Any]] = [
-    {"role": "user", "content": "make tests/test_io.py pass"},
-    {
-        "role": "assistant",
-        "content": "Running the tests.",
-        "tool_calls": [{"id": "call_1", "name": "os.exec", "args": {"cmd": "pytest -q"}}],
-    },
-    {"role": "tool", "name": "os.exec", "tool_call_id": "call_1", "content": "41 passed, 1 failed"},
-    {"role": "assistant", "content": "test_read_timeout fails on line 88."},
+TURNS: list[Turn] = [
+    Turn(role="user", content="make tests/test_io.py pass"),
+    Turn.model_validate(
+        {
+            "role": "assistant",
+            "content": "Running the tests.",
+            "tool_calls": [{"id": "call_1", "name": "os.exec", "args": {"cmd": "pytest -q"}}],
+        }
+    ),
+    Turn(role="tool", name="os.exec", tool_call_id="call_1", content="41 passed, 1 failed"),
+    Turn(role="assistant", content="test_read_timeout fails on line 88."),
 ]
 
 LONG_REPLY = "word " * 2200  # 11 000 characters: well over SUMMARY_MAX_TOKENS
