@@ -23,9 +23,9 @@ from ateam.agent.window import HISTORY_CANDIDATES, ContextWindow
 from ateam.agent.workctx import SummaryOutcome, WorkingContext
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
-from ateam.bus.registry import AgentEntry
 from ateam.config import AgentConfig
 from ateam.providers.base import Headroom, estimate_tokens
+from ateam.wire.registry import AgentEntry
 
 __all__ = ["MARKER_FILE", "Compactor", "read_marker"]
 

@@ -22,8 +22,8 @@ from ateam.agent.queue import QueueItem
 from ateam.agent.watchdog import Stall
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
-from ateam.bus.registry import AgentEntry
 from ateam.errors import Exit
+from ateam.wire.registry import AgentEntry
 
 __all__ = ["DAMAGE_SHOWN", "AgentState", "AgentStatus"]
 

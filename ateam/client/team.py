@@ -23,7 +23,6 @@ from ateam.bus.context import ContextItem, ContextStore, ContextType, Scope, Urg
 from ateam.bus.guard import check_eviction
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
-from ateam.bus.registry import AgentView, FinalExit
 from ateam.bus.snapshot import build_snapshot
 from ateam.bus.tail import EventTail
 from ateam.client._session import Session
@@ -40,6 +39,7 @@ from ateam.constants import TAKEOVER_GRACE_S
 from ateam.errors import AgentNotFound
 from ateam.kb.similar import meaning_ranker
 from ateam.redact import Redactor, Scrubbed
+from ateam.wire.registry import AgentStatus, FinalExit
 
 __all__ = ["ContextApi", "Team", "session_id"]
 
@@ -205,11 +205,11 @@ class Team:
             self._client, checked_name(project), self._keys.ns, user=user, password=password
         )
 
-    async def agents(self) -> list[AgentView]:
+    async def agents(self) -> list[AgentStatus]:
         """Every agent, connected or recently gone, sorted by id, in one round trip."""
         return await self._session.registry.list()
 
-    async def status(self, agent_id: str) -> AgentView | None:
+    async def status(self, agent_id: str) -> AgentStatus | None:
         return await self._session.registry.get(agent_id)
 
     async def acknowledge(self, agent_id: str, *, takeover: bool = False) -> Acknowledged:
