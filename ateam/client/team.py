@@ -234,7 +234,7 @@ class Team:
         """A copy of the registry kept current by notices (see :mod:`ateam.client.listing`)."""
         return AgentListing(self._session.registry)
 
-    async def snapshot(self, projects: Iterable[str] | None = None) -> dict[str, Any]:
+    async def snapshot(self, projects: Iterable[str] | None = None) -> dict[str, object]:
         """The session snapshot, fresh from the bus: the document ``~/.ateam/session.json`` holds.
 
         Per project: its agents (state, current task, model, last_seen, host, queue
@@ -271,7 +271,7 @@ class Team:
         return notices
 
     async def issue_bootstrap(
-        self, agent_id: str, spec: dict[str, Any], *, ttl_s: float = bootstrap.TOKEN_TTL_S
+        self, agent_id: str, spec: dict[str, object], *, ttl_s: float = bootstrap.TOKEN_TTL_S
     ) -> str:
         """A one-time token that lets ``agent_id`` join from another host (SPEC §11).
 
