@@ -34,6 +34,7 @@ from ateam.client import (
     local_redactor,
     redeem_bootstrap,
     resolve_target,
+    secrets_notice,
     server_command,
     session_id,
 )
@@ -359,7 +360,7 @@ def cmd_send(args: argparse.Namespace) -> int:
             # The request may have reached the agent before the reply was lost.
             raise _unconfirmed(exc, args.id, rid, timeout) from exc
         print(sent.id)
-        notice = sent.notice()
+        notice = secrets_notice(sent.redacted)
         if notice:
             print(notice, file=sys.stderr)
         return 0

@@ -11,7 +11,7 @@ graceful shutdown) to every agent and exits once they have.
 and names each one that did not come up with its cause: the supervisor records how an
 agent's last process ended in its ``state/exit.json`` (exit status, whether final, the
 agent's last error line, the file to move aside when its state is damaged). A final exit
-is recorded on the bus too (:class:`~ateam.bus.registry.FinalExit`), so ``ateam ps`` lists
+is recorded on the bus too (:class:`~ateam.wire.registry.FinalExit`), so ``ateam ps`` lists
 the agent as ``exited`` with that reason until it runs again or someone acknowledges it
 (``ateam ack``). Before starting anything it checks the bus itself — reachable,
 credentials and permissions accepted, no eviction policy (:mod:`ateam.bus.guard`).
@@ -49,11 +49,12 @@ from ateam.bus.connection import (
 )
 from ateam.bus.guard import check_eviction
 from ateam.bus.keys import Keys
-from ateam.bus.registry import FinalExit, Registry
+from ateam.bus.registry import Registry
 from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, agent_dir_for, load_project
 from ateam.constants import PREVIOUS_EXIT_ENV
 from ateam.errors import AteamError, Exit, SpawnFailed, file_to_move_aside
 from ateam.paths import ateam_home, private_dir
+from ateam.wire.registry import FinalExit
 
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0

@@ -9,13 +9,11 @@ from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock
 from ateam.bus.ownership import OwnerInfo, Ownership
 from ateam.bus.publisher import EventPublisher
-from ateam.bus.registry import AgentEntry, AgentView, Heartbeat, Registry
+from ateam.bus.registry import Heartbeat, Registry
 from ateam.bus.rpc import Call, Method, RpcClient, RpcServer
 from ateam.bus.tail import EventTail
 
 __all__ = [
-    "AgentEntry",
-    "AgentView",
     "Call",
     "Coalescer",
     "Event",

@@ -20,163 +20,21 @@ import contextlib
 import gc
 import hashlib
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
 import msgpack
 import redis.asyncio as aioredis
+from pydantic import ValidationError
 from redis.exceptions import NoPermissionError, ResponseError
 
 from ateam.bus.codec import pack
 from ateam.bus.identity import AgentIdentity, publish, withdraw
 from ateam.bus.keys import Keys
 from ateam.constants import DISCONNECTED_SHOWN_S, HEARTBEAT_TTL_S
-
-
-@dataclass(slots=True)
-class AgentEntry:
-    """What an agent publishes about itself."""
-
-    id: str
-    name: str
-    project: str
-    model: str = ""
-    cwd: str = ""
-    host: str = ""
-    pid: int = 0
-    started_at: float = 0.0
-    state: str = "init"
-    ctx_pct: float = 0.0
-    queue_len: int = 0
-    current_task: str | None = None
-    last_error: str | None = None
-    fence: int = 0
-    owner: str | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
-    primary: str = ""
-    """The model the agent returns to; ``model`` differs after a switch."""
-    pinned: str | None = None
-    """The model ``/use`` pinned, if any: no automatic switch while set."""
-    last_switch: dict[str, Any] | None = None
-    """The newest ``model.switch``: ``{from, to, reason, ts}``."""
-    alert: str | None = None
-    """A standing alert (a stalled worker), shown by ``ps`` until it clears."""
-    damage: list[dict[str, Any]] = field(default_factory=list)
-    """Damaged files this process found (each a ``storage.damaged`` warning's fields and
-    ``msg``): ``ps`` shows ALERT until someone acknowledges them (``alert.ack``, ``ateam
-    ack``) or the next start finds none."""
-
-    def to_wire(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> AgentEntry:
-        """Rebuild an entry; fields this version does not know (a newer agent's) are ignored.
-
-        Raises:
-            TypeError: a required field is missing or a key is not a string.
-        """
-        data.pop("v", None)
-        if data.keys() <= _ENTRY_FIELDS:  # the usual case, without a copy (ps of 1 000)
-            return cls(**data)
-        return cls(**{k: v for k, v in data.items() if k in _ENTRY_FIELDS})
-
-
-_ENTRY_FIELDS = frozenset(AgentEntry.__dataclass_fields__)
-
-
-@dataclass(frozen=True, slots=True)
-class FinalExit:
-    """An agent's process that ended for good (a supervisor does not restart it).
-
-    Written by the supervisor into the project's ``exits`` hash, so ``ps`` lists the agent
-    (state ``exited``) with the reason and the file to move aside, until the agent joins
-    again or someone acknowledges it (:meth:`Registry.clear_exit`).
-    """
-
-    agent: str
-    code: int
-    """The exit status (``12`` invalid configuration, ``20`` damaged state...)."""
-    reason: str
-    """Why it is not restarted, for people."""
-    cause: str = ""
-    """The agent's last error line."""
-    file: str | None = None
-    """The damaged file to move aside before starting it again, when that is the cure."""
-    host: str = ""
-    at: float = 0.0
-    """When it exited, in seconds since the epoch."""
-
-    def alert(self) -> str:
-        """The ``ps`` ALERT cell: what happened and what to do."""
-        cure = f"; move {self.file} aside, then start it" if self.file else ""
-        return f"exited {self.code}, not restarted: {self.reason}{cure}"
-
-    def to_wire(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_wire(cls, data: Any) -> FinalExit | None:
-        """The record in ``data`` (a decoded payload); ``None`` if it is not one."""
-        if not isinstance(data, dict):
-            return None
-        try:
-            found = cls(**{k: v for k, v in data.items() if k in _EXIT_FIELDS})
-        except TypeError:
-            return None
-        texts = (found.agent, found.reason, found.cause, found.host, found.file or "")
-        typed = all(isinstance(text, str) for text in texts) and isinstance(found.code, int)
-        # A foreign writer's record must not break a listing: every field is checked.
-        return found if typed and isinstance(found.at, int | float) else None
-
-    def view(self, age_s: float) -> AgentView:
-        """How ``ps`` shows the agent: state ``exited``, the reason as its alert."""
-        project, _, name = self.agent.partition("/")
-        entry = AgentEntry(
-            self.agent, name, project, host=self.host, state="exited", alert=self.alert()
-        )
-        return AgentView(entry, max(age_s, 0.0), final=self)
-
-
-_EXIT_FIELDS = frozenset(FinalExit.__dataclass_fields__)
-
-
-@dataclass(slots=True)
-class AgentView:
-    """An entry as a console sees it, with liveness computed from the heartbeat."""
-
-    entry: AgentEntry
-    heartbeat_age_s: float
-    restarting: bool = False
-    final: FinalExit | None = None
-    """Set when the agent is not running and will not be restarted (see :class:`FinalExit`)."""
-
-    @property
-    def id(self) -> str:
-        return self.entry.id
-
-    @property
-    def connected(self) -> bool:
-        # An exited agent's age counts from its exit: recent, yet nothing beats.
-        return self.final is None and self.heartbeat_age_s <= HEARTBEAT_TTL_S
-
-    @property
-    def state(self) -> str:
-        if self.final is not None:
-            return "exited"
-        if self.connected:
-            return self.entry.state
-        return "restarting" if self.restarting else "disconnected"
-
-    def to_json(self) -> dict[str, Any]:
-        data = self.entry.to_wire()
-        data["state"] = self.state
-        data["heartbeat_age_s"] = round(self.heartbeat_age_s, 3)
-        if self.final is not None:
-            data["exit"] = self.final.to_wire()
-        return data
+from ateam.wire.registry import AgentEntry, AgentStatus, FinalExit
 
 
 class Registry:
@@ -208,7 +66,7 @@ class Registry:
                 raise reply
         return [name for name, reply in zip(names, replies, strict=True) if not _forbidden(reply)]
 
-    async def list(self, projects: Iterable[str] | None = None) -> builtins.list[AgentView]:
+    async def list(self, projects: Iterable[str] | None = None) -> builtins.list[AgentStatus]:
         """Every agent of ``projects`` (default: all), connected or recently gone.
 
         One round trip for the project set, one for every project's entries.
@@ -226,7 +84,7 @@ class Registry:
             raise clock
         sec, usec = clock
         now_ms = sec * 1000 + usec // 1000
-        views: list[AgentView] = []
+        views: list[AgentStatus] = []
         expired: dict[str, list[bytes]] = {}
         unpackb, from_wire = msgpack.unpackb, AgentEntry.from_wire
         with _no_cycle_collection():
@@ -247,7 +105,7 @@ class Registry:
                     except Exception:  # not msgpack, not a map, not an entry
                         continue
                     if entry.project == project and entry.id == f"{project}/{entry.name}":
-                        views.append(AgentView(entry, age if age > 0 else 0.0))
+                        views.append(AgentStatus(entry, age if age > 0 else 0.0))
         views = _with_exits(views, names, replies[2:-1:3], now_ms)
         for project, ids in expired.items():
             await self.forget(project, ids)
@@ -272,14 +130,14 @@ class Registry:
         stamps = {_text(agent): int(stamp) for agent, stamp in zip(agents, beats, strict=True)}
         return Lapse(int(now_ms), int(beating), int(digest), stamps)
 
-    async def get(self, agent: str) -> AgentView | None:
+    async def get(self, agent: str) -> AgentStatus | None:
         project = agent.partition("/")[0]
         for view in await self.list((project,)):
             if view.id == agent:
                 return view
         return None
 
-    async def forget(self, project: str, ids: builtins.list[Any]) -> None:
+    async def forget(self, project: str, ids: Sequence[bytes | str]) -> None:
         """Drop agents gone for longer than they are shown (their entries and beats)."""
         pipe = self._client.pipeline(transaction=False)
         pipe.hdel(self._keys.registry(project), *ids)
@@ -305,7 +163,7 @@ class Registry:
         project = agent.partition("/")[0]
         return bool(await self._client.hdel(self._keys.exits(project), agent))
 
-    async def mark_restarting(self, views: builtins.list[AgentView]) -> None:
+    async def mark_restarting(self, views: builtins.list[AgentStatus]) -> None:
         """Set ``restarting`` on those of ``views`` whose agent left a grace marker."""
         if not views:
             return
@@ -317,8 +175,8 @@ class Registry:
 
 
 def _with_exits(
-    views: builtins.list[AgentView], projects: builtins.list[str], replies: Any, now_ms: int
-) -> builtins.list[AgentView]:
+    views: builtins.list[AgentStatus], projects: builtins.list[str], replies: Any, now_ms: int
+) -> builtins.list[AgentStatus]:
     """``views`` plus the agents whose final exit is recorded and which are not running.
 
     A connected entry wins over a record (the agent joins again, and its join clears it).
@@ -396,7 +254,7 @@ def id_digest(agent: str) -> int:
 _BY_ID = attrgetter("entry.id")
 
 
-def entry_of(data: Any, project: str) -> AgentEntry | None:
+def entry_of(data: object, project: str) -> AgentEntry | None:
     """The entry in ``data`` (a decoded payload), if it is one of an agent of ``project``.
 
     Anything else — not an entry, or a foreign writer's entry that names another project
@@ -406,7 +264,7 @@ def entry_of(data: Any, project: str) -> AgentEntry | None:
         return None
     try:
         entry = AgentEntry.from_wire(data)
-    except TypeError:
+    except ValidationError:
         return None
     if entry.project != project or entry.id != f"{project}/{entry.name}":
         return None

@@ -94,7 +94,10 @@ class Call:
         return parse_params(model, self.method, self.params)
 
 
-Handler = Callable[[Call], Awaitable[Any]]
+Handler = Callable[[Call], Awaitable[object]]
+"""A method's handler. Its reply is a result model (:mod:`ateam.wire.results`), sent as
+:meth:`Result.wire <ateam.wire.results.Result.wire>`; the bus also carries a plain
+msgpack value as it is, for callers below the agent's catalogue (tests, tools)."""
 
 
 @dataclass(frozen=True)
@@ -322,8 +325,7 @@ class RpcServer:
                 await self._check_owner(call, auth)
             if method.params is not None:
                 call = replace(call, checked=parse_params(method.params, call.method, call.params))
-            value = await method.handler(call)
-            reply = pack({"id": rid, "ok": True, "value": value})
+            reply = _value_reply(rid, await method.handler(call))
             if len(reply) > RPC_MAX_PAYLOAD:
                 raise PayloadTooLarge(
                     f"reply of {len(reply)} bytes exceeds {RPC_MAX_PAYLOAD}; ask for less"
@@ -448,6 +450,12 @@ async def _bounded(command: Awaitable[Any], seconds: float) -> None:
             await command
 
 
+def _value_reply(rid: str, value: object) -> bytes:
+    if isinstance(value, Result):
+        value = value.wire()  # the one place a result model becomes the wire's map
+    return pack({"id": rid, "ok": True, "value": value})
+
+
 def _error_reply(rid: str, error: AteamError) -> bytes:
     return pack({"id": rid, "ok": False, "error": error.to_wire()})
 
@@ -482,11 +490,11 @@ class RpcClient:
         self,
         agent: str,
         method: str,
-        params: dict[str, Any] | None = None,
+        params: Mapping[str, object] | None = None,
         *,
         timeout: float = RPC_DEFAULT_DEADLINE_S,
         request_id: str | None = None,
-    ) -> Any:
+    ) -> object:
         """Call ``method`` on ``agent`` and return its value, or raise its typed error.
 
         Connection failures are retried with the same request id until the deadline,
@@ -494,10 +502,10 @@ class RpcClient:
         """
         rid = request_id or uuid.uuid4().hex
         deadline = time.time() + timeout
-        request: dict[str, Any] = {
+        request: dict[str, object] = {
             "id": rid,
             "method": method,
-            "params": params or {},
+            "params": dict(params or {}),
             "caller": self.caller,
             "deadline": deadline,
         }
@@ -510,7 +518,7 @@ class RpcClient:
             )
         return await self.send_raw(agent, rid, body, deadline)
 
-    async def send_raw(self, agent: str, rid: str, body: bytes, deadline: float) -> Any:
+    async def send_raw(self, agent: str, rid: str, body: bytes, deadline: float) -> object:
         """Send an already-encoded body (also used by tests to send malformed input)."""
         not_found = pack(
             {

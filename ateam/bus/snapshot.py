@@ -40,11 +40,12 @@ from ateam._json import JsonObject
 from ateam.bus.board import BoardTask, TaskBoard, TaskStatus
 from ateam.bus.context_items import ContextItem, ContextStore, Urgency
 from ateam.bus.keys import Keys
-from ateam.bus.registry import AgentView, Registry
+from ateam.bus.registry import Registry
 from ateam.config.schema import checked_name
 from ateam.constants import SNAPSHOT_ITEMS, SNAPSHOT_TASKS, SNAPSHOT_WRITER_TTL_S
 from ateam.errors import BadRequest
 from ateam.paths import private_dir
+from ateam.wire.registry import AgentStatus
 
 __all__ = [
     "ARCHIVE_DIR",
@@ -84,7 +85,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= CLIP_CHARS else text[: CLIP_CHARS - 1] + "…"
 
 
-def _agent_json(view: AgentView, now_s: float) -> JsonObject:
+def _agent_json(view: AgentStatus, now_s: float) -> JsonObject:
     entry = view.entry
     return {
         "id": entry.id,
@@ -138,7 +139,7 @@ class ProjectSnapshot:
     """One project as the snapshot shows it."""
 
     name: str
-    agents: tuple[AgentView, ...]
+    agents: tuple[AgentStatus, ...]
     tasks: tuple[BoardTask, ...]
     """Open and claimed tasks, highest priority first (at most :data:`SNAPSHOT_TASKS`)."""
     counts: dict[str, int]
@@ -249,7 +250,7 @@ class SnapshotReader:
         self._items = {name: self._items[name] for name in names if name in self._items}
         return Snapshot(now_s, self._bus, self._keys.ns, tuple(shown), writer)
 
-    async def _project(self, name: str, views: list[AgentView], now_s: float) -> ProjectSnapshot:
+    async def _project(self, name: str, views: list[AgentStatus], now_s: float) -> ProjectSnapshot:
         agents = tuple(view for view in views if view.entry.project == name)
         try:
             checked_name(name)

@@ -17,21 +17,17 @@ from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.context_items import LOCAL_RUNTIMES, ContextItem, ContextType, Scope, Urgency
 from ateam.bus.events import Event, EventType, Gap, decode_chunk
 from ateam.bus.ownership import OwnerInfo, OwnerKind
-from ateam.bus.registry import AgentView as AgentStatus
 from ateam.client.agent import (
     KB_INGEST_TIMEOUT_S,
     AgentHandle,
     Attachment,
     KbApi,
     KbProgress,
-    Plan,
     PlanApi,
-    Sent,
-    Written,
 )
 from ateam.client.board import BoardTask, TasksApi, TaskStatus
 from ateam.client.notices import RESUMED, Notice, NoticeKind, Notices
-from ateam.client.redaction import local_redactor, project_at, redactor_for
+from ateam.client.redaction import local_redactor, project_at, redactor_for, secrets_notice
 from ateam.client.server import server_command
 from ateam.client.tail import Tail
 from ateam.client.target import (
@@ -50,7 +46,8 @@ from ateam.wire.events import (
     ToolEnd,
     ToolStart,
 )
-from ateam.wire.results import KbReport
+from ateam.wire.registry import AgentStatus
+from ateam.wire.results import InputResult, KbReport, PlanReadResult, PlanWriteResult
 from ateam.wire.turns import Turn
 
 __all__ = [
@@ -69,6 +66,7 @@ __all__ = [
     "Event",
     "EventType",
     "Gap",
+    "InputResult",
     "KbApi",
     "KbProgress",
     "KbReport",
@@ -79,10 +77,10 @@ __all__ = [
     "OwnerInfo",
     "OwnerKind",
     "Payload",
-    "Plan",
     "PlanApi",
+    "PlanReadResult",
+    "PlanWriteResult",
     "Scope",
-    "Sent",
     "Tail",
     "Target",
     "TaskEnd",
@@ -94,7 +92,6 @@ __all__ = [
     "ToolStart",
     "Turn",
     "Urgency",
-    "Written",
     "bus_errors",
     "decode_chunk",
     "local_redactor",
@@ -102,6 +99,7 @@ __all__ = [
     "redactor_for",
     "redeem_bootstrap",
     "resolve_target",
+    "secrets_notice",
     "server_command",
     "session_id",
 ]

@@ -12,23 +12,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
-from typing import Any
 
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.events import Event
 from ateam.bus.ownership import OwnerInfo
-from ateam.bus.registry import AgentView
 from ateam.bus.tail import EventTail
 from ateam.client._session import Session
 from ateam.client.redaction import redactor_for
 from ateam.client.tail import DEFAULT_BACKLOG, Item, Tail, follow_one
 from ateam.constants import OWNER_REFRESH_S, RPC_DEFAULT_DEADLINE_S
 from ateam.errors import BadRequest
-from ateam.redact import Scrubbed
 from ateam.wire.events import KbProgress
+from ateam.wire.registry import AgentStatus
 from ateam.wire.results import (
     AlertAckResult,
     CancelResult,
@@ -43,8 +40,25 @@ from ateam.wire.results import (
     PlanReadResult,
     PlanWriteResult,
     R,
+    Rows,
     ShutdownResult,
     parse_result,
+)
+from ateam.wire.rpc import (
+    AnyTextParams,
+    CancelParams,
+    ConfirmParams,
+    HistoryTailParams,
+    InputParams,
+    KbExportParams,
+    KbImportParams,
+    KbIngestParams,
+    KbScopeParams,
+    KbSearchParams,
+    Params,
+    TeamInputParams,
+    TextParams,
+    build_params,
 )
 from ateam.wire.turns import Turn, parse_turns
 
@@ -54,10 +68,7 @@ __all__ = [
     "Attachment",
     "KbApi",
     "KbProgress",
-    "Plan",
     "PlanApi",
-    "Sent",
-    "Written",
 ]
 
 KB_INGEST_TIMEOUT_S = 600.0
@@ -65,49 +76,9 @@ KB_INGEST_TIMEOUT_S = 600.0
 KB_PROGRESS_DRAIN_S = 2.0
 """How long an ingest waits, after the agent's answer, for progress events still on
 their way: the agent publishes them asynchronously, so they may trail the reply."""
-Rows = list[dict[str, Any]]
-"""Documents, hits and chunks as the agent sends them: open-ended rows."""
 Names = list[str]
 STOP_POLL_S = 0.1
 """How often :meth:`AgentHandle.stop` looks whether the agent has left the registry."""
-
-
-@dataclass(frozen=True)
-class Sent:
-    """An input the agent accepted."""
-
-    id: str
-    """The task id: its ``task.start`` and ``task.end`` events carry it."""
-    redacted: int
-    """Secrets masked: here before sending, plus by the agent on receipt."""
-    trace_id: str | None = None
-    queued: int = 0
-    """Items in the agent's queue after this one was added."""
-    created: bool = True
-    """False when the request id had been queued before (a resend): nothing was added."""
-
-    def notice(self) -> str | None:
-        """The line telling a person that secrets were masked, if any were."""
-        return Scrubbed("", self.redacted).notice()
-
-
-@dataclass(frozen=True)
-class Written:
-    """Text stored by an agent (its plan), after masking."""
-
-    bytes: int
-    redacted: int
-    """Secrets masked here before the text left this process."""
-
-
-@dataclass(frozen=True)
-class Plan:
-    """An agent's ``plan.md``."""
-
-    text: str
-    path: str
-    """Where it lives on the agent's host."""
-    bytes: int
 
 
 class AgentHandle:
@@ -124,7 +95,7 @@ class AgentHandle:
 
     # reading -------------------------------------------------------------------------
 
-    async def status(self) -> AgentView | None:
+    async def status(self) -> AgentStatus | None:
         """Its registry entry with liveness, or None if it is not registered."""
         return await self._session.registry.get(self.id)
 
@@ -146,7 +117,9 @@ class AgentHandle:
 
     async def history(self, n: int | None = None) -> list[Turn]:
         """Its newest ``n`` turns (the agent's default when None), oldest first."""
-        reply = await self.request("history.tail", HistoryTailResult, {} if n is None else {"n": n})
+        asked = {} if n is None else {"n": n}
+        params = build_params(HistoryTailParams, "history.tail", **asked)
+        reply = await self.request("history.tail", HistoryTailResult, params)
         return parse_turns(reply.turns)
 
     # ownership -----------------------------------------------------------------------
@@ -192,14 +165,15 @@ class AgentHandle:
     async def call(
         self,
         method: str,
-        params: dict[str, Any] | None = None,
+        params: Params | Mapping[str, object] | None = None,
         *,
         timeout: float | None = None,
         request_id: str | None = None,
         claim: bool = False,
         takeover: bool = False,
-    ) -> Any:
-        """Call one of the agent's RPC methods as this session and return its value.
+    ) -> object:
+        """Call one of the agent's RPC methods as this session and return its value as
+        sent (a map, unchecked); :meth:`request` reads it as the method's result model.
 
         With ``claim`` the call takes a one-call claim around itself unless this session
         holds the agent; without, a changing call needs the session to hold it.
@@ -209,18 +183,19 @@ class AgentHandle:
                 ``RpcTimeout``/``AgentNotFound``/``RedisUnavailable``.
         """
         wait = RPC_DEFAULT_DEADLINE_S if timeout is None else timeout
+        sent = params.wire() if isinstance(params, Params) else params
         if not claim:
             return await self._session.rpc.call(
-                self.id, method, params, timeout=wait, request_id=request_id
+                self.id, method, sent, timeout=wait, request_id=request_id
             )
         async with self._session.writing(self.id, timeout=wait, takeover=takeover) as rpc:
-            return await rpc.call(self.id, method, params, timeout=wait, request_id=request_id)
+            return await rpc.call(self.id, method, sent, timeout=wait, request_id=request_id)
 
     async def request(
         self,
         method: str,
         result: type[R],
-        params: dict[str, Any] | None = None,
+        params: Params | Mapping[str, object] | None = None,
         *,
         timeout: float | None = None,
         request_id: str | None = None,
@@ -247,16 +222,17 @@ class AgentHandle:
         claim: bool = True,
         takeover: bool = False,
         agent_cwd: str | None = None,
-    ) -> Sent:
+    ) -> InputResult:
         """Queue ``text`` as a task; its secrets are masked before it leaves this process.
 
         The patterns are the session's and those of the agent's project when its
         working directory is on this host; a caller that already knows that directory
         (a console keeps the registry) passes ``agent_cwd`` and saves a registry read.
         A request id makes a resend safe: the agent queues an id at most once.
+        Its ``redacted`` counts the secrets masked here and by the agent.
         """
         clean, masked = await self._clean(text, agent_cwd)
-        params = {"text": clean, "source": source}
+        params = build_params(InputParams, "input", text=clean, source=source)
         reply = await self.request(
             "input",
             InputResult,
@@ -266,13 +242,7 @@ class AgentHandle:
             claim=claim,
             takeover=takeover,
         )
-        return Sent(
-            id=reply.id,
-            redacted=masked + reply.redacted,
-            trace_id=reply.trace_id,
-            queued=reply.queued,
-            created=reply.created,
-        )
+        return _masked_too(reply, masked)
 
     async def relay(
         self,
@@ -283,7 +253,7 @@ class AgentHandle:
         trace_id: str | None = None,
         request_id: str | None = None,
         timeout: float | None = None,
-    ) -> Sent:
+    ) -> InputResult:
         """Queue ``text`` from an external runtime (``source="mcp:RUNTIME"``), without ownership.
 
         What ``ateam mcp`` does for its clients: refused while a console owns the agent
@@ -299,19 +269,14 @@ class AgentHandle:
         if not source.startswith("mcp:"):
             raise BadRequest(f"relay sources are mcp:RUNTIME; got {source!r}")
         clean, masked = await self._clean(text)
-        params: dict[str, Any] = {"text": clean, "source": source, "hops": hops}
-        if trace_id is not None:
-            params["trace_id"] = trace_id
+        thread = {} if trace_id is None else {"trace_id": trace_id}
+        params = build_params(
+            TeamInputParams, "team.input", text=clean, source=source, hops=hops, **thread
+        )
         reply = await self.request(
             "team.input", InputResult, params, timeout=timeout, request_id=request_id
         )
-        return Sent(
-            id=reply.id,
-            redacted=masked + reply.redacted,
-            trace_id=reply.trace_id,
-            queued=reply.queued,
-            created=reply.created,
-        )
+        return _masked_too(reply, masked)
 
     async def acknowledge(self, *, claim: bool = True, takeover: bool = False) -> int:
         """Clear the damage alerts ``ps`` shows for the agent; how many there were."""
@@ -334,9 +299,8 @@ class AgentHandle:
         self, *, hard: bool = False, claim: bool = True, takeover: bool = False
     ) -> str | None:
         """Stop the current task (``hard``: at once); its id, or None when idle."""
-        reply = await self.request(
-            "cancel", CancelResult, {"hard": hard}, claim=claim, takeover=takeover
-        )
+        params = build_params(CancelParams, "cancel", hard=hard)
+        reply = await self.request("cancel", CancelResult, params, claim=claim, takeover=takeover)
         return reply.task_id or None
 
     async def stop(self, *, wait: float = 10.0, claim: bool = True, takeover: bool = False) -> bool:
@@ -344,7 +308,7 @@ class AgentHandle:
 
         Its current task goes back to its queue, for its next start.
         """
-        await self.request("shutdown", ShutdownResult, {}, claim=claim, takeover=takeover)
+        await self.request("shutdown", ShutdownResult, claim=claim, takeover=takeover)
         deadline = time.monotonic() + wait
         # Leaving the registry is the last step of an agent's shutdown.
         while await self.status() is not None:
@@ -360,6 +324,11 @@ class AgentHandle:
             cwd = view.entry.cwd if view is not None else None
         clean = redactor_for(cwd, self._session.redactor).scrub(text)
         return clean.text, clean.replaced
+
+
+def _masked_too(reply: InputResult, masked: int) -> InputResult:
+    """``reply`` counting the secrets masked here before sending, besides the agent's."""
+    return reply.model_copy(update={"redacted": masked + reply.redacted})
 
 
 class Attachment:
@@ -410,19 +379,64 @@ class Attachment:
                 self.handle.disown()
                 return
 
-    async def call(self, method: str, params: dict[str, Any] | None = None, **options: Any) -> Any:
+    async def call(
+        self,
+        method: str,
+        params: Params | Mapping[str, object] | None = None,
+        *,
+        timeout: float | None = None,
+        request_id: str | None = None,
+        claim: bool = False,
+        takeover: bool = False,
+    ) -> object:
         """:meth:`AgentHandle.call` as the holder."""
-        return await self.handle.call(method, params, **options)
+        return await self.handle.call(
+            method, params, timeout=timeout, request_id=request_id, claim=claim, takeover=takeover
+        )
 
     async def request(
-        self, method: str, result: type[R], params: dict[str, Any] | None = None, **options: Any
+        self,
+        method: str,
+        result: type[R],
+        params: Params | Mapping[str, object] | None = None,
+        *,
+        timeout: float | None = None,
+        request_id: str | None = None,
+        claim: bool = False,
+        takeover: bool = False,
     ) -> R:
         """:meth:`AgentHandle.request` as the holder."""
-        return await self.handle.request(method, result, params, **options)
+        return await self.handle.request(
+            method,
+            result,
+            params,
+            timeout=timeout,
+            request_id=request_id,
+            claim=claim,
+            takeover=takeover,
+        )
 
-    async def send(self, text: str, **options: Any) -> Sent:
+    async def send(
+        self,
+        text: str,
+        *,
+        source: str = "api",
+        request_id: str | None = None,
+        timeout: float | None = None,
+        claim: bool = True,
+        takeover: bool = False,
+        agent_cwd: str | None = None,
+    ) -> InputResult:
         """:meth:`AgentHandle.send` as the holder."""
-        return await self.handle.send(text, **options)
+        return await self.handle.send(
+            text,
+            source=source,
+            request_id=request_id,
+            timeout=timeout,
+            claim=claim,
+            takeover=takeover,
+            agent_cwd=agent_cwd,
+        )
 
 
 class PlanApi:
@@ -431,35 +445,46 @@ class PlanApi:
     def __init__(self, handle: AgentHandle) -> None:
         self._handle = handle
 
-    async def get(self, *, timeout: float | None = None) -> Plan:
-        reply = await self._handle.request("plan.read", PlanReadResult, timeout=timeout)
-        return Plan(reply.text, reply.path, reply.size)
+    async def get(self, *, timeout: float | None = None) -> PlanReadResult:
+        return await self._handle.request("plan.read", PlanReadResult, timeout=timeout)
 
     async def read(self, *, timeout: float | None = None) -> str:
         """The plan's text; empty when the agent has none yet."""
         return (await self.get(timeout=timeout)).text
 
-    async def write(self, text: str, *, claim: bool = True, takeover: bool = False) -> Written:
+    async def write(
+        self, text: str, *, claim: bool = True, takeover: bool = False
+    ) -> PlanWriteResult:
         """Replace the plan with ``text`` (its secrets masked first)."""
         return await self._store("plan.write", text, claim=claim, takeover=takeover)
 
-    async def append(self, text: str, *, claim: bool = True, takeover: bool = False) -> Written:
+    async def append(
+        self, text: str, *, claim: bool = True, takeover: bool = False
+    ) -> PlanWriteResult:
         """Add a line to the plan (its secrets masked first)."""
         return await self._store("plan.append", text, claim=claim, takeover=takeover)
 
     async def delete(self, *, claim: bool = True, takeover: bool = False) -> bool:
         """Remove the plan; False if there was none."""
+        params = build_params(ConfirmParams, "plan.delete", confirm=True)
         reply = await self._handle.request(
-            "plan.delete", PlanDeleteResult, {"confirm": True}, claim=claim, takeover=takeover
+            "plan.delete", PlanDeleteResult, params, claim=claim, takeover=takeover
         )
         return reply.deleted
 
-    async def _store(self, method: str, text: str, *, claim: bool, takeover: bool) -> Written:
+    async def _store(
+        self, method: str, text: str, *, claim: bool, takeover: bool
+    ) -> PlanWriteResult:
         clean, masked = await self._handle._clean(text)
+        model = AnyTextParams if method == "plan.write" else TextParams
         reply = await self._handle.request(
-            method, PlanWriteResult, {"text": clean}, claim=claim, takeover=takeover
+            method,
+            PlanWriteResult,
+            build_params(model, method, text=clean),
+            claim=claim,
+            takeover=takeover,
         )
-        return Written(reply.size, masked)
+        return reply.model_copy(update={"redacted": masked})
 
 
 class KbApi:
@@ -470,22 +495,19 @@ class KbApi:
 
     async def search(self, scope: str, query: str, k: int | None = None) -> Rows:
         """The passages most like ``query``, best first (``score``, ``doc_id``, ``text``…)."""
-        params: dict[str, Any] = {"scope": scope, "query": query}
-        if k is not None:
-            params["k"] = k
+        best = {} if k is None else {"k": k}
+        params = build_params(KbSearchParams, "kb.search", scope=scope, query=query, **best)
         return (await self._handle.request("kb.search", KbSearchResult, params)).hits
 
     async def list(self, scope: str) -> Rows:
         """The documents of ``scope`` (``doc_id``, ``path``, ``chunks``, ``source_agent``)."""
-        reply = await self._handle.request("kb.list", KbListResult, {"scope": scope})
-        return reply.documents
+        params = build_params(KbScopeParams, "kb.list", scope=scope)
+        return (await self._handle.request("kb.list", KbListResult, params)).documents
 
     async def export(self, scope: str, ids: Names) -> Rows:
         """The chunks of the chosen documents, for :meth:`copy_from` on another agent."""
-        reply = await self._handle.request(
-            "kb.export", KbExportResult, {"scope": scope, "ids": ids}
-        )
-        return reply.chunks
+        params = build_params(KbExportParams, "kb.export", scope=scope, ids=ids)
+        return (await self._handle.request("kb.export", KbExportResult, params)).chunks
 
     async def ingest(
         self,
@@ -503,7 +525,7 @@ class KbApi:
         called for each file read, from the agent's ``kb.progress`` events; they may
         trail the reply, so the report waits a moment for the last of them.
         """
-        params = {"scope": scope, "paths": paths}
+        params = build_params(KbIngestParams, "kb.ingest", scope=scope, paths=paths)
         if on_progress is None:
             return await self._handle.request(
                 "kb.ingest", KbReport, params, timeout=timeout, claim=claim, takeover=takeover
@@ -547,7 +569,9 @@ class KbApi:
         """Copy the chosen documents of ``source``'s agent kb into this agent's ``scope``."""
         other = AgentHandle(self._handle._session, source)
         chunks = await other.kb.export("agent", ids)
-        params = {"scope": scope, "chunks": chunks, "copied_from": source}
+        params = build_params(
+            KbImportParams, "kb.import", scope=scope, chunks=chunks, copied_from=source
+        )
         return await self._handle.request(
             "kb.import", KbReport, params, timeout=timeout, claim=claim, takeover=takeover
         )

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ateam.bus.registry import DIGEST_MOD, AgentView, FinalExit, Registry, entry_of, id_digest
+from ateam.bus.registry import DIGEST_MOD, Registry, entry_of, id_digest
 from ateam.client.notices import Notice
 from ateam.constants import DISCONNECTED_SHOWN_S
+from ateam.wire.registry import AgentStatus, FinalExit
 
 __all__ = ["AgentListing", "Change"]
 
@@ -33,9 +34,9 @@ class Change:
     """One agent as the listing held it before and holds it now."""
 
     agent: str
-    old: AgentView | None
+    old: AgentStatus | None
     """None: it joined (or was first seen)."""
-    new: AgentView | None
+    new: AgentStatus | None
     """None: it left, or was gone longer than it is shown."""
 
     @property
@@ -56,7 +57,7 @@ class AgentListing:
 
     def __init__(self, registry: Registry) -> None:
         self._registry = registry
-        self.agents: dict[str, AgentView] = {}
+        self.agents: dict[str, AgentStatus] = {}
         """Every agent known, connected or recently gone, by id."""
         self.stale = False
         """Something may have been missed: :meth:`load` is due."""
@@ -71,7 +72,7 @@ class AgentListing:
         self._beating: dict[str, tuple[int, int]] = {}
         """Per project out of step, what the check found beating (count, digest)."""
         self._loading = 0
-        self._during_load: dict[str, AgentView | None] = {}
+        self._during_load: dict[str, AgentStatus | None] = {}
         """What notices said while a load was reading: newer than what it read."""
 
     # reading -------------------------------------------------------------------------
@@ -135,7 +136,7 @@ class AgentListing:
             self.stale = True
             return []
         # Announced with a beat: the agent is alive now, whatever was thought of it.
-        return self._put(entry.id, AgentView(entry, 0.0))
+        return self._put(entry.id, AgentStatus(entry, 0.0))
 
     async def check(self) -> list[Change]:
         """Ask which agents stopped beating, and who is back; read all again if out of step.
@@ -154,7 +155,7 @@ class AgentListing:
         lapse = await self._registry.lapsed(project)
         changes: list[Change] = []
         forgotten: list[str] = []
-        lapsed: list[AgentView] = []
+        lapsed: list[AgentStatus] = []
         for agent, stamp in lapse.stamps.items():
             age = (lapse.now_ms - stamp) / 1000
             held = self.agents.get(agent)
@@ -163,11 +164,11 @@ class AgentListing:
                 forgotten.append(agent)
                 changes += self._put(agent, None) if held is not None and not final else []
             elif held is not None and not final:
-                lapsed.append(AgentView(held.entry, age))
+                lapsed.append(AgentStatus(held.entry, age))
         for agent in self._down.get(project, set()) - lapse.stamps.keys():
             held = self.agents.get(agent)
             if held is not None:  # beating again (or gone, which its leave notice says)
-                changes += self._put(agent, AgentView(held.entry, 0.0))
+                changes += self._put(agent, AgentStatus(held.entry, 0.0))
         await self._registry.mark_restarting(lapsed)
         for view in lapsed:
             changes += self._put(view.id, view)
@@ -194,7 +195,7 @@ class AgentListing:
 
     # bookkeeping ---------------------------------------------------------------------
 
-    def _put(self, agent: str, view: AgentView | None) -> list[Change]:
+    def _put(self, agent: str, view: AgentStatus | None) -> list[Change]:
         old = self.agents.get(agent)
         if self._loading:
             self._during_load[agent] = view
@@ -207,7 +208,7 @@ class AgentListing:
             self._index(view)
         return [] if old is None and view is None else [Change(agent, old, view)]
 
-    def _index(self, view: AgentView) -> None:
+    def _index(self, view: AgentStatus) -> None:
         project = view.entry.project
         held = self._by_project.setdefault(project, set())
         if view.final is not None:
@@ -219,7 +220,7 @@ class AgentListing:
         if not view.connected:
             self._down.setdefault(project, set()).add(view.id)
 
-    def _unindex(self, view: AgentView) -> None:
+    def _unindex(self, view: AgentStatus) -> None:
         project = view.entry.project
         held = self._by_project.get(project, set())
         if view.id in held:

@@ -13,12 +13,19 @@ from typing import Any
 
 from ateam.config import ProjectConfig, load_project
 from ateam.errors import AteamError
-from ateam.redact import Redactor
+from ateam.redact import Redactor, Scrubbed
 
-__all__ = ["Masked", "local_redactor", "project_at", "redactor_for", "same_fields"]
+__all__ = [
+    "Masked",
+    "local_redactor",
+    "project_at",
+    "redactor_for",
+    "same_fields",
+    "secrets_notice",
+]
 
 
-def same_fields(a: Any, b: Any, base: type) -> bool:
+def same_fields(a: object, b: object, base: type) -> bool:
     """Whether dataclasses ``a`` and ``b`` agree on every field of ``base``."""
     return all(getattr(a, f.name) == getattr(b, f.name) for f in dataclasses.fields(base))
 
@@ -77,3 +84,9 @@ def local_redactor() -> Redactor:
         return Redactor.from_config(load_project())
     except AteamError:
         return Redactor()  # no project, or a broken one: the built-in patterns still hold
+
+
+def secrets_notice(count: int) -> str | None:
+    """The line telling a sender that ``count`` secrets were masked (``redacted`` of an
+    :class:`~ateam.wire.results.InputResult`); ``None`` when there were none."""
+    return Scrubbed("", count).notice()

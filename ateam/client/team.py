@@ -16,6 +16,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from ateam._json import JsonObject
 from ateam.bus import bootstrap
 from ateam.bus.board import TaskBoard
 from ateam.bus.connection import ensure_reachable, make_client
@@ -23,7 +24,6 @@ from ateam.bus.context_items import ContextItem, ContextStore, ContextType, Scop
 from ateam.bus.guard import check_eviction
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
-from ateam.bus.registry import AgentView, FinalExit
 from ateam.bus.snapshot import build_snapshot
 from ateam.bus.tail import EventTail
 from ateam.client._session import Session
@@ -40,6 +40,7 @@ from ateam.constants import TAKEOVER_GRACE_S
 from ateam.errors import AgentNotFound
 from ateam.kb.similar import meaning_ranker
 from ateam.redact import Redactor, Scrubbed
+from ateam.wire.registry import AgentStatus, FinalExit
 
 __all__ = ["ContextApi", "Team", "session_id"]
 
@@ -205,11 +206,11 @@ class Team:
             self._client, checked_name(project), self._keys.ns, user=user, password=password
         )
 
-    async def agents(self) -> list[AgentView]:
+    async def agents(self) -> list[AgentStatus]:
         """Every agent, connected or recently gone, sorted by id, in one round trip."""
         return await self._session.registry.list()
 
-    async def status(self, agent_id: str) -> AgentView | None:
+    async def status(self, agent_id: str) -> AgentStatus | None:
         return await self._session.registry.get(agent_id)
 
     async def acknowledge(self, agent_id: str, *, takeover: bool = False) -> Acknowledged:
@@ -234,7 +235,7 @@ class Team:
         """A copy of the registry kept current by notices (see :mod:`ateam.client.listing`)."""
         return AgentListing(self._session.registry)
 
-    async def snapshot(self, projects: Iterable[str] | None = None) -> dict[str, Any]:
+    async def snapshot(self, projects: Iterable[str] | None = None) -> JsonObject:
         """The session snapshot, fresh from the bus: the document ``~/.ateam/session.json`` holds.
 
         Per project: its agents (state, current task, model, last_seen, host, queue
@@ -271,7 +272,7 @@ class Team:
         return notices
 
     async def issue_bootstrap(
-        self, agent_id: str, spec: dict[str, Any], *, ttl_s: float = bootstrap.TOKEN_TTL_S
+        self, agent_id: str, spec: dict[str, object], *, ttl_s: float = bootstrap.TOKEN_TTL_S
     ) -> str:
         """A one-time token that lets ``agent_id`` join from another host (SPEC §11).
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
 
+from ateam._json import JsonObject
 from ateam.client import (
     LOCAL_RUNTIMES,
     AgentStatus,
@@ -97,7 +97,7 @@ def _bounded(name: str, value: int, low: int, high: int) -> int:
     return value
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """``value`` as JSON can carry it: bytes as text, long strings cut, unknowns as text."""
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
@@ -114,7 +114,7 @@ def _plain(value: Any) -> Any:
     return _plain(str(value))
 
 
-def event_row(event: Event) -> dict[str, Any]:
+def event_row(event: Event) -> dict[str, object]:
     """One event as ``agent_tail`` returns it; chunks of text come as ``text``."""
     data = dict(event.data)
     if event.type in CHUNKS:
@@ -124,17 +124,17 @@ def event_row(event: Event) -> dict[str, Any]:
     return {"offset": event.offset, "type": event.type, "ts": event.ts, "data": _plain(data)}
 
 
-def _agent_row(view: AgentStatus) -> dict[str, Any]:
+def _agent_row(view: AgentStatus) -> dict[str, object]:
     row = view.to_json()
     row["connected"] = view.connected
     return row
 
 
-def _task_rows(tasks: Iterable[BoardTask]) -> list[dict[str, Any]]:
+def _task_rows(tasks: Iterable[BoardTask]) -> list[dict[str, object]]:
     return [task.to_wire() for task in tasks]
 
 
-def _item_rows(items: Iterable[ContextItem]) -> list[dict[str, Any]]:
+def _item_rows(items: Iterable[ContextItem]) -> list[JsonObject]:
     return [item.to_wire() for item in items]
 
 
@@ -169,7 +169,7 @@ class TeamBridge:
 
     # agents --------------------------------------------------------------------------
 
-    async def agents_list(self, project: str | None) -> dict[str, Any]:
+    async def agents_list(self, project: str | None) -> dict[str, object]:
         """The agents of ``project`` (``*``: every project), sorted by id."""
         views = await self.team.agents()
         if project != "*":
@@ -177,13 +177,13 @@ class TeamBridge:
             views = [view for view in views if chosen is None or view.entry.project == chosen]
         return {"agents": [_agent_row(view) for view in views]}
 
-    async def agent_status(self, agent: str) -> dict[str, Any]:
+    async def agent_status(self, agent: str) -> dict[str, object]:
         view = await self._known(agent)
         if view is None:
             return {"id": agent, "state": "stopped", "connected": False}
         return _agent_row(view)
 
-    async def agent_send(self, agent: str, text: str, runtime: str) -> dict[str, Any]:
+    async def agent_send(self, agent: str, text: str, runtime: str) -> dict[str, object]:
         """Queue ``text`` for ``agent`` as the external runtime, by its ownership rules."""
         handle = self.team.agent(_agent_id(agent))
         sent = await handle.relay(text, source=f"mcp:{runtime}")
@@ -195,7 +195,9 @@ class TeamBridge:
             "redacted": sent.redacted,
         }
 
-    async def agent_tail(self, agent: str, from_offset: int | None, limit: int) -> dict[str, Any]:
+    async def agent_tail(
+        self, agent: str, from_offset: int | None, limit: int
+    ) -> dict[str, object]:
         """At most ``limit`` events from ``from_offset`` on (the newest without one).
 
         The answer is also cut at about :data:`TAIL_BUDGET_CHARS`; ``next_offset`` is where
@@ -207,7 +209,7 @@ class TeamBridge:
         await self._known(agent)
         tail = self.team.tail()
         tail.add(agent, None if from_offset is None else from_offset - 1, backlog=limit)
-        events: list[dict[str, Any]] = []
+        events: list[dict[str, object]] = []
         gaps: list[dict[str, int]] = []
         next_offset = from_offset or 1
         size = 0
@@ -227,7 +229,7 @@ class TeamBridge:
                 next_offset = item.offset + 1
         return {"agent": agent, "events": events, "gaps": gaps, "next_offset": next_offset}
 
-    async def kb_search(self, agent: str, query: str, scope: str, k: int) -> dict[str, Any]:
+    async def kb_search(self, agent: str, query: str, scope: str, k: int) -> dict[str, object]:
         _bounded("k", k, 1, 50)
         hits = await self.team.agent(_agent_id(agent)).kb.search(scope, query, k)
         return {"agent": agent, "scope": scope, "hits": _plain(hits)}
@@ -243,7 +245,7 @@ class TeamBridge:
         tags: list[str] | None,
         min_urgency: str | None,
         limit: int,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         _bounded("limit", limit, 1, CONTEXT_LIMIT_MAX)
         items = await self.team.context.ls(
             self.project(project),
@@ -267,7 +269,7 @@ class TeamBridge:
         scope: str,
         tags: list[str],
         runtime: str,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         item = await self.team.context.post(
             self.project(project),
             type=type,
@@ -281,14 +283,16 @@ class TeamBridge:
         )
         return {**item.to_wire(), "redacted": item.redacted}
 
-    async def context_search(self, project: str | None, query: str, limit: int) -> dict[str, Any]:
+    async def context_search(
+        self, project: str | None, query: str, limit: int
+    ) -> dict[str, object]:
         _bounded("limit", limit, 1, CONTEXT_LIMIT_MAX)
         items = await self.team.context.search(self.project(project), query, limit=limit)
         return {"items": _item_rows(items)}
 
     # the task board --------------------------------------------------------------------
 
-    async def tasks_list(self, project: str | None, status: str | None) -> dict[str, Any]:
+    async def tasks_list(self, project: str | None, status: str | None) -> dict[str, object]:
         if status is not None and status not in set(TaskStatus):
             raise BadRequest(f"status must be one of {', '.join(TaskStatus)}; got {status!r}")
         tasks = await self.team.tasks.ls(self.project(project), status=status)
@@ -303,7 +307,7 @@ class TeamBridge:
         priority: int,
         depends_on: list[str],
         runtime: str,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         task = await self.team.tasks.add(
             self.project(project),
             title=title,
@@ -314,7 +318,7 @@ class TeamBridge:
         )
         return {**task.to_wire(), "redacted": task.redacted}
 
-    async def task_claim(self, project: str | None, task_id: str, agent: str) -> dict[str, Any]:
+    async def task_claim(self, project: str | None, task_id: str, agent: str) -> dict[str, object]:
         """Claim the task as ``agent`` (``--as``); of racing claims exactly one wins."""
         task = await self.team.tasks.claim(
             self.project(project, agent), task_id, agent=_agent_id(agent)
@@ -323,7 +327,7 @@ class TeamBridge:
 
     async def task_done(
         self, project: str | None, task_id: str, agent: str, result: str
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         task = await self.team.tasks.done(
             self.project(project, agent), task_id, agent=_agent_id(agent), result=result
         )
@@ -331,13 +335,13 @@ class TeamBridge:
 
     # resources -------------------------------------------------------------------------
 
-    async def active_tasks(self, project: str | None) -> dict[str, Any]:
+    async def active_tasks(self, project: str | None) -> dict[str, object]:
         """The open and claimed tasks of the project."""
         chosen = self.project(project)
         tasks = [t for t in await self.team.tasks.ls(chosen) if t.status in ACTIVE]
         return {"project": chosen, "tasks": _task_rows(tasks)}
 
-    async def decisions(self, project: str | None) -> dict[str, Any]:
+    async def decisions(self, project: str | None) -> dict[str, object]:
         """The newest decision items the project sees."""
         chosen = self.project(project)
         items = await self.team.context.ls(
@@ -345,7 +349,7 @@ class TeamBridge:
         )
         return {"project": chosen, "decisions": _item_rows(items)}
 
-    async def snapshot(self) -> dict[str, Any]:
+    async def snapshot(self) -> JsonObject:
         """The session snapshot (``ateam session --json``): per project, the agents, the
         open and claimed tasks and the newest attention items.
 

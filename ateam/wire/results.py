@@ -6,9 +6,11 @@ event payloads: an agent of another version may add fields (kept, under
 ``model_extra``) or leave optional ones out (defaults); a reply that does not fit at all
 becomes a one-line ``bad_request`` naming the method and the field, never a KeyError.
 
-The wire shape is the handlers' dicts, unchanged; ``tests/unit/wire/test_rpc_contract.py``
-calls every method of a real agent and holds each reply to its model strictly, so the
-models cannot drift from the handlers. Open-ended parts (a router's usage per model, a
+The agent's handlers return these models and the RPC server sends :meth:`Result.wire`
+(the fields the handler gave), so both ends hold one typed shape; the registry entry
+(:class:`AgentEntry`) is one too, which the ``status`` reply extends.
+``tests/unit/wire/test_rpc_contract.py`` calls every method of a real agent and holds each
+reply to its model strictly. Open-ended parts (a router's usage per model, a
 knowledge-base hit, a handoff record) stay maps.
 """
 
@@ -31,21 +33,27 @@ class Result(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
-    def wire(self) -> dict[str, Any]:
-        """The reply as the agent sends it (aliases such as ``from`` restored)."""
-        return self.model_dump(by_alias=True)
+    def wire(self) -> dict[str, object]:
+        """The value as it travels: aliases such as ``from`` restored, and only the fields
+        that were given, so a handler's reply has the keys it always had and a reply read
+        by a client comes back as the agent sent it.
 
-    def __getitem__(self, key: str) -> Any:
+        Serialisation warnings are off: a damaged row kept unchecked (a hand-edited
+        ``dead.jsonl`` line) is sent as it was found, which is what it is kept for.
+        """
+        return self.model_dump(by_alias=True, exclude_unset=True, warnings=False)
+
+    def __getitem__(self, key: str) -> object:
         """``result["field"]``, as the wire names it: kept for callers written against the
         plain-dict replies of earlier versions (``report["ingested"]``); new code reads
         attributes."""
-        return self.wire()[key]
+        return self.model_dump(by_alias=True, warnings=False)[key]
 
 
 R = TypeVar("R", bound=Result)
 
 
-def parse_result(model: type[R], method: str, raw: Any) -> R:
+def parse_result(model: type[R], method: str, raw: object) -> R:
     """``raw`` (a reply's value) read as ``model``; raises BadRequest naming the field."""
     if not isinstance(raw, dict):
         raise BadRequest(f"reply to {method}: must be a map, got {type(raw).__name__}")
@@ -95,18 +103,26 @@ class Empty(Result):
 # status, input, stopping a task -------------------------------------------------------
 
 
-class StatusResult(Result):
-    """``status``: the registry entry with the live state, queue length and offsets."""
+class AgentEntry(Result):
+    """What an agent publishes about itself.
+
+    Mutable: the agent's parts set its fields as they change (the heartbeat publishes
+    the entry when it differs from the one last written), without validation on
+    assignment. Read leniently: fields of a newer agent are ignored, missing ones take
+    their defaults.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=False, populate_by_name=True)
 
     id: str
-    name: str = ""
-    project: str = ""
+    name: str
+    project: str
     model: str = ""
     cwd: str = ""
     host: str = ""
     pid: int = 0
     started_at: float = 0.0
-    state: str = "?"
+    state: str = "init"
     ctx_pct: float = 0.0
     queue_len: int = 0
     current_task: str | None = None
@@ -114,12 +130,45 @@ class StatusResult(Result):
     fence: int = 0
     owner: str | None = None
     usage: dict[str, Any] = {}
+    """The router's usage, in total and per model (:class:`~ateam.wire.results.UsageTotals`)."""
     primary: str = ""
+    """The model the agent returns to; ``model`` differs after a switch."""
     pinned: str | None = None
+    """The model ``/use`` pinned, if any: no automatic switch while set."""
     last_switch: dict[str, Any] | None = None
+    """The newest ``model.switch``: ``{from, to, reason, ts}``."""
     alert: str | None = None
-    damage: Rows = []
-    """Damaged files found, shown as ALERT by ``ps`` until acknowledged (``alert.ack``)."""
+    """A standing alert (a stalled worker), shown by ``ps`` until it clears."""
+    damage: list[dict[str, Any]] = []
+    """Damaged files this process found (each a ``storage.damaged`` warning's fields and
+    ``msg``): ``ps`` shows ALERT until someone acknowledges them (``alert.ack``, ``ateam
+    ack``) or the next start finds none."""
+
+    def __init__(self, *named: str, **fields: object) -> None:
+        # Id, name and project may come first by position, like the dataclass this model
+        # replaced (entries made by hand: tests, benchmarks, tools). pydantic runs this on
+        # validation too, with keywords only, so a missing field stays a ValidationError.
+        super().__init__(**dict(zip(("id", "name", "project"), named, strict=False)), **fields)
+
+    def to_wire(self) -> dict[str, object]:
+        """Every field, as the heartbeat writes it."""
+        return self.model_dump()
+
+    @classmethod
+    def from_wire(cls, data: object) -> AgentEntry:
+        """The entry in ``data`` (a decoded payload).
+
+        Raises:
+            pydantic.ValidationError: ``data`` is not an entry.
+        """
+        return cls.model_validate(data)
+
+
+class StatusResult(AgentEntry):
+    """``status``: the registry entry with the live state, queue length and offsets."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
     last_offset: int = 0
     bus_connected: bool = False
     redis: str = ""
@@ -385,15 +434,21 @@ class KbExportResult(Result):
 
 
 class PlanReadResult(Result):
+    """``plan.read``: the agent's ``plan.md``."""
+
     text: str = ""
     path: str = ""
-    size: int = Field(default=0, alias="bytes")
+    """Where it lives on the agent's host."""
+    bytes: int = 0
 
 
 class PlanWriteResult(Result):
     """``plan.write``, ``plan.append``: the plan's size after the change."""
 
-    size: int = Field(default=0, alias="bytes")
+    bytes: int = 0
+    redacted: int = 0
+    """Secrets masked on the way: the agent masks the text again but reports no count,
+    so this is what the client's :class:`~ateam.client.PlanApi` masked before sending."""
 
 
 class PlanDeleteResult(Result):

@@ -10,6 +10,7 @@ hand-written checks before them did.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -36,16 +37,27 @@ class Params(BaseModel):
 
     model_config = ConfigDict(strict=True, frozen=True, extra="ignore")
 
+    def wire(self) -> dict[str, object]:
+        """The ``params`` map of a request: the fields that were given."""
+        return self.model_dump(exclude_unset=True)
+
 
 P = TypeVar("P", bound=Params)
 
 
-def parse_params(model: type[P], method: str, raw: dict[str, Any]) -> P:
+def parse_params(model: type[P], method: str, raw: Mapping[str, object]) -> P:
     """``raw`` checked against ``model``; raises BadRequest naming the first bad field."""
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
         raise bad_request(method, exc) from None
+
+
+def build_params(model: type[P], method: str, **fields: object) -> P:
+    """Parameters a client sends, checked as the agent checks them: a bad one is the same
+    one-line ``bad_request``, raised before anything is sent. Only the fields given travel
+    (:meth:`Params.wire`), so an agent's own defaults apply to the rest."""
+    return parse_params(model, method, fields)
 
 
 class NoParams(Params):

@@ -24,9 +24,9 @@ from ateam.agent.state.history import History, SummaryLog
 from ateam.agent.state.queue_item import TaskIds
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
-from ateam.bus.registry import AgentEntry
 from ateam.config import AgentConfig
 from ateam.providers.base import Headroom, estimate_tokens
+from ateam.wire.registry import AgentEntry
 from ateam.wire.turns import Turn
 
 __all__ = ["MARKER_FILE", "Compactor", "read_marker"]

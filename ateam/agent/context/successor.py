@@ -29,10 +29,10 @@ from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.events import EventType
 from ateam.bus.keys import Keys
 from ateam.bus.publisher import EventPublisher
-from ateam.bus.registry import AgentEntry
 from ateam.config import AgentConfig
 from ateam.constants import HANDOFF_BLOCK_TOKENS
 from ateam.errors import AteamError
+from ateam.wire.registry import AgentEntry
 from ateam.wire.turns import Turn
 
 __all__ = ["NEXT_STEPS_MAX", "HandoffKeeper", "HandoffMirror"]

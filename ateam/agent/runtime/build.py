@@ -12,7 +12,7 @@ hooks, the stall watch, the worker, the bus upkeep) — and returns them as one
 A test swaps a part by name: ``build_parts(..., queue=my_queue)`` builds everything else
 around the given object, so every part that uses the queue gets that one. The RPC
 service and the local REPL are wired in here too, as factories taking the
-:class:`~ateam.agent.runtime.port.AgentPort` the agent hands them once it exists.
+:class:`~ateam.agent.runtime.port.ServicePort` the agent hands them once it exists.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from ateam.agent.native.hooks import AgentHooks, AgentSources
 from ateam.agent.native.runner import NativeRunner
 from ateam.agent.native.tools import default_registry
 from ateam.agent.runtime.messenger import TeamMessenger
-from ateam.agent.runtime.port import AgentPort
+from ateam.agent.runtime.port import ServicePort
 from ateam.agent.runtime.service import build_methods
 from ateam.agent.runtime.snapshot_keeper import SnapshotKeeper
 from ateam.agent.state.fence import StateDirLock, WriteFence
@@ -65,7 +65,7 @@ from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.lock import FENCE_FILE, InstanceLock
 from ateam.bus.publisher import EventPublisher
-from ateam.bus.registry import AgentEntry, Heartbeat, Registry
+from ateam.bus.registry import Heartbeat, Registry
 from ateam.bus.rpc import Refused, RpcServer
 from ateam.config import AgentConfig
 from ateam.constants import HANDOFF_LOCK_WAIT_S
@@ -79,14 +79,15 @@ from ateam.tools.approvals import Answer, ApprovalRequest, Approvals
 from ateam.tools.exec_values import ExecLimits
 from ateam.tools.fs import Sandbox
 from ateam.tools.registry import ToolPolicy, ToolRegistry
+from ateam.wire.registry import AgentEntry
 
 __all__ = ["Parts", "ReplRunner", "RpcFactory", "build_parts"]
 
 T = TypeVar("T")
 
-RpcFactory = Callable[[AgentPort], RpcServer]
+RpcFactory = Callable[[ServicePort], RpcServer]
 """Builds the (not yet started) RPC server over the agent's port."""
-ReplRunner = Callable[[AgentPort], Awaitable[None]]
+ReplRunner = Callable[[ServicePort], Awaitable[None]]
 """Runs the local REPL over the agent's port until it is closed."""
 
 
@@ -498,7 +499,7 @@ def build_parts(
         ),
     )
 
-    def serve(port: AgentPort) -> RpcServer:
+    def serve(port: ServicePort) -> RpcServer:
         return RpcServer(
             client,
             keys,
@@ -618,7 +619,7 @@ def _bad_request(events: EventPublisher, refused: Refused) -> None:
     events.emit(EventType.WARN, msg=msg, code="bad_request", count=refused.count)
 
 
-async def _run_repl(port: AgentPort) -> None:
+async def _run_repl(port: ServicePort) -> None:
     # Imported here: prompt-toolkit costs start-up time an agent without a terminal saves.
     from ateam.agent.runtime.repl import AgentRepl
 

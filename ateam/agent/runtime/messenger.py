@@ -28,6 +28,7 @@ from ateam.bus.registry import Registry
 from ateam.bus.rpc import RpcClient
 from ateam.config.schema import check_name
 from ateam.errors import AgentNotFound, BadRequest, HopLimit
+from ateam.wire.results import InputResult, parse_result
 
 __all__ = ["SEND_TIMEOUT_S", "TeamMessenger"]
 
@@ -81,12 +82,13 @@ class TeamMessenger:
             self.client, self.keys, caller=self.identity.caller, auth=self.identity.token
         )
         value = await rpc.call(target, "team.input", params, timeout=SEND_TIMEOUT_S)
+        reply = parse_result(InputResult, "team.input", value)
         return {
             "to": target,
-            "id": value.get("id"),
-            "queued": value.get("queued"),
+            "id": reply.id,
+            "queued": reply.queued,
             "hops": hops,
-            "trace_id": value.get("trace_id"),
+            "trace_id": reply.trace_id,
         }
 
     def _target(self, to: str) -> str:

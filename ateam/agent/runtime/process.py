@@ -10,8 +10,9 @@ into a stop, an interrupt or a prompt reload. The work loop lives in
 :mod:`ateam.agent.loop.worker`, the bus upkeep in :mod:`ateam.agent.loop.upkeep`, model switching
 in :mod:`ateam.agent.loop.switching`, compaction in :mod:`ateam.agent.context.compaction` and the
 handoff and offload in :mod:`ateam.agent.context.successor`; what the RPC service and the REPL may
-use of a running agent is :class:`~ateam.agent.runtime.port.AgentPort`, which :class:`Agent`
-satisfies by forwarding to those parts.
+use of a running agent are the small protocols of :mod:`ateam.agent.runtime.port`, which
+:class:`Agent` satisfies by handing out those parts and by the few calls below that
+need more than one of them.
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ from ateam.errors import AteamError, Code, Exit, agent_exit_code
 from ateam.providers.base import Provider
 from ateam.redact import Redactor
 from ateam.tools.registry import ToolRegistry
+from ateam.wire.results import (
+    MemoryStatsResult,
+    ModelUseResult,
+    OffloadProposal,
+    StatusResult,
+    SummarizeResult,
+)
 
 __all__ = ["Agent", "AgentState", "Queued"]
 
@@ -354,20 +362,21 @@ class Agent:
 
     # the port: what the RPC service and the REPL ask of the agent ----------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StatusResult:
         """The registry entry with the live state, queue length, offsets and bus."""
-        data = self.entry.to_wire()
-        data.update(
-            state=self.state.value,
-            last_offset=self.events.last_offset,
-            queue_len=len(self.queue),
-            bus_connected=self.bus_connected,
-            redis=self.target.describe(),
+        return StatusResult.model_validate(
+            {
+                **self.entry.to_wire(),
+                "state": self.state.value,
+                "last_offset": self.events.last_offset,
+                "queue_len": len(self.queue),
+                "bus_connected": self.bus_connected,
+                "redis": self.target.describe(),
+            }
         )
-        return data
 
-    def memory_stats(self) -> dict[str, Any]:
-        return self.parts.compactor.stats(self.runner.headroom)
+    def memory_stats(self) -> MemoryStatsResult:
+        return MemoryStatsResult.model_validate(self.parts.compactor.stats(self.runner.headroom))
 
     def enqueue(
         self,
@@ -409,17 +418,17 @@ class Agent:
     def interrupt(self, *, hard: bool = False) -> str | None:
         return self.parts.worker.interrupt(hard=hard)
 
-    async def use_model(self, model: str | None) -> dict[str, Any]:
+    async def use_model(self, model: str | None) -> ModelUseResult:
         """``/use MODEL`` pins a model (``None`` unpins)."""
-        return await self.parts.switcher.use(model)
+        return ModelUseResult.model_validate(await self.parts.switcher.use(model))
 
-    def propose_offload(self, name: str | None = None) -> dict[str, Any]:
+    def propose_offload(self, name: str | None = None) -> OffloadProposal:
         """A spec for a fresh agent to take over this one's work (SPEC §11 ``/offload``)."""
-        return self.parts.keeper.propose_offload(name)
+        return OffloadProposal.model_validate(self.parts.keeper.propose_offload(name))
 
-    async def summarize(self, why: str) -> dict[str, Any]:
+    async def summarize(self, why: str) -> SummarizeResult:
         """Re-summarise the working context from recent history (SPEC §8)."""
-        return await self.parts.compactor.summarize(why)
+        return SummarizeResult.model_validate(await self.parts.compactor.summarize(why))
 
     def prompt_changed(self, reason: str) -> None:
         """The overlay was edited through ateam (``# text``, ``/sys edit``)."""

@@ -8,7 +8,7 @@ queued as a task with source ``local``. The REPL has no console commands: it can
 attach or detach a console, and it never stops the agent.
 
 Keys: Ctrl+C clears the line and, while a task runs, interrupts it (on a TTY in raw
-mode Ctrl+C is a key, not SIGINT, so the REPL forwards it to :meth:`AgentPort.interrupt`);
+mode Ctrl+C is a key, not SIGINT, so the REPL forwards it to the agent's ``interrupt``);
 Ctrl+D closes the REPL only, the agent keeps running (its signals work again then);
 F1 toggles the info panel (state, ctx %, queue length, last error); TAB completes
 command names and paths.
@@ -34,13 +34,14 @@ from prompt_toolkit.completion import CompleteEvent, Completer
 from prompt_toolkit.completion import Completion as PtCompletion
 from prompt_toolkit.document import Document
 
-from ateam.agent.runtime.port import AgentPort
+from ateam.agent.runtime.port import Intake, ReplPort, ServicePort
 from ateam.agent.runtime.service import MAX_HISTORY_TAIL, AgentService
 from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.rpc import Call
 from ateam.completion import CommandCompleter, Completion
 from ateam.errors import AteamError
 from ateam.redact import Scrubbed
+from ateam.wire.results import R
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
@@ -122,7 +123,7 @@ def _read_text(path: Path) -> tuple[str | None, str]:
         return None, "not UTF-8 text"
 
 
-async def scan_inbox(agent: AgentPort, ask: Ask, out: Out) -> list[QueueItem]:
+async def scan_inbox(agent: Intake, ask: Ask, out: Out) -> list[QueueItem]:
     """Offer each file of the agent's ``inbox/`` as a task; returns the items queued.
 
     Files are taken in name order. Each one is shown (name and first lines) and queued
@@ -230,8 +231,10 @@ class AgentRepl:
         ask: how questions are asked; a one-off prompt on the terminal by default.
     """
 
-    def __init__(self, agent: AgentPort, *, out: Out | None = None, ask: Ask | None = None) -> None:
-        self.agent = agent
+    def __init__(
+        self, agent: ServicePort, *, out: Out | None = None, ask: Ask | None = None
+    ) -> None:
+        self.agent: ReplPort = agent
         self.service = AgentService(agent)
         self.out: Out = out or print
         self.ask: Ask = ask or self._ask_terminal
@@ -290,23 +293,23 @@ class AgentRepl:
     def _usage(self, word: str) -> None:
         self.out(_one_line("bad_request", f"usage: {COMMANDS[word].usage}", "type help"))
 
-    async def _call(self, method: str, **params: Any) -> dict[str, Any]:
+    async def _call(
+        self, handler: Callable[[Call], Awaitable[R]], method: str, **params: object
+    ) -> R:
         """Run an RPC handler in-process, so the REPL and the console agree."""
-        handler = getattr(self.service, method)
-        result: dict[str, Any] = await handler(Call("local", method, params, "local", 0.0))
-        return result
+        return await handler(Call("local", method, params, "local", 0.0))
 
     async def _status(self, args: list[str]) -> None:
         if args:
             return self._usage("status")
-        s = await self._call("status")
+        s = await self._call(self.service.status, "status")
         lines = [
-            f"{s['id']}  state {s['state']}  model {s.get('model')}  ctx {s.get('ctx_pct', 0)}%",
-            f"queue {s['queue_len']}  current {s.get('current_task') or '-'}  "
-            f"owner {s.get('owner') or '-'}  bus {'up' if s['bus_connected'] else 'down'}",
+            f"{s.id}  state {s.state}  model {s.model}  ctx {s.ctx_pct}%",
+            f"queue {s.queue_len}  current {s.current_task or '-'}  "
+            f"owner {s.owner or '-'}  bus {'up' if s.bus_connected else 'down'}",
         ]
-        if s.get("last_error"):
-            lines.append(f"last error: {s['last_error']}")
+        if s.last_error:
+            lines.append(f"last error: {s.last_error}")
         self.out("\n".join(lines))
 
     async def _queue(self, args: list[str]) -> None:
@@ -319,17 +322,17 @@ class AgentRepl:
             if answer.strip().lower() != "yes":
                 self.out("queue: not cleared")
                 return
-            await self._call("queue_clear", confirm=True)
+            await self._call(self.service.queue_clear, "queue_clear", confirm=True)
             self.out(f"queue: cleared {waiting} item(s)")
             return
         if args:
             return self._usage("queue")
-        listing = await self._call("queue_list")
-        current, pending = listing["current"], listing["pending"]
-        lines = [f"current  {current['id']}  {_short(current['text'])}" if current else "idle"]
-        lines += [f"{p['id']}  [{p['source']}]  {_short(p['text'])}" for p in pending]
-        if listing["dead"]:
-            lines.append(f"dead-lettered: {len(listing['dead'])}")
+        listing = await self._call(self.service.queue_list, "queue_list")
+        current, pending = listing.current, listing.pending
+        lines = [f"current  {current.id}  {_short(current.text)}" if current else "idle"]
+        lines += [f"{p.id}  [{p.source}]  {_short(p.text)}" for p in pending]
+        if listing.dead:
+            lines.append(f"dead-lettered: {len(listing.dead)}")
         lines.append(f"{len(pending)} pending")
         self.out("\n".join(lines))
 
@@ -341,7 +344,7 @@ class AgentRepl:
             if not args[1].isdigit() or not 0 < int(args[1]) <= MAX_HISTORY_TAIL:
                 return self._usage("history")
             n = int(args[1])
-        turns = (await self._call("history_tail", n=n))["turns"]
+        turns = (await self._call(self.service.history_tail, "history_tail", n=n)).turns
         if not turns:
             self.out("history: empty")
             return
@@ -349,12 +352,12 @@ class AgentRepl:
 
     async def _sys(self, args: list[str]) -> None:
         if args == ["show"]:
-            self.out((await self._call("prompt_show"))["marked"])
+            self.out((await self._call(self.service.prompt_show, "prompt_show")).marked)
         elif args == ["reload"]:
-            reply = await self._call("prompt_reload")
+            reply = await self._call(self.service.prompt_reload, "prompt_reload")
             self.out(
-                f"system prompt reloaded (version {reply['version']})"
-                if reply["applied"]
+                f"system prompt reloaded (version {reply.version})"
+                if reply.applied
                 else "system prompt reload deferred until the current task ends"
             )
         else:
@@ -367,16 +370,18 @@ class AgentRepl:
         if len(args) < 2 or args[0] != "ingest":
             return self._usage("kb")
         try:
-            report = await self._call("kb_ingest", scope=scope, paths=args[1:])
+            report = await self._call(
+                self.service.kb_ingest, "kb_ingest", scope=scope, paths=args[1:]
+            )
         except AteamError as exc:
             self.out(exc.one_line())
             return
         lines = [
-            f"kb {scope}: {len(report['ingested'])} document(s) ingested, "
-            f"{report['chunks']} chunk(s), {len(report['skipped'])} skipped"
+            f"kb {scope}: {len(report.ingested)} document(s) ingested, "
+            f"{report.chunks} chunk(s), {len(report.skipped)} skipped"
         ]
-        lines += [f"  + {d['doc_id']} {d['path']}" for d in report["ingested"]]
-        lines += [f"  - {d['path']}: {d['reason']}" for d in report["skipped"]]
+        lines += [f"  + {d.doc_id} {d.path}" for d in report.ingested]
+        lines += [f"  - {d.path}: {d.reason}" for d in report.skipped]
         self.out("\n".join(lines))
 
     async def _inbox(self, args: list[str]) -> None:
@@ -403,9 +408,9 @@ class AgentRepl:
     def panel_text(self) -> str:
         """The F1 info panel: state, ctx %, queue length and last error."""
         status = self.agent.status()
-        error = status.get("last_error") or "-"
+        error = status.last_error or "-"
         return (
-            f" {self.agent.id}  state {self.agent.state.value}  ctx {status.get('ctx_pct')}%  "
+            f" {self.agent.id}  state {self.agent.state.value}  ctx {status.ctx_pct}%  "
             f"queue {len(self.agent.queue)}  last error: {_short(error, 60)}  (F1 hides)"
         )
 

@@ -14,10 +14,10 @@ import os
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from ateam._fs import atomic_write
-from ateam.agent.runtime.port import AgentPort
+from ateam.agent.loop.worker import Queued
+from ateam.agent.runtime.port import ServicePort
 from ateam.agent.state.knowledge import check_scope
 from ateam.agent.state.plan import PLAN_FILE, append_plan, delete_plan, read_plan, write_plan
 from ateam.bus.events import EventType
@@ -59,6 +59,7 @@ from ateam.wire.results import (
     ShutdownResult,
     StatusResult,
     SummarizeResult,
+    ToolInfo,
     ToolsListResult,
 )
 from ateam.wire.rpc import (
@@ -123,7 +124,7 @@ _TEAM_SOURCES = tuple(f"{kind}:" for kind in _FROM)
 class AgentService:
     """RPC handlers of one agent; :func:`build_methods` lays them out as the catalogue."""
 
-    def __init__(self, agent: AgentPort) -> None:
+    def __init__(self, agent: ServicePort) -> None:
         self.agent = agent
         self._admit: dict[str, Callable[[Call, str], Awaitable[None]]] = {
             "agent": self._admit_teammate,
@@ -164,13 +165,13 @@ class AgentService:
             raise OwnershipDenied(
                 f"{self.agent.id} is owned by a console that has not allowed external input "
                 "(its owner can run /allow external on)",
-                detail={"owner": self.agent.status().get("owner")},
+                detail={"owner": self.agent.status().owner},
             )
 
-    async def status(self, call: Call) -> dict[str, Any]:
+    async def status(self, call: Call) -> StatusResult:
         return self.agent.status()
 
-    async def input_(self, call: Call) -> dict[str, Any]:
+    async def input_(self, call: Call) -> InputResult:
         params = call.args(InputParams)
         if params.source.startswith(_TEAM_SOURCES):
             # The owner may write anything, but not under a teammate's or a runtime's
@@ -187,15 +188,18 @@ class AgentService:
             caller=call.caller,
             trace_id=params.trace_id,
         )
-        return {
-            "id": queued.item.id,
-            "trace_id": queued.item.trace_id,
-            "queued": len(self.agent.queue),
-            "created": queued.created,
-            "redacted": queued.redacted,
-        }
+        return self._accepted(queued)
 
-    async def team_input(self, call: Call) -> dict[str, Any]:
+    def _accepted(self, queued: Queued) -> InputResult:
+        return InputResult(
+            id=queued.item.id,
+            trace_id=queued.item.trace_id,
+            queued=len(self.agent.queue),
+            created=queued.created,
+            redacted=queued.redacted,
+        )
+
+    async def team_input(self, call: Call) -> InputResult:
         """Text from a teammate (``agent:NAME``) or an external runtime (``mcp:NAME``).
 
         No ownership is needed: a teammate's message is part of the team's work and
@@ -223,86 +227,85 @@ class AgentService:
             trace_id=params.trace_id,
             hops=params.hops if kind == "agent" else 0,
         )
-        return {
-            "id": queued.item.id,
-            "trace_id": queued.item.trace_id,
-            "queued": len(self.agent.queue),
-            "created": queued.created,
-            "redacted": queued.redacted,
-        }
+        return self._accepted(queued)
 
-    async def interrupt(self, call: Call) -> dict[str, Any]:
-        return {"task_id": self.agent.interrupt()}
+    async def interrupt(self, call: Call) -> InterruptResult:
+        return InterruptResult(task_id=self.agent.interrupt())
 
-    async def cancel(self, call: Call) -> dict[str, Any]:
+    async def cancel(self, call: Call) -> CancelResult:
         hard = call.args(CancelParams).hard
-        return {"task_id": self.agent.interrupt(hard=hard), "hard": hard}
+        return CancelResult(task_id=self.agent.interrupt(hard=hard), hard=hard)
 
-    async def queue_list(self, call: Call) -> dict[str, Any]:
+    async def queue_list(self, call: Call) -> QueueListResult:
         current = self.agent.queue.current
-        return {
-            "current": current.to_dict() if current else None,
-            "pending": [item.to_dict() for item in self.agent.queue.pending()],
-            "dead": self.agent.queue.dead_items(),
-        }
+        # Validated as the client reads it: a damaged dead-lettered line is kept as found.
+        return QueueListResult.model_validate(
+            {
+                "current": current.to_dict() if current else None,
+                "pending": [item.to_dict() for item in self.agent.queue.pending()],
+                "dead": self.agent.queue.dead_items(),
+            }
+        )
 
-    async def queue_clear(self, call: Call) -> dict[str, Any]:
+    async def queue_clear(self, call: Call) -> QueueClearResult:
         if not call.args(ConfirmParams).confirm:
             raise BadRequest("queue.clear needs confirm=true: it drops every pending item")
         cleared = self.agent.queue.clear()
         self.agent.touch_registry()
-        return {"cleared": cleared}
+        return QueueClearResult(cleared=cleared)
 
-    async def queue_retry(self, call: Call) -> dict[str, Any]:
+    async def queue_retry(self, call: Call) -> QueueRetryResult:
         items = self.agent.queue.retry_dead()
         if items:
             self.agent.enqueue_wakeup()
-        return {"requeued": [item.id for item in items]}
+        return QueueRetryResult(requeued=[item.id for item in items])
 
-    async def alert_ack(self, call: Call) -> dict[str, Any]:
-        return {"acknowledged": self.agent.acknowledge_alerts()}
+    async def alert_ack(self, call: Call) -> AlertAckResult:
+        return AlertAckResult(acknowledged=self.agent.acknowledge_alerts())
 
-    async def history_tail(self, call: Call) -> dict[str, Any]:
-        return {"turns": self.agent.history.tail(call.args(HistoryTailParams).n)}
+    async def history_tail(self, call: Call) -> HistoryTailResult:
+        return HistoryTailResult(turns=self.agent.history.tail(call.args(HistoryTailParams).n))
 
-    async def history_clear(self, call: Call) -> dict[str, Any]:
+    async def history_clear(self, call: Call) -> HistoryClearResult:
         if call.args(HistoryClearParams).confirm_id != self.agent.id:
             raise BadRequest(
                 "history.clear is irreversible: pass confirm_id equal to the agent id "
                 f"{self.agent.id!r}"
             )
         self.agent.history.clear()
-        return {"cleared": True}
+        return HistoryClearResult(cleared=True)
 
-    async def memory_stats(self, call: Call) -> dict[str, Any]:
+    async def memory_stats(self, call: Call) -> MemoryStatsResult:
         return self.agent.memory_stats()
 
     # models and the handoff ------------------------------------------------------------
 
-    async def model_list(self, call: Call) -> dict[str, Any]:
+    async def model_list(self, call: Call) -> ModelListResult:
         router = self.agent.router
-        return {
-            "current": router.current,
-            "primary": router.primary,
-            "pinned": router.pinned,
-            "route": router.route,
-            "models": router.models_view(),
-        }
+        return ModelListResult.model_validate(
+            {
+                "current": router.current,
+                "primary": router.primary,
+                "pinned": router.pinned,
+                "route": router.route,
+                "models": router.models_view(),
+            }
+        )
 
-    async def model_use(self, call: Call) -> dict[str, Any]:
+    async def model_use(self, call: Call) -> ModelUseResult:
         return await self.agent.use_model(call.args(ModelUseParams).model)
 
-    async def model_save(self, call: Call) -> dict[str, Any]:
+    async def model_save(self, call: Call) -> ModelSaveResult:
         pinned = self.agent.router.pinned
         if pinned is None:
             # The current model may be an automatic fallback: saving that as the primary
             # would make a passing outage permanent.
             raise BadRequest("nothing is pinned: /use MODEL first, then /save")
-        return {"saved": save_model(self.agent.config, pinned)}
+        return ModelSaveResult(saved=save_model(self.agent.config, pinned))
 
-    async def handoff_show(self, call: Call) -> dict[str, Any]:
+    async def handoff_show(self, call: Call) -> HandoffShowResult:
         record, validity = self.agent.handoff.show()
-        return {"record": record, "valid": validity.ok, "reason": validity.reason}
+        return HandoffShowResult(record=record, valid=validity.ok, reason=validity.reason)
 
     # the plan ---------------------------------------------------------------------------
 
@@ -310,20 +313,20 @@ class AgentService:
     def _plan_path(self) -> Path:
         return self.agent.config.dir / PLAN_FILE
 
-    async def plan_read(self, call: Call) -> dict[str, Any]:
+    async def plan_read(self, call: Call) -> PlanReadResult:
         text = await asyncio.to_thread(read_plan, self._plan_path)
-        return {"text": text, "path": str(self._plan_path), "bytes": len(text.encode("utf-8"))}
+        return PlanReadResult(text=text, path=str(self._plan_path), bytes=len(text.encode("utf-8")))
 
-    async def plan_write(self, call: Call) -> dict[str, Any]:
-        return {"bytes": await self._plan_op(write_plan, call.args(AnyTextParams).text)}
+    async def plan_write(self, call: Call) -> PlanWriteResult:
+        return PlanWriteResult(bytes=await self._plan_op(write_plan, call.args(AnyTextParams).text))
 
-    async def plan_append(self, call: Call) -> dict[str, Any]:
-        return {"bytes": await self._plan_op(append_plan, call.args(TextParams).text)}
+    async def plan_append(self, call: Call) -> PlanWriteResult:
+        return PlanWriteResult(bytes=await self._plan_op(append_plan, call.args(TextParams).text))
 
-    async def plan_delete(self, call: Call) -> dict[str, Any]:
+    async def plan_delete(self, call: Call) -> PlanDeleteResult:
         if not call.args(ConfirmParams).confirm:
             raise BadRequest("plan.delete needs confirm=true: the plan is removed for good")
-        return {"deleted": await asyncio.to_thread(delete_plan, self._plan_path)}
+        return PlanDeleteResult(deleted=await asyncio.to_thread(delete_plan, self._plan_path))
 
     async def _plan_op(self, op: Callable[[Path, str], int], text: str) -> int:
         text = self.agent.redactor.redact(text)  # a console redacts too; other callers may not
@@ -336,7 +339,7 @@ class AgentService:
 
     # the knowledge base ------------------------------------------------------------------
 
-    async def kb_ingest(self, call: Call) -> dict[str, Any]:
+    async def kb_ingest(self, call: Call) -> KbReport:
         params = call.args(KbIngestParams)
         scope = check_scope(params.scope)
         loop = asyncio.get_running_loop()
@@ -350,33 +353,35 @@ class AgentService:
                 )
             )
 
-        return await self.agent.kb.ingest(scope, list(params.paths), progress=progress)
+        report = await self.agent.kb.ingest(scope, list(params.paths), progress=progress)
+        return KbReport.model_validate(report)
 
-    async def kb_search(self, call: Call) -> dict[str, Any]:
+    async def kb_search(self, call: Call) -> KbSearchResult:
         params = call.args(KbSearchParams)
         k = DEFAULT_K if params.k is None else params.k
         hits = await self.agent.kb.search(check_scope(params.scope), params.query, k=k)
-        return {"hits": hits}
+        return KbSearchResult(hits=hits)
 
-    async def kb_list(self, call: Call) -> dict[str, Any]:
+    async def kb_list(self, call: Call) -> KbListResult:
         scope = check_scope(call.args(KbScopeParams).scope)
-        return {"documents": await self.agent.kb.documents(scope)}
+        return KbListResult(documents=await self.agent.kb.documents(scope))
 
-    async def kb_export(self, call: Call) -> dict[str, Any]:
+    async def kb_export(self, call: Call) -> KbExportResult:
         params = call.args(KbExportParams)
         chunks = await self.agent.kb.export(check_scope(params.scope), list(params.ids))
-        return {"chunks": chunks, "from": self.agent.id}
+        return KbExportResult.model_validate({"chunks": chunks, "from": self.agent.id})
 
-    async def kb_import(self, call: Call) -> dict[str, Any]:
+    async def kb_import(self, call: Call) -> KbReport:
         params = call.args(KbImportParams)
-        return await self.agent.kb.import_documents(
+        report = await self.agent.kb.import_documents(
             check_scope(params.scope), list(params.chunks), copied_from=params.copied_from
         )
+        return KbReport.model_validate(report)
 
-    async def offload_propose(self, call: Call) -> dict[str, Any]:
+    async def offload_propose(self, call: Call) -> OffloadProposal:
         proposal = self.agent.propose_offload(call.args(OffloadProposeParams).name)
-        proposal["kb_ids"] = await self._relevant_documents(proposal["task"])
-        return proposal
+        kb_ids = await self._relevant_documents(proposal.task)
+        return proposal.model_copy(update={"kb_ids": kb_ids})
 
     async def _relevant_documents(self, task: str) -> list[str]:
         """Up to 5 of the agent's own documents about ``task``, best first; none without a KB."""
@@ -388,81 +393,89 @@ class AgentService:
             return []
         return list(dict.fromkeys(hit["doc_id"] for hit in hits))[:MAX_OFFLOAD_DOCS]
 
-    async def context_summarize(self, call: Call) -> dict[str, Any]:
+    async def context_summarize(self, call: Call) -> SummarizeResult:
         return await self.agent.summarize("/summarize")
 
     # approvals --------------------------------------------------------------------------
 
-    async def approval_list(self, call: Call) -> dict[str, Any]:
+    async def approval_list(self, call: Call) -> ApprovalListResult:
         full = call.args(ApprovalListParams).full
         pending = [req.to_wire(full=full) for req in self.agent.approvals.pending()]
         if full:
             # /edit: the whole proposed file, which the owner edits and sends back; a
             # masked copy would write **** into the file. Only this reply carries it.
-            return {"pending": pending}
-        return {"pending": self.agent.redactor.redact_obj(pending)}
+            return ApprovalListResult.model_validate({"pending": pending})
+        return ApprovalListResult.model_validate(
+            {"pending": self.agent.redactor.redact_obj(pending)}
+        )
 
-    async def approval_answer(self, call: Call) -> dict[str, Any]:
+    async def approval_answer(self, call: Call) -> ApprovalAnswerResult:
         params = call.args(ApprovalAnswerParams)
         decision = parse_decision(params.decision)
         request = self.agent.approvals.answer(
             params.request_id, decision, content=params.content, by=call.caller
         )
-        return {"request_id": request.id, "decision": decision.value}
+        return ApprovalAnswerResult(request_id=request.id, decision=decision.value)
 
     # prompts ----------------------------------------------------------------------------
 
-    async def prompt_show(self, call: Call) -> dict[str, Any]:
+    async def prompt_show(self, call: Call) -> PromptShowResult:
         prompts = self.agent.prompts
-        return {"text": prompts.effective(), "marked": prompts.show(), "version": prompts.version}
+        return PromptShowResult(
+            text=prompts.effective(), marked=prompts.show(), version=prompts.version
+        )
 
-    async def prompt_overlay(self, call: Call) -> dict[str, Any]:
-        prompts = self.agent.prompts
-        return {"text": prompts.overlay_text(), "path": str(self.agent.config.overlay_prompt_path)}
+    async def prompt_overlay(self, call: Call) -> PromptOverlayResult:
+        return PromptOverlayResult(
+            text=self.agent.prompts.overlay_text(),
+            path=str(self.agent.config.overlay_prompt_path),
+        )
 
-    async def prompt_append(self, call: Call) -> dict[str, Any]:
+    async def prompt_append(self, call: Call) -> PromptVersionResult:
         text = self.agent.redactor.redact(call.args(TextParams).text)
         self.agent.prompts.append_overlay(text)
         self.agent.prompt_changed("overlay line added")
-        return {"version": self.agent.prompts.version}
+        return PromptVersionResult(version=self.agent.prompts.version)
 
-    async def prompt_set(self, call: Call) -> dict[str, Any]:
+    async def prompt_set(self, call: Call) -> PromptVersionResult:
         text = call.args(AnyTextParams).text
         self.agent.prompts.set_overlay(self.agent.redactor.redact(text))
         self.agent.prompt_changed("overlay edited")
-        return {"version": self.agent.prompts.version}
+        return PromptVersionResult(version=self.agent.prompts.version)
 
-    async def prompt_reload(self, call: Call) -> dict[str, Any]:
+    async def prompt_reload(self, call: Call) -> PromptReloadResult:
         applied = self.agent.request_prompt_reload("/reloadsysprompt")
-        return {"applied": applied, "deferred": not applied, "version": self.agent.prompts.version}
+        return PromptReloadResult(
+            applied=applied, deferred=not applied, version=self.agent.prompts.version
+        )
 
-    async def tools_list(self, call: Call) -> dict[str, Any]:
+    async def tools_list(self, call: Call) -> ToolsListResult:
         policy = self.agent.policy
-        return {
-            "tools": [
-                {
-                    "name": item.name,
-                    "description": item.description.split("\n", 1)[0],
-                    "approval": policy.approval_for(item.name).value,
-                }
+        return ToolsListResult(
+            tools=[
+                ToolInfo(
+                    name=item.name,
+                    description=item.description.split("\n", 1)[0],
+                    approval=policy.approval_for(item.name).value,
+                )
                 for item in policy.available()
             ],
-            "allow": list(policy.allow),
-            "deny": list(policy.deny),
-        }
+            allow=list(policy.allow),
+            deny=list(policy.deny),
+        )
 
-    async def shutdown(self, call: Call) -> dict[str, Any]:
+    async def shutdown(self, call: Call) -> ShutdownResult:
         if call.args(ShutdownParams).restart:
             await self.agent.restart_marker()
         # Reply first, then stop: the caller deserves to hear that it worked.
         asyncio.get_running_loop().call_later(0.05, self.agent.request_shutdown)
-        return {"stopping": True, "pid": os.getpid()}
+        return ShutdownResult(stopping=True, pid=os.getpid())
 
 
-def build_methods(agent: AgentPort) -> dict[str, Method]:
+def build_methods(agent: ServicePort) -> dict[str, Method]:
     """Bind the catalogue to one agent. Adding a method means adding a row here."""
     svc = AgentService(agent)
-    Row = tuple[str, Callable[[Call], Awaitable[Any]], type[Params], type[Result], bool, str]
+    Row = tuple[str, Callable[[Call], Awaitable[Result]], type[Params], type[Result], bool, str]
     table: list[Row] = [
         (
             "status",

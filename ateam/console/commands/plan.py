@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ateam.client import Plan, bus_errors
+from ateam.client import PlanReadResult, bus_errors
 from ateam.console.commands.base import Call, Command
 from ateam.errors import AteamError
 
@@ -70,7 +70,7 @@ async def _list(call: Call, text: str) -> None:
     console = call.console
     views = [v for v in await console.refresh_agents(announce=False) if v.connected]
 
-    async def plan_of(agent: str) -> Plan | None:
+    async def plan_of(agent: str) -> PlanReadResult | None:
         with contextlib.suppress(AteamError), bus_errors():
             return await console.agent(agent).plan.get(timeout=PLAN_LIST_TIMEOUT_S)
         return None

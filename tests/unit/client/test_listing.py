@@ -15,7 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from ateam.bus.keys import Keys
-from ateam.bus.registry import AgentEntry, AgentView, Heartbeat, Registry
+from ateam.bus.registry import AgentEntry, AgentStatus, Heartbeat, Registry
 from ateam.client import Notice, NoticeKind, Team
 from ateam.client.listing import AgentListing
 
@@ -27,7 +27,7 @@ class CountingRegistry(Registry):
         super().__init__(*args)
         self.full_reads = 0
 
-    async def list(self, projects: Any = None) -> list[AgentView]:
+    async def list(self, projects: Any = None) -> list[AgentStatus]:
         self.full_reads += 1
         return await super().list(projects)
 
@@ -190,7 +190,7 @@ async def test_a_final_exit_is_listed_until_the_agent_joins_again(
     registry: CountingRegistry,
     news: AsyncIterator[Notice],
 ) -> None:
-    from ateam.bus.registry import FinalExit
+    from ateam.wire.registry import FinalExit
 
     listing = AgentListing(registry)
     await listing.load()

@@ -19,6 +19,7 @@ from ateam.client import (
     OwnerKind,
     Target,
     Team,
+    secrets_notice,
 )
 from ateam.config import standalone_agent
 from ateam.errors import AgentNotFound, OwnershipDenied, RedisUnavailable
@@ -68,7 +69,7 @@ async def test_send_masks_secrets_and_tail_shows_the_answer(agent: Agent, team: 
     zeus = team.agent("proj/zeus")
     sent = await zeus.send(f"hello {SECRET}")
     assert sent.redacted == 1 and sent.created
-    assert sent.notice() is not None
+    assert secrets_notice(sent.redacted) is not None
     events = await until_task_end(zeus, sent.id)
     assert SECRET not in answer(events)
     assert answer(events).startswith("echo: hello ")

@@ -29,7 +29,7 @@ def test_unknown_fields_are_kept_and_missing_ones_default() -> None:
 
 def test_aliases_round_trip_to_the_wire_names() -> None:
     plan = parse_result(PlanReadResult, "plan.read", {"text": "x", "path": "p", "bytes": 1})
-    assert plan.size == 1 and plan.wire() == {"text": "x", "path": "p", "bytes": 1}
+    assert plan.bytes == 1 and plan.wire() == {"text": "x", "path": "p", "bytes": 1}
     export = parse_result(KbExportResult, "kb.export", {"chunks": [], "from": "p/a"})
     assert export.from_ == "p/a" and export.wire()["from"] == "p/a"
     offload = parse_result(OffloadProposal, "offload.propose", {"from": "p/a", "name": "b"})
