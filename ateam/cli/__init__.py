@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import math
 import os
 import re
@@ -32,14 +31,12 @@ from ateam.client import (
     Team,
     bus_errors,
     local_redactor,
-    redeem_bootstrap,
     resolve_target,
     server_command,
     session_id,
 )
 from ateam.client.acl import acl_setuser
-from ateam.config import ProjectConfig, load_project
-from ateam.config.loader import CONFIG_DIR, find_project_root
+from ateam.config import ProjectConfig, load_project, project_name
 from ateam.config.schema import checked_name
 from ateam.console.tables import (
     KB_HIT_COLUMNS,
@@ -51,8 +48,6 @@ from ateam.console.tables import (
 )
 from ateam.constants import (
     DEFAULT_NAMESPACE,
-    KILLED_FROM_OUTSIDE,
-    PREVIOUS_EXIT_ENV,
     RPC_DEFAULT_DEADLINE_S,
 )
 from ateam.errors import (
@@ -63,10 +58,8 @@ from ateam.errors import (
     RedisUnavailable,
     RpcTimeout,
     UsageError,
-    agent_exit_code,
     cli_exit_code,
 )
-from ateam.fleet import agent_config_for
 from ateam.kb.scopes import DEFAULT_SCOPE, SCOPES
 from ateam.redact import Redactor
 
@@ -84,62 +77,18 @@ def _project(start: Path | None = None) -> ProjectConfig:
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
-    from ateam import fleet
-    from ateam.agent.process import Agent
-    from ateam.providers import build_provider
+    from ateam.agent.main import AgentOptions, run_agent
 
-    try:
-        args.project = _project_name(args.project, Path(args.cwd) if args.cwd else None)
-    except ConfigError as exc:
-        print(exc.one_line(), file=sys.stderr)
-        return agent_exit_code(exc)
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format=f"%(asctime)s {args.project}/{args.name} %(levelname)s %(message)s",
+    options = AgentOptions(
+        name=args.name,
+        project=args.project,
+        cwd=args.cwd,
+        model=args.model,
+        redis=args.redis,
+        bootstrap=args.bootstrap,
+        repl=not args.no_repl,
     )
-    cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
-    agent_id = f"{args.project}/{args.name}"
-    model: str | None = args.model
-    try:
-        project = _project(cwd)
-        config = agent_config_for(
-            project, args.project, args.name, cwd, explicit_cwd=bool(args.cwd)
-        )
-        entry = config.model_entry(model)
-        target = _target(args, project)
-        # The values of the variables passed through to its tools are secrets by name.
-        redactor = Redactor.from_config(project).with_literals(
-            os.environ[name] for name in config.spec.tools.env_passthrough if name in os.environ
-        )
-        if args.bootstrap is not None:
-            # Redeemed before anything joins: an agent must never run on an unchecked token.
-            spec = asyncio.run(redeem_bootstrap(target, args.bootstrap, agent_id))["spec"]
-            if model is None and isinstance(spec.get("model"), str):
-                model = spec["model"]  # the model the console asked for, unless overridden
-                entry = config.model_entry(model)
-            # An offload's overlay and first task: written once, as the token works once.
-            fleet.seed_agent(config, fleet.Seed.from_spec(spec).scrubbed(redactor.redact))
-        provider = build_provider(entry)
-    except AteamError as exc:
-        print(exc.one_line(), file=sys.stderr)
-        return agent_exit_code(exc)
-    repl = sys.stdin.isatty() and sys.stdout.isatty() and not args.no_repl
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(redactor.logging_filter())  # agent.log never holds a secret
-    agent = Agent(
-        config,
-        target,
-        provider,
-        redactor=redactor,
-        repl=repl,
-        project_root=project.root,
-        killed_before=_killed_before(),
-    )
-    if model:
-        # Asked for by name: a pin, or the idle switch-back would undo it in seconds.
-        agent.router.pinned = agent.entry.pinned = model
-    return asyncio.run(agent.run())
+    return run_agent(options)
 
 
 # console ------------------------------------------------------------------------------
@@ -250,15 +199,6 @@ async def _with_team(target: Target, verb: str, redactor: Redactor, work: Work) 
             return await work(team)
     finally:
         await team.aclose()
-
-
-def _killed_before() -> bool:
-    """Whether a supervisor restarts this agent after it was killed (not crashed)."""
-    raw = os.environ.pop(PREVIOUS_EXIT_ENV, "")
-    try:
-        return int(raw) in KILLED_FROM_OUTSIDE
-    except ValueError:
-        return False
 
 
 def cmd_ps(args: argparse.Namespace) -> int:
@@ -420,30 +360,11 @@ def _run_verb(
 # project inference --------------------------------------------------------------------
 
 
-def _project_name(explicit: str | None, start: Path | None = None) -> str:
-    """``--project``, else the name of the project whose ``.ateam/project.yaml`` is nearest.
-
-    Raises:
-        UsageError: no ``--project`` and no project around ``start`` (default: the cwd).
-        ConfigError: the project's configuration does not load.
-    """
-    if explicit is not None:
-        return explicit
-    root = find_project_root(start)
-    if root is None:
-        where = (start or Path.cwd()).resolve()
-        raise UsageError(
-            f"no project here: no {CONFIG_DIR}/project.yaml in {where} or its parents; "
-            "give --project NAME or a full id PROJECT/NAME (`ateam init` creates a project)"
-        )
-    return load_project(root=root).name
-
-
 def _resolve_id(args: argparse.Namespace) -> None:
     """Turn a bare agent name (``zeus``) into ``project/zeus``; a full id stays as it is."""
     given = getattr(args, "id", None)
     if isinstance(given, str) and "/" not in given:
-        args.id = f"{_project_name(getattr(args, 'project', None))}/{given}"
+        args.id = f"{project_name(getattr(args, 'project', None))}/{given}"
 
 
 # init ---------------------------------------------------------------------------------
@@ -660,7 +581,7 @@ TASK_COLUMNS = ["id", "status", "priority", "assignee", "depends_on", "title"]
 
 def _run_tasks(args: argparse.Namespace, work: TaskWork, verb: str = "tasks") -> int:
     """The project (``--project`` or the nearest one), then ``work`` on a team session."""
-    project = _project_name(args.project)
+    project = project_name(args.project)
 
     async def on_team(team: Team) -> int:
         return await work(team, project)
@@ -1004,7 +925,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             **token,
         )
     try:  # the default project: --project, else the nearest one, else each call names one
-        project: str | None = _project_name(args.project)
+        project: str | None = project_name(args.project)
     except UsageError:
         project = None
 
