@@ -80,7 +80,11 @@ class AgentOptions:
 
 
 def run_agent(options: AgentOptions) -> int:
-    """Start the agent ``options`` name and run it until it stops; its exit status.
+    """Start the agent ``options`` names and run it until it stops.
+
+    Returns:
+        The process's exit status: the agent's own, or the agent exit code of what
+        refused it before it ran.
 
     Raises:
         UsageError: no ``--project`` and no project around the working directory (a
