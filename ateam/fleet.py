@@ -23,17 +23,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from ateam._cmdline import bus_environment
 from ateam._fs import atomic_write
-from ateam.agent.state.queue import DurableQueue
-from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, load_project, standalone_agent
+from ateam.agent.runtime.main import FIRST_TASK_PRIORITY, Seed, agent_config_for, seed_agent
+from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, load_project
 from ateam.config.schema import AgentSpec
 from ateam.errors import AteamError, SpawnFailed, UsageError
 from ateam.supervisor import (
@@ -49,6 +47,8 @@ from ateam.supervisor import (
     restart_env,
 )
 
+# Seed, seed_agent, agent_config_for and FIRST_TASK_PRIORITY are what `ateam agent` starts
+# with, so they live in ateam.agent.runtime.main; spawns and offloads still find them here.
 __all__ = [
     "FIRST_TASK_PRIORITY",
     "Seed",
@@ -67,8 +67,6 @@ __all__ = [
 
 GIT_TIMEOUT_S = 60.0
 BRANCH_PREFIX = "ateam/"
-FIRST_TASK_PRIORITY = 10
-"""Queue priority of a seeded first task: ahead of anything an old queue still holds."""
 
 
 @dataclass(frozen=True)
@@ -88,105 +86,6 @@ class SpawnRequest:
     def agent_id(self) -> str:
         """``project/name``."""
         return f"{self.project}/{self.name}"
-
-
-def agent_config_for(
-    project: ProjectConfig, project_name: str, name: str, cwd: Path, *, explicit_cwd: bool
-) -> AgentConfig:
-    """The configuration ``ateam agent --project … --name … [--cwd …]`` runs with.
-
-    The configured agent when ``project`` (loaded for ``cwd``) is that project and
-    configures ``name`` — moved to ``cwd`` when one was given — else an unconfigured
-    agent with its state under ``~/.ateam/projects/``.
-
-    Raises:
-        ConfigError: ``project_name`` or ``name`` is not a valid name.
-    """
-    configured = project.agents.get(name) if project.name == project_name else None
-    if configured is None:
-        return standalone_agent(project_name, name, cwd, config=project)
-    if explicit_cwd and configured.cwd != cwd:
-        return replace(configured, cwd=cwd)
-    return configured
-
-
-# a new agent's first contents ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Seed:
-    """What a new agent starts with besides its configuration (``/offload``, ``/agent new``)."""
-
-    system_prompt: str | None = None
-    """Text for its ``system_overlay.md``; ``None`` leaves the file as it is."""
-    first_task: str | None = None
-    """Queued before it starts, ahead of anything else, so it is the first thing it does."""
-    source: str = "offload"
-    """The queue item's ``source``."""
-    kb_chunks: tuple[dict[str, Any], ...] = ()
-    """Exported knowledge-base documents (``kb.export``) for its ``agent`` scope store."""
-    copied_from: str = ""
-    """The agent the documents come from, kept as their provenance."""
-
-    def to_spec(self) -> dict[str, str]:
-        """The fields a bootstrap token carries to an agent on another host."""
-        fields = (("system_prompt", self.system_prompt), ("first_task", self.first_task))
-        spec = {key: value for key, value in fields if value}
-        if spec:
-            spec["source"] = self.source
-        return spec
-
-    def scrubbed(self, redact: Callable[[str], str]) -> Seed:
-        """The seed with its texts redacted: they are queued and written as they are."""
-        return replace(
-            self,
-            system_prompt=None if self.system_prompt is None else redact(self.system_prompt),
-            first_task=None if self.first_task is None else redact(self.first_task),
-        )
-
-    @classmethod
-    def from_spec(cls, spec: dict[str, object]) -> Seed:
-        """The seed in a redeemed token's spec; fields of the wrong type are ignored."""
-
-        def text(key: str) -> str | None:
-            value = spec.get(key)
-            return value if isinstance(value, str) and value else None
-
-        return cls(text("system_prompt"), text("first_task"), text("source") or "offload")
-
-
-def seed_agent(config: AgentConfig, seed: Seed) -> None:
-    """Write the overlay, KB documents and first task of an agent that is not running yet.
-
-    Raises:
-        SpawnFailed: the overlay or the queue could not be written.
-        KbUnavailable: documents were given but the ``kb`` extra is not installed.
-    """
-    try:
-        if seed.system_prompt is not None:
-            config.overlay_prompt_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            atomic_write(config.overlay_prompt_path, seed.system_prompt.encode("utf-8"))
-    except OSError as exc:
-        raise SpawnFailed(f"cannot write {config.overlay_prompt_path}: {exc.strerror}") from None
-    if seed.kb_chunks:
-        from ateam.kb import KnowledgeBase, configured_embedder
-
-        # The embedder the new agent will search with, or it would refuse its own store.
-        embedder = configured_embedder(config.dir)
-        with KnowledgeBase(
-            config.dir / "kb", scope="agent", project=config.project, embedder=embedder
-        ) as kb:
-            kb.import_documents(seed.kb_chunks, copied_from=seed.copied_from)
-    if not seed.first_task:
-        return
-    queue = DurableQueue(config.state_dir)
-    try:
-        queue.open()
-        queue.append(seed.first_task, source=seed.source, priority=FIRST_TASK_PRIORITY)
-    except AteamError as exc:
-        raise SpawnFailed(f"cannot queue the first task of {config.id}: {exc}") from None
-    finally:
-        queue.close()
 
 
 def create_agent_dir(

@@ -17,9 +17,11 @@ import time
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from ateam._json import JsonObject
 from ateam.bus.codec import pack, unpack
+from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
 from ateam.bus.keys import Keys, split_agent
 from ateam.errors import BadRequest, BootstrapRefused
 from ateam.redact import Redactor
@@ -111,3 +113,21 @@ async def redeem(client: aioredis.Redis, keys: Keys, token: str, *, agent_id: st
         )
     record.setdefault("spec", {})
     return record
+
+
+async def redeem_at(target: RedisTarget, token: str, *, agent_id: str) -> JsonObject:
+    """:func:`redeem` on a bus of its own, for an agent that has no client yet.
+
+    Raises:
+        BootstrapRefused: as :func:`redeem`.
+        BusError: the bus cannot be reached or refused the request (one line, its code).
+    """
+    client = make_client(target)
+    try:
+        await ensure_reachable(client, target)
+        try:
+            return await redeem(client, Keys(target.namespace), token, agent_id=agent_id)
+        except RedisError as exc:
+            raise bus_error(exc) from exc
+    finally:
+        await client.aclose()

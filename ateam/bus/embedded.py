@@ -72,7 +72,7 @@ from ateam._fs import atomic_write, open_append
 from ateam._json import JsonObject
 from ateam._proc import pid_is_running
 from ateam.bus._server_binary import check_can_read, find_server_binary, serves_dir
-from ateam.bus.connection import RedisTarget
+from ateam.bus.connection import RedisTarget, resolve_target
 from ateam.errors import (
     EmbeddedElsewhere,
     EmbeddedServerError,
@@ -204,6 +204,26 @@ class _Probe(enum.Enum):
     """A server that rejects our password: not ours to use, replace or stop."""
     DOWN = "down"
     """Nothing is listening."""
+
+
+def bus_target(
+    redis_url: str | None, *, transport: object | None = None, namespace: str | None = None
+) -> RedisTarget:
+    """``redis_url`` (``--redis``), ``ATEAM_REDIS_URL``, ``tools.yaml``, else this user's
+    embedded server, started on demand; ``namespace`` (a project's) applies to either.
+
+    The one order every process uses to find its bus (SPEC §2): front ends through
+    :func:`ateam.client.resolve_target`, an agent process before it has a client.
+    """
+    found = resolve_target(redis_url, transport=transport, namespace=namespace)
+    if found is not None:
+        return found
+    embedded = EmbeddedServer().ensure()
+    if not namespace:
+        return embedded
+    return RedisTarget(
+        embedded.url, embedded.source, password=embedded.password, namespace=namespace
+    )
 
 
 class EmbeddedServer:

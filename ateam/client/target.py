@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
+from ateam._json import JsonObject
 from ateam.bus import bootstrap
 from ateam.bus.backoff import CONNECTION_ERRORS
-from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
-from ateam.bus.connection import resolve_target as _resolve_url
-from ateam.bus.keys import Keys
+from ateam.bus.connection import RedisTarget, bus_error
 
 if TYPE_CHECKING:
     from ateam.config import ProjectConfig
@@ -41,20 +40,14 @@ def resolve_target(redis_url: str | None, project: ProjectConfig | None) -> Targ
 
     The embedded server is started on demand; a project's namespace applies to it too.
     """
-    transport = project.transport if project else None
-    namespace = project.namespace if project else None
-    found = _resolve_url(redis_url, transport=transport, namespace=namespace)
-    if found is not None:
-        return found
     # Imported here: finding or starting the server is the only use of that module.
-    from ateam.bus.embedded import EmbeddedServer
+    from ateam.bus.embedded import bus_target
 
-    embedded = EmbeddedServer().ensure()
-    if namespace:
-        return Target(
-            embedded.url, embedded.source, password=embedded.password, namespace=namespace
-        )
-    return embedded
+    return bus_target(
+        redis_url,
+        transport=project.transport if project else None,
+        namespace=project.namespace if project else None,
+    )
 
 
 @contextlib.contextmanager
@@ -70,17 +63,11 @@ def bus_errors() -> Iterator[None]:
         raise bus_error(exc) from exc
 
 
-async def redeem_bootstrap(target: Target, token: str, agent_id: str) -> dict[str, Any]:
+async def redeem_bootstrap(target: Target, token: str, agent_id: str) -> JsonObject:
     """Use up a one-time bootstrap token for ``agent_id`` and return its record.
 
     Raises:
         BootstrapRefused: the token is unknown, expired, used, or for another agent.
         RedisUnavailable: the bus cannot be reached or refused the request.
     """
-    client = make_client(target)
-    try:
-        await ensure_reachable(client, target)
-        with bus_errors():
-            return await bootstrap.redeem(client, Keys(target.namespace), token, agent_id=agent_id)
-    finally:
-        await client.aclose()
+    return await bootstrap.redeem_at(target, token, agent_id=agent_id)

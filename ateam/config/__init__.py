@@ -19,6 +19,7 @@ from ateam.config.loader import (
     agent_dir_for,
     discover,
     load_project,
+    project_name,
     standalone_agent,
 )
 from ateam.config.schema import (
@@ -71,5 +72,6 @@ __all__ = [
     "agent_dir_for",
     "discover",
     "load_project",
+    "project_name",
     "standalone_agent",
 ]

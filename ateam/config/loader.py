@@ -55,7 +55,7 @@ from ateam.config.schema import (
     check_name,
 )
 from ateam.constants import DEFAULT_NAMESPACE
-from ateam.errors import ConfigError
+from ateam.errors import ConfigError, UsageError
 from ateam.paths import ateam_home
 
 CONFIG_DIR = ".ateam"
@@ -223,6 +223,25 @@ def find_project_root(start: Path | None = None) -> Path | None:
         if marker.is_file() and (directory / CONFIG_DIR).resolve() != home:
             return directory
     return None
+
+
+def project_name(explicit: str | None, start: Path | None = None) -> str:
+    """``explicit`` (a ``--project``), else the name of the project nearest to ``start``.
+
+    Raises:
+        UsageError: no ``explicit`` name and no project around ``start`` (default: the cwd).
+        ConfigError: the nearest project's configuration does not load.
+    """
+    if explicit is not None:
+        return explicit
+    root = find_project_root(start)
+    if root is None:
+        where = (start or Path.cwd()).resolve()
+        raise UsageError(
+            f"no project here: no {CONFIG_DIR}/project.yaml in {where} or its parents; "
+            "give --project NAME or a full id PROJECT/NAME (`ateam init` creates a project)"
+        )
+    return load_project(root=root).name
 
 
 def agent_dir_for(project: str, name: str) -> Path:

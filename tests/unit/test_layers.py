@@ -15,7 +15,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "ateam"
 
-FRONT_ENDS = ("cli.py", "console", "mcp")
+FRONT_ENDS = ("cli", "console", "mcp")
 """Front ends, relative to ``ateam/``: they talk to the bus only through ``ateam.client``."""
 ABOVE_TOOLS = ("ateam.agent", "ateam.console", "ateam.client", "ateam.fleet", "ateam.cli")
 """What ``tools/`` must not import: everything that stands on it."""

@@ -1,0 +1,98 @@
+"""What every verb shares: finding the project and the bus, and one team session per run.
+
+A verb's handler parses nothing (argparse did) and maps no error (``main()`` does): it
+hands a :data:`Work` to :func:`run_verb`, which resolves a bare agent name and the bus
+and runs it on a :class:`~ateam.client.Team` session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ateam.client import Target, Team, bus_errors, local_redactor, resolve_target, session_id
+from ateam.config import ProjectConfig, load_project, project_name
+from ateam.console.tables import table_lines
+from ateam.errors import ConfigError, Exit
+from ateam.redact import Redactor
+
+Work = Callable[[Team], Awaitable[int]]
+"""A verb's part that runs on the team: returns the exit code."""
+
+
+def target(args: argparse.Namespace, project: ProjectConfig | None) -> Target:
+    """``--redis``, ATEAM_REDIS_URL, tools.yaml, else the embedded server (started on demand)."""
+    return resolve_target(args.redis, project)
+
+
+def project_or_none() -> ProjectConfig | None:
+    """The project around the cwd; a broken one is a warning, as verbs work without one."""
+    try:
+        return load_project(Path.cwd())
+    except ConfigError as exc:
+        print(f"warning: ignoring configuration: {exc.message}", file=sys.stderr)
+        return None
+
+
+def resolve_id(args: argparse.Namespace) -> None:
+    """Turn a bare agent name (``zeus``) into ``project/zeus``; a full id stays as it is."""
+    given = getattr(args, "id", None)
+    if isinstance(given, str) and "/" not in given:
+        args.id = f"{project_name(getattr(args, 'project', None))}/{given}"
+
+
+def run_verb(
+    args: argparse.Namespace, verb: str, work: Work, *, redactor: Redactor | None = None
+) -> int:
+    """Resolve the id and the bus, then run ``work`` on a team session; errors go to main()."""
+    try:
+        resolve_id(args)
+        bus = target(args, project_or_none())
+        return asyncio.run(_with_team(bus, verb, redactor or Redactor(), work))
+    except KeyboardInterrupt:
+        return Exit.INTERRUPTED
+
+
+async def _with_team(bus: Target, verb: str, redactor: Redactor, work: Work) -> int:
+    # Host, pid and a random part in the session id (see session_id): two verbs with
+    # one id would take each other's one-call claims for their own.
+    team = await Team.connect(bus, session=session_id(verb), redactor=redactor)
+    try:
+        with bus_errors():
+            return await work(team)
+    finally:
+        await team.aclose()
+
+
+def print_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+    if not rows:
+        print("no agents")
+        return
+    for line in table_lines(rows, columns):
+        print(line)
+
+
+def redaction_notice(notice: str | None) -> None:
+    """Tell the sender that secrets were masked (on stderr, as ``ateam send`` does)."""
+    if notice:
+        print(notice, file=sys.stderr)
+
+
+ProjectWork = Callable[[Team, str], Awaitable[int]]
+"""A project-wide verb's part that runs on the team, given the project: the exit code."""
+
+
+def run_in_project(args: argparse.Namespace, verb: str, work: ProjectWork) -> int:
+    """The project (``--project`` or the nearest one), then ``work`` on a team session."""
+    project = project_name(args.project)
+
+    async def on_team(team: Team) -> int:
+        return await work(team, project)
+
+    # The project's redact.yaml patterns too, as for `ateam send`: items and tasks are
+    # read by every agent and console of the project.
+    return run_verb(args, verb, on_team, redactor=local_redactor())

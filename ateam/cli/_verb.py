@@ -1,0 +1,87 @@
+"""How a verb is declared: one :class:`Verb` per entry of the table ``build_parser()`` walks.
+
+Help, the parser and (later) shell completion all read that table, so a verb exists in
+one place. The argument adders here are the options more than one family takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Handler = Callable[[argparse.Namespace], int]
+"""A verb's handler: its parsed arguments in, its exit status out."""
+
+ArgsAdder = Callable[[argparse.ArgumentParser], None]
+"""Adds a verb's arguments to its parser."""
+
+
+def no_args(p: argparse.ArgumentParser) -> None:
+    """For a verb that takes no arguments of its own."""
+
+
+@dataclass(frozen=True)
+class Verb:
+    """One ``ateam`` verb, or one action of a verb that has actions (``ateam kb add``)."""
+
+    name: str
+    help: str
+    """One line: the verb's entry in its parent's help and its own description."""
+    handler: Handler | None = None
+    """What runs it; ``None`` exactly when it has ``actions``."""
+    args: ArgsAdder = no_args
+    """Adds its arguments, in the order ``--help`` lists them."""
+    actions: tuple[Verb, ...] = ()
+    """Its sub-verbs: one must follow it on the command line."""
+
+    def __post_init__(self) -> None:
+        # A verb with actions that also had a handler would never run it: argparse
+        # requires an action, and the action's handler wins.
+        if (self.handler is None) == (not self.actions):
+            raise ValueError(f"verb {self.name!r}: a handler or actions, not both or neither")
+
+
+def chain(*adders: ArgsAdder) -> ArgsAdder:
+    """One adder that runs ``adders`` in order (positionals keep that order)."""
+
+    def add(p: argparse.ArgumentParser) -> None:
+        for adder in adders:
+            adder(p)
+
+    return add
+
+
+def add_redis_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--redis",
+        metavar="URL",
+        help="redis://, rediss://, unix://, redis+cluster:// or redis+sentinel:// URL",
+    )
+
+
+def add_project_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--project",
+        metavar="NAME",
+        help="the project of a bare agent name (default: the nearest .ateam/project.yaml)",
+    )
+
+
+def port_number(value: str) -> int:
+    """A TCP port, as argparse's ``type=``: 0 (any free port) to 65535."""
+    port = int(value)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535; got {port}")
+    return port
+
+
+def project_verb_options(p: argparse.ArgumentParser) -> None:
+    """What every action of a verb on a whole project (``tasks``, ``context``) takes last."""
+    p.add_argument("--json", action="store_true")
+    add_redis_option(p)
+    p.add_argument(
+        "--project",
+        metavar="NAME",
+        help="the project (default: the nearest .ateam/project.yaml)",
+    )

@@ -1,0 +1,60 @@
+"""``ateam acl PROJECT``: the least-privilege Redis user of one project (issue 13)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ateam.cli._run import project_or_none, run_verb
+from ateam.cli._verb import add_redis_option
+from ateam.client import Team
+from ateam.client.acl import acl_setuser
+from ateam.config.schema import checked_name
+from ateam.constants import DEFAULT_NAMESPACE
+from ateam.errors import UsageError
+
+
+def cmd_acl(args: argparse.Namespace) -> int:
+    project = checked_name(args.project_name)
+    config = project_or_none()
+    namespace = (config.namespace if config else None) or DEFAULT_NAMESPACE
+    password = None
+    if args.password_file is not None:
+        password = _read_secret(args.password_file)
+    if not args.apply:
+        line, user, secret = acl_setuser(project, namespace, user=args.user, password=password)
+        print(line)
+        print(
+            f"# run it as an admin (redis-cli, then paste), then connect as {user}: "
+            f"redis://{user}:{'<password>' if password else secret}@HOST:PORT",
+            file=sys.stderr,
+        )
+        return 0
+
+    async def work(team: Team) -> int:
+        user, secret = await team.create_project_user(project, user=args.user, password=password)
+        shown = "<the password in the file>" if password else secret
+        print(f"created Redis user {user} for project {project}")
+        print(f"connect as: redis://{user}:{shown}@HOST:PORT (the password is shown only once)")
+        return 0
+
+    return run_verb(args, "acl", work)
+
+
+def _read_secret(path: str) -> str:
+    try:
+        secret = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    if len(secret) < 16 or any(ch.isspace() for ch in secret):
+        raise UsageError(f"{path}: the password must be at least 16 characters, no spaces")
+    return secret
+
+
+def acl_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("project_name", metavar="PROJECT")
+    p.add_argument("--user", metavar="NAME", help="the user's name (default ateam-PROJECT)")
+    p.add_argument("--password-file", metavar="FILE", help="use this password, not a random one")
+    p.add_argument("--apply", action="store_true", help="run ACL SETUSER on the server now")
+    add_redis_option(p)

@@ -1,0 +1,168 @@
+"""Every ``ateam`` verb in one table, and the parser :func:`build_parser` makes of it.
+
+An entry names the verb, its help line, its handler and the function that adds its
+arguments, or its actions (``ateam kb add``). Help and any later shell completion read
+this table; the handlers live in one module per family beside their arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from ateam import __version__
+from ateam.cli import acl, agents, console, context, init, kb, mcp, server, tasks
+from ateam.cli._verb import Verb, chain, project_verb_options
+
+VERBS: tuple[Verb, ...] = (
+    Verb("agent", "run one agent in the foreground", agents.cmd_agent, agents.agent_args),
+    Verb("console", "the interactive console", console.cmd_console, console.console_args),
+    Verb(
+        "up",
+        "start every agent of a project in the background, then a console",
+        agents.cmd_up,
+        agents.up_args,
+    ),
+    Verb("ps", "list agents", agents.cmd_ps, agents.ps_args),
+    Verb(
+        "session",
+        "the team snapshot (~/.ateam/session.json), fresh",
+        agents.cmd_session,
+        agents.session_args,
+    ),
+    Verb("send", "queue text for an agent", agents.cmd_send, agents.send_args),
+    Verb("tail", "print an agent's events", agents.cmd_tail, agents.tail_args),
+    Verb("stop", "stop an agent gracefully", agents.cmd_stop, agents.stop_args),
+    Verb(
+        "ack",
+        "clear an agent's ALERT in ps: damage found, or a final exit",
+        agents.cmd_ack,
+        agents.ack_args,
+    ),
+    Verb("server", "manage the embedded Redis", server.cmd_server, server.server_args),
+    Verb(
+        "init",
+        "create a new project: .ateam/ with one agent on the offline echo model",
+        init.cmd_init,
+        init.init_args,
+    ),
+    Verb(
+        "kb",
+        "knowledge-base operations on an agent's scopes (SPEC §10)",
+        actions=(
+            Verb(
+                "add",
+                "ingest files and directories (the agent's sandbox only)",
+                kb.cmd_kb_add,
+                chain(kb.kb_agent, kb.kb_add_args, kb.kb_common),
+            ),
+            Verb(
+                "search",
+                "the passages most like a query, best first",
+                kb.cmd_kb_search,
+                chain(kb.kb_agent, kb.kb_search_args, kb.kb_common),
+            ),
+            Verb(
+                "ls",
+                "the documents of a scope",
+                kb.cmd_kb_ls,
+                chain(kb.kb_agent, kb.kb_ls_args, kb.kb_common),
+            ),
+        ),
+    ),
+    Verb(
+        "tasks",
+        "the project's task board: tasks agents claim one at a time",
+        actions=(
+            Verb(
+                "ls",
+                "the project's tasks, highest priority first",
+                tasks.cmd_tasks_ls,
+                chain(tasks.tasks_ls_args, project_verb_options),
+            ),
+            Verb(
+                "add",
+                "put an open task on the board",
+                tasks.cmd_tasks_add,
+                chain(tasks.tasks_add_args, project_verb_options),
+            ),
+            Verb(
+                "claim",
+                "take a task: exits 0 only for the winner",
+                tasks.cmd_tasks_claim,
+                chain(tasks.tasks_claim_args, project_verb_options),
+            ),
+            Verb(
+                "done",
+                "finish a task you hold",
+                tasks.cmd_tasks_done,
+                chain(tasks.tasks_done_args, project_verb_options),
+            ),
+            Verb(
+                "fail",
+                "give up a task you hold, saying why",
+                tasks.cmd_tasks_fail,
+                chain(tasks.tasks_fail_args, project_verb_options),
+            ),
+        ),
+    ),
+    Verb(
+        "context",
+        "the team's context items: what agents and people share (SPEC §9)",
+        actions=(
+            Verb(
+                "ls",
+                "the project's live items, newest first",
+                context.cmd_context_ls,
+                chain(context.context_ls_args, project_verb_options),
+            ),
+            Verb(
+                "search",
+                "items ranked by meaning",
+                context.cmd_context_search,
+                chain(context.context_search_args, project_verb_options),
+            ),
+            Verb(
+                "post",
+                "share an item with the team",
+                context.cmd_context_post,
+                chain(context.context_post_args, project_verb_options),
+            ),
+        ),
+    ),
+    Verb(
+        "acl",
+        "print (or, with --apply, create) a Redis user that can reach one project only "
+        "(issue 13: keys, channels and commands of that project)",
+        acl.cmd_acl,
+        acl.acl_args,
+    ),
+    Verb(
+        "mcp",
+        "serve the team to MCP clients (Claude Code, Codex CLI, Cursor) on stdio",
+        mcp.cmd_mcp,
+        mcp.mcp_args,
+    ),
+)
+"""The verbs in the order ``ateam --help`` lists them."""
+
+
+def build_parser(verbs: Sequence[Verb] = VERBS) -> argparse.ArgumentParser:
+    """``ateam``'s parser: one subparser per verb of ``verbs``, one per action below it."""
+    parser = argparse.ArgumentParser(
+        prog="ateam", description="A team of AI coding agents steered from a console over Redis."
+    )
+    parser.add_argument("--version", action="version", version=f"ateam {__version__}")
+    _add_verbs(parser, verbs, dest="command")
+    return parser
+
+
+def _add_verbs(parser: argparse.ArgumentParser, verbs: Sequence[Verb], *, dest: str) -> None:
+    sub = parser.add_subparsers(dest=dest, required=True)
+    for verb in verbs:
+        p = sub.add_parser(verb.name, help=verb.help, description=verb.help)
+        verb.args(p)
+        if verb.actions:
+            _add_verbs(p, verb.actions, dest=f"{verb.name}_action")
+        else:
+            p.set_defaults(handler=verb.handler)

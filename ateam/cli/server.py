@@ -1,0 +1,16 @@
+"""``ateam server start|stop|status``: the embedded Redis, for when no other bus is given."""
+
+from __future__ import annotations
+
+import argparse
+
+from ateam.client import server_command
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    return server_command(args.action)
+
+
+def server_args(p: argparse.ArgumentParser) -> None:
+    # No --redis: this verb is about the one server ateam starts itself.
+    p.add_argument("action", choices=["start", "stop", "status"])
