@@ -18,6 +18,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
+from ateam.bus._cuts import first_space, last_space, last_word, line_start, utf8_safe_cut
 from ateam.constants import (
     COALESCE_HARD_FRAMES_PER_S,
     COALESCE_HARD_MAX_BYTES,
@@ -213,7 +214,7 @@ class Coalescer:
             elif whole_only:
                 return False
             else:
-                cut = _utf8_safe_cut(self._buf)
+                cut = utf8_safe_cut(self._buf)
                 if cut == 0 and len(self._buf) >= 4:
                     cut = len(self._buf)
                 cut = self._word_cut(cut)
@@ -289,7 +290,7 @@ class Coalescer:
             return joined[len(tail) :]
         # A secret began in the tail, sent before it looked like one: its rest, to the
         # first whitespace here, goes masked.
-        space = _first_space(data)
+        space = first_space(data)
         return MASK.encode() + self._redactor.redact_bytes(data[space:])
 
     def _remember(self, sent: bytes) -> None:
@@ -308,7 +309,7 @@ class Coalescer:
         inside a UTF-8 sequence or a private key block, and after a whitespace near the
         end if it is text. 0 while the buffer begins with a held key block."""
         buf = self._buf
-        cut = _utf8_safe_cut(buf, self._max_bytes) or self._max_bytes
+        cut = utf8_safe_cut(buf, self._max_bytes) or self._max_bytes
         block = self._block_cut(cut)
         if block is not None:
             return block
@@ -318,7 +319,7 @@ class Coalescer:
             except UnicodeDecodeError:
                 return cut  # binary: its "spaces" are no word boundaries; it goes as bin
         low = max(0, cut - self.HOLD_BYTES - 1)
-        space = _last_space(buf, low, cut)
+        space = last_space(buf, low, cut)
         boundary = space + 1 if space >= 0 else cut
         held = self._line_held(low, boundary, boundary)
         return held or boundary  # a full frame is never empty
@@ -330,7 +331,7 @@ class Coalescer:
         begin = self._pem_begin(cut)
         if begin is None:
             return None
-        line = _line_start(self._buf, 0, begin)
+        line = line_start(self._buf, 0, begin)
         end = _PEM_END.search(self._buf, begin)
         if end is None:
             if not self._may_be_key(begin, cut):
@@ -386,14 +387,14 @@ class Coalescer:
         begin = self._pem_begin(cut)
         if begin is not None and self._may_be_key(begin, cut):
             if _PEM_END.search(self._buf, begin, cut) is None:
-                return _line_start(self._buf, 0, begin), _Held.BLOCK
+                return line_start(self._buf, 0, begin), _Held.BLOCK
         line = self._line_held(low, boundary, cut)
         return None if line is None else (line, _Held.LINE)
 
     def _line_held(self, low: int, boundary: int, cut: int) -> int | None:
         """Where the unfinished line ``cut`` falls in begins, when it must wait whole
         (see :meth:`_held_from`)."""
-        line = _line_start(self._buf, low, cut)
+        line = line_start(self._buf, low, cut)
         if not 0 <= line < cut:
             return None
         name = max(line, boundary - _NAME_REACH)  # a name long before is no question
@@ -456,7 +457,7 @@ class Coalescer:
             # no rule matches before the key is whole: text that ends unfinished after
             # "the token budget" (a model's reply, often) keeps its last word.
             keep = _word_start(buf, 0, len(buf))
-            word = (b"" if keep else _last_word(self._tail)) + bytes(buf[keep:])
+            word = (b"" if keep else last_word(self._tail)) + bytes(buf[keep:])
             if note is None and not may_hold_secret(word):
                 keep = len(buf)
             rest = "masked to the end of its line"
@@ -534,74 +535,17 @@ _PEM_KEY = b"PRIVATE KEY"
 _PEM_END = re.compile(rb"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
 
 
-def _last_space(buf: bytearray, start: int, end: int) -> int:
-    """Index of the last whitespace byte (``bytes.isspace``) in ``buf[start:end]``, or -1.
-
-    Six reverse ``memchr`` scans of a slice of at most ``HOLD_BYTES``: cheaper than one
-    regex pass, and it runs once per frame.
-    """
-    return max(
-        buf.rfind(b" ", start, end),
-        buf.rfind(b"\n", start, end),
-        buf.rfind(b"\t", start, end),
-        buf.rfind(b"\r", start, end),
-        buf.rfind(b"\x0b", start, end),
-        buf.rfind(b"\x0c", start, end),
-    )
-
-
 def _word_start(buf: bytearray, low: int, cut: int) -> int:
     """Where the last word of ``buf[:cut]`` begins: after its last whitespace, 0 when one
     short word is all there is, and ``cut`` for a run longer than ``HOLD_BYTES`` (no word
     to keep whole)."""
-    space = _last_space(buf, low, cut)
+    space = last_space(buf, low, cut)
     if space >= 0:
         return space + 1
     return 0 if cut - low <= Coalescer.HOLD_BYTES else cut
-
-
-def _last_word(sent: bytes) -> bytes:
-    """The word ``sent`` ends in, if it does not end in whitespace."""
-    return b"" if not sent or sent[-1:].isspace() else sent.split()[-1]
-
-
-_SPACE = re.compile(rb"\s")
-
-
-def _first_space(data: bytes) -> int:
-    found = _SPACE.search(data)
-    return found.start() if found is not None else len(data)
 
 
 _NAME_REACH = 128
 """Bytes before a frame's last word in which a secret's name (``token``, ``Bearer``)
 means its value may still be on its way: the name's rest, quotes, ``=`` or ``:`` and
 spaces."""
-
-
-def _line_start(buf: bytearray, low: int, end: int) -> int:
-    """Where the line holding ``buf[end - 1]`` starts, if at ``low`` or later, else -1."""
-    start = max(buf.rfind(b"\n", low, end), buf.rfind(b"\r", low, end)) + 1
-    return start if start > 0 or low == 0 else -1
-
-
-def _utf8_safe_cut(buf: bytearray, limit: int | None = None) -> int:
-    """Length of the longest prefix of ``buf`` (at most ``limit``) that doesn't end
-    inside a UTF-8 sequence; 0 when even the first character would be cut."""
-    n = len(buf)
-    if limit is not None and limit < n:
-        # The next frame must not start on a continuation byte: step back to the lead.
-        for back in range(4):
-            if limit - back <= 0 or buf[limit - back] & 0xC0 != 0x80:
-                return max(limit - back, 0)
-        return limit  # not UTF-8 at all: any cut is as good as another
-    # Look back at most 3 bytes for the lead byte of an unfinished sequence.
-    for back in range(1, min(4, n + 1)):
-        byte = buf[n - back]
-        if byte & 0xC0 == 0x80:  # continuation byte: keep looking for the lead
-            continue
-        if byte & 0x80 == 0:  # ASCII: nothing unfinished
-            return n
-        need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4
-        return n if back >= need else n - back
-    return n

@@ -12,12 +12,11 @@ and the problem.
 
 from __future__ import annotations
 
+from ateam.config.discovery import CONFIG_DIR, discover
 from ateam.config.loader import (
-    CONFIG_DIR,
     AgentConfig,
     ProjectConfig,
     agent_dir_for,
-    discover,
     load_project,
     project_name,
     standalone_agent,

@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from ateam.config.discovery import CONFIG_DIR, discover, find_project_root
 from ateam.config.layers import Layer as _Layer
 from ateam.config.layers import kind_of as _kind
 from ateam.config.layers import locate as _locate
@@ -57,9 +58,6 @@ from ateam.config.schema import (
 from ateam.constants import DEFAULT_NAMESPACE
 from ateam.errors import ConfigError, UsageError
 from ateam.paths import ateam_home
-
-CONFIG_DIR = ".ateam"
-"""Name of a configuration directory."""
 
 _BUILTIN = Path("<built-in>")
 
@@ -186,43 +184,7 @@ class ProjectConfig:
         return found
 
 
-# --- discovery ------------------------------------------------------------------------
-
-
-def discover(start: Path) -> list[Path]:
-    """Every ``.ateam/`` directory that applies to ``start``, nearest first.
-
-    The walk goes from ``start`` (or its directory, for a file) up to the file-system
-    root; :func:`~ateam.paths.ateam_home` comes last unless the walk already found it.
-    Paths are absolute; a symlinked ``.ateam`` keeps its own name, because its parent
-    is the project root.
-    """
-    here = start.expanduser().resolve()
-    if not here.is_dir():
-        here = here.parent
-    found = [d / CONFIG_DIR for d in (here, *here.parents) if (d / CONFIG_DIR).is_dir()]
-    home = ateam_home().expanduser().resolve()
-    if home.is_dir() and home not in {path.resolve() for path in found}:
-        found.append(home)
-    return found
-
-
-def find_project_root(start: Path | None = None) -> Path | None:
-    """The nearest directory, from ``start`` (default: the cwd) up, with ``.ateam/project.yaml``.
-
-    This is what makes a bare agent name (``zeus``) mean ``<project>/zeus``: the project
-    whose file the user is standing in. ``~/.ateam`` holds user-wide defaults, not a
-    project, so it never counts. ``None`` when there is no such directory.
-    """
-    here = (start if start is not None else Path.cwd()).expanduser().resolve()
-    if not here.is_dir():
-        here = here.parent
-    home = ateam_home().expanduser().resolve()
-    for directory in (here, *here.parents):
-        marker = directory / CONFIG_DIR / "project.yaml"
-        if marker.is_file() and (directory / CONFIG_DIR).resolve() != home:
-            return directory
-    return None
+# --- names and places -----------------------------------------------------------------
 
 
 def project_name(explicit: str | None, start: Path | None = None) -> str:

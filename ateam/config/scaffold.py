@@ -29,7 +29,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ateam.config.loader import CONFIG_DIR
+from ateam.config.discovery import CONFIG_DIR
 from ateam.config.schema import check_name
 from ateam.errors import ConfigError, ProjectExists, UsageError
 

@@ -272,7 +272,7 @@ def test_circles_are_found() -> None:
     assert [sorted(g) for g in strongly_connected(graph) if len(g) > 1] == [["a", "b", "c"]]
 
 
-LONG_MODULE_LINES = 620
+LONG_MODULE_LINES = 600
 """Past this a module says, in its docstring's first lines, why it stays one file."""
 
 

@@ -1,5 +1,8 @@
 """The work loop: inputs queued durably, taken one at a time, run, finished, and the upkeep after.
 
+Over 600 lines on purpose: taking an item, running it, settling a replayed one and
+pausing for disk room all move the same few fields of one loop, and read together.
+
 Every way in (the ``input`` RPC, the REPL, its inbox) goes through :meth:`Worker.enqueue`,
 which redacts first, so no secret reaches the queue file, the history, the handoff or an
 event. The worker takes the next item, runs it under the stall watch, records its end and

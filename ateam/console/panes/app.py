@@ -1,5 +1,8 @@
 """The panes console's Textual app: layout, the frame timer, commands, leaving.
 
+One class, over 600 lines on purpose: Textual routes keys, messages and timers to the
+App's own handlers, which share the frame budget and the command worker.
+
 All logic lives in the UI-free console session; the app renders what its view
 (:class:`~ateam.console.panes.view.PanesView`) buffered and feeds typed lines back.
 

@@ -12,7 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from ateam.bus import publisher as events_module
-from ateam.bus.coalesce import Coalescer, _utf8_safe_cut
+from ateam.bus._cuts import utf8_safe_cut
+from ateam.bus.coalesce import Coalescer
 from ateam.bus.codec import pack, unpack
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.events import Event, Gap, Reset, Rewound, decode_chunk, encode_chunk
@@ -220,7 +221,7 @@ async def test_buffer_overflow_drops_oldest_and_says_so(own_redis: Any) -> None:
 def test_utf8_cut_never_splits_a_sequence() -> None:
     text = "héllo €uro 🎉".encode()
     for n in range(len(text) + 1):
-        cut = _utf8_safe_cut(bytearray(text[:n]))
+        cut = utf8_safe_cut(bytearray(text[:n]))
         text[:cut].decode("utf-8")  # would raise if a sequence were split
         assert n - cut <= 3
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ateam.config.loader import find_project_root
+from ateam.config.discovery import find_project_root
 
 
 def test_the_nearest_project_yaml_wins_and_the_user_home_never_counts(
