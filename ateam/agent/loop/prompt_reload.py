@@ -31,6 +31,11 @@ class PromptReloader:
         self.pending = False
         """A reload was asked for during a task and waits for its end."""
 
+    @property
+    def prompts(self) -> Prompts:
+        """The prompt it reloads (``prompt.*`` reads and edits it directly)."""
+        return self._prompts
+
     def request(self, reason: str) -> bool:
         """Reload the prompt files; returns whether it happened now (else after the task)."""
         if self._status.state in (AgentState.BUSY, AgentState.WAITING):

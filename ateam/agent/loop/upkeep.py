@@ -6,6 +6,8 @@ when the entry changed; after the heartbeat it reopens the project's board tasks
 holders are gone (issue 12), at most once an interval. A second
 (:meth:`BusUpkeep.lock_watch`) only watches the lock's local deadline, because on a
 silent network partition a call can hang for as long as TCP takes to give up.
+Knowing the owner and the bus, it also tells ``team.input`` who may come in: an external
+runtime only when the owner allows it, a teammate only with its instance's identity.
 
 A failed or hung call is retried, never taken for a lost lock (issue 13): the agent
 stops only on evidence — another process holds the lock. While the lock cannot be
@@ -35,6 +37,7 @@ from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.board import TaskBoard
 from ateam.bus.connection import bus_error
 from ateam.bus.events import EventType
+from ateam.bus.identity import proven
 from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock, Renewal
 from ateam.bus.publisher import EventPublisher
@@ -115,6 +118,16 @@ class BusUpkeep:
             return None
         token_sha256 = digest.decode("ascii", "replace") if isinstance(digest, bytes) else ""
         return owner, token_sha256
+
+    async def external_input_allowed(self) -> bool:
+        """Whether an external runtime may queue input now (no owner, or one who allows it)."""
+        await self.current_owner()  # read fresh: the owner may just have said no
+        return self.owner_allows_external
+
+    async def teammate_proven(self, agent_id: str, auth_sha256: str | None) -> bool:
+        """Whether a request whose ``auth`` hashes to ``auth_sha256`` comes from the
+        running agent ``agent_id``, as its heartbeat publishes it (:mod:`ateam.bus.identity`)."""
+        return await proven(self._client, self._keys, agent_id, auth_sha256)
 
     async def maintain(self) -> None:
         """Heartbeat, lock refresh and owner watch, every 3 s or sooner on news.

@@ -144,6 +144,11 @@ class Worker:
 
     # the way in ----------------------------------------------------------------------
 
+    @property
+    def queue(self) -> DurableQueue:
+        """The queue it takes work from (``queue.*`` reads and edits it directly)."""
+        return self._queue
+
     def enqueue(
         self,
         text: str,

@@ -11,8 +11,11 @@ hooks, the stall watch, the worker, the bus upkeep) — and returns them as one
 
 A test swaps a part by name: ``build_parts(..., queue=my_queue)`` builds everything else
 around the given object, so every part that uses the queue gets that one. The RPC
-service and the local REPL are wired in here too, as factories taking the
-:class:`~ateam.agent.runtime.port.ServicePort` the agent hands them once it exists.
+service and the local REPL are wired in here too: :class:`Parts` holds their
+:class:`~ateam.agent.runtime.port.ServicePort`, each of its protocols satisfied by the
+part that owns the behaviour (the worker, the bus upkeep, the prompt reloader) or by a
+small object over several (:class:`~ateam.agent.runtime.reporter.Reporter`,
+:class:`~ateam.agent.runtime.steering.Steering`), and the factories that serve it.
 """
 
 from __future__ import annotations
@@ -50,8 +53,10 @@ from ateam.agent.native.runner import NativeRunner
 from ateam.agent.native.tools import default_registry
 from ateam.agent.runtime.messenger import TeamMessenger
 from ateam.agent.runtime.port import ServicePort
+from ateam.agent.runtime.reporter import Reporter
 from ateam.agent.runtime.service import build_methods
 from ateam.agent.runtime.snapshot_keeper import SnapshotKeeper
+from ateam.agent.runtime.steering import Steering
 from ateam.agent.state.fence import StateDirLock, WriteFence
 from ateam.agent.state.history import History, SummaryLog
 from ateam.agent.state.knowledge import AgentKb
@@ -142,6 +147,8 @@ class Parts:
     worker: Worker
     snapshot: SnapshotKeeper
     """Keeps ``~/.ateam/session.json`` while this agent holds the host's writer seat."""
+    port: ServicePort
+    """What the RPC service and the REPL use of the parts above."""
     rpc: RpcFactory
     repl: ReplRunner | None
     """``None``: no local REPL (no terminal, or ``--no-repl``)."""
@@ -499,6 +506,34 @@ def build_parts(
         ),
     )
 
+    port = swap(
+        "port",
+        lambda: ServicePort(
+            config=config,
+            redactor=redactor,
+            events=events,
+            intake=worker,
+            doors=upkeep,
+            reports=Reporter(
+                status=status,
+                events=events,
+                queue=queue,
+                history=history,
+                compactor=compactor,
+                headroom=lambda: runner.headroom,
+                bus_connected=lambda: upkeep.bus_connected,
+                bus=target.describe(),
+            ),
+            prompting=reloader,
+            control=Steering(switcher=switcher, keeper=keeper, compactor=compactor, status=status),
+            kb=kb,
+            router=router,
+            handoff=handoff,
+            approvals=approvals,
+            policy=policy,
+        ),
+    )
+
     def serve(port: ServicePort) -> RpcServer:
         return RpcServer(
             client,
@@ -551,6 +586,7 @@ def build_parts(
         upkeep=upkeep,
         worker=worker,
         snapshot=snapshot,
+        port=port,
         rpc=swap("rpc", lambda: serve),
         repl=swap("repl", lambda: _run_repl if repl else None),
     )

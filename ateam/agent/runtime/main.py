@@ -119,7 +119,7 @@ def run_agent(options: AgentOptions) -> int:
     )
     if ready.model:
         # Asked for by name: a pin, or the idle switch-back would undo it in seconds.
-        agent.router.pinned = agent.entry.pinned = ready.model
+        agent.parts.router.pinned = agent.parts.status.entry.pinned = ready.model
     return asyncio.run(agent.run())
 
 

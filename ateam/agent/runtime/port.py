@@ -1,19 +1,32 @@
 """What the RPC service and the local REPL may use of a running agent, as small protocols.
 
 Declared here, on the users' side, so :mod:`ateam.agent.runtime.service` and
-:mod:`ateam.agent.runtime.repl` depend on these protocols and not on
-:class:`~ateam.agent.runtime.process.Agent`, which the composition root
-(:mod:`ateam.agent.runtime.build`) hands them. Each protocol is one concern of the
-catalogue: :class:`Intake` (input and the queue), :class:`Reports` (status, usage and
-history), :class:`Stores` (the plan, the knowledge base and the prompt) and :class:`Control`
-(models, approvals, tools, the handoff and stopping). The service needs all four
-(:class:`ServicePort`); the REPL's own lines only the first two (:class:`ReplPort`). None
-names the lifecycle (start, signals, the loops), the bus upkeep or the work loop's state.
-What the agent reports crosses as the wire's result models, so a handler returns it as is.
+:mod:`ateam.agent.runtime.repl` depend on these protocols and not on the parts that
+satisfy them. Each protocol is one concern, and the composition root
+(:mod:`ateam.agent.runtime.build`) hands over the part that owns it, or a small object of
+its own where the answer draws on several parts:
+
+- :class:`Intake` (``input``, ``interrupt``, ``cancel``, ``queue.*``): the worker.
+- :class:`Doors` (who may send ``team.input``; the restart marker of ``shutdown``):
+  the bus upkeep, which reads the console owner and the bus.
+- :class:`Reports` (``status``, ``memory.stats``, ``alert.ack``, ``history.*``): a
+  :class:`~ateam.agent.runtime.reporter.Reporter`, since a status draws on several parts.
+- :class:`Prompting` (``prompt.*``): the prompt reloader.
+- :class:`Control` (``model.use``, ``offload.propose``, ``context.summarize``,
+  ``shutdown``): a :class:`~ateam.agent.runtime.reporter.Steering`, which reads each
+  owner's answer (the switcher's, the handoff keeper's, compaction's) as its wire model.
+
+The stores that answer for themselves (the knowledge base, the model router, the
+handoff record, the approvals, the tool policy) are handed over as they are.
+:class:`ServicePort` bundles all of it; the REPL takes the same bundle, since its
+commands run the service's handlers in-process. Nothing here names the lifecycle
+(start, signals, the loops) or the work loop's state. What the agent reports crosses as
+the wire's result models, so a handler returns it as is.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from ateam.agent.context.handoff import HandoffStore
@@ -36,7 +49,15 @@ from ateam.wire.results import (
     SummarizeResult,
 )
 
-__all__ = ["Control", "EventSink", "Intake", "ReplPort", "Reports", "ServicePort", "Stores"]
+__all__ = [
+    "Control",
+    "Doors",
+    "EventSink",
+    "Intake",
+    "Prompting",
+    "Reports",
+    "ServicePort",
+]
 
 
 class EventSink(Protocol):
@@ -46,13 +67,7 @@ class EventSink(Protocol):
 
 
 class Intake(Protocol):
-    """Input and the queue: ``input``, ``team.input``, ``interrupt``, ``cancel``, ``queue.*``."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def config(self) -> AgentConfig: ...
+    """Input and the queue: what the worker takes work from."""
 
     @property
     def queue(self) -> DurableQueue: ...
@@ -68,15 +83,18 @@ class Intake(Protocol):
         hops: int = 0,
     ) -> Queued: ...
 
-    def enqueue_wakeup(self) -> None:
-        """Tell the worker that items were added behind its back (a retry)."""
-        ...
-
-    def touch_registry(self) -> None:
-        """The queue changed outside the work loop: publish the entry at the next beat."""
+    def wakeup(self) -> None:
+        """Items were added behind the worker's back (a retry): take them."""
         ...
 
     def interrupt(self, *, hard: bool = False) -> str | None: ...
+
+
+class Doors(Protocol):
+    """Who may come in: the console owner and teammates, as the bus says."""
+
+    @property
+    def owner(self) -> str | None: ...
 
     async def external_input_allowed(self) -> bool:
         """Whether an external runtime may queue input now (no owner, or one who allows it)."""
@@ -87,9 +105,11 @@ class Intake(Protocol):
         running agent ``agent_id`` (its published identity, :mod:`ateam.bus.identity`)."""
         ...
 
+    async def restart_marker(self) -> None: ...
+
 
 class Reports(Protocol):
-    """What the agent tells about itself: ``status``, ``memory.stats``, ``history.*``."""
+    """What the agent tells about itself, and its history."""
 
     @property
     def id(self) -> str: ...
@@ -112,54 +132,28 @@ class Reports(Protocol):
         """Clear the damage reports ``ps`` shows; how many there were."""
         ...
 
+    def touch(self) -> None:
+        """The entry changed outside the work loop (a cleared queue): publish it now."""
+        ...
 
-class Stores(Protocol):
-    """The agent's texts: ``plan.*``, ``kb.*``, ``prompt.*``."""
 
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def config(self) -> AgentConfig: ...
-
-    @property
-    def redactor(self) -> Redactor: ...
-
-    @property
-    def events(self) -> EventSink: ...
-
-    @property
-    def kb(self) -> AgentKb: ...
+class Prompting(Protocol):
+    """The system prompt, and telling the agent it changed."""
 
     @property
     def prompts(self) -> Prompts: ...
 
-    def prompt_changed(self, reason: str) -> None: ...
+    def changed(self, reason: str) -> None:
+        """The overlay was edited through ateam (``# text``, ``/sys edit``)."""
+        ...
 
-    def request_prompt_reload(self, reason: str) -> bool: ...
+    def request(self, reason: str) -> bool:
+        """Reload the prompt files; whether it happened now (else after the task)."""
+        ...
 
 
 class Control(Protocol):
-    """How the agent works and stops: ``model.*``, ``approval.*``, ``tools.list``,
-    ``handoff.show``, ``offload.propose``, ``context.summarize``, ``shutdown``."""
-
-    @property
-    def config(self) -> AgentConfig: ...
-
-    @property
-    def redactor(self) -> Redactor: ...
-
-    @property
-    def router(self) -> ModelRouter: ...
-
-    @property
-    def handoff(self) -> HandoffStore: ...
-
-    @property
-    def approvals(self) -> Approvals: ...
-
-    @property
-    def policy(self) -> ToolPolicy: ...
+    """How the agent works and stops: its model, its successor, its summary, its end."""
 
     async def use_model(self, model: str | None) -> ModelUseResult: ...
 
@@ -167,18 +161,28 @@ class Control(Protocol):
 
     async def summarize(self, why: str) -> SummarizeResult: ...
 
-    async def restart_marker(self) -> None: ...
-
     def request_shutdown(self, code: int = 0) -> None: ...
 
 
-class ServicePort(Intake, Reports, Stores, Control, Protocol):
-    """The whole catalogue's view of the agent.
+@dataclass(frozen=True)
+class ServicePort:
+    """The whole catalogue's view of one agent: what
+    :class:`~ateam.agent.runtime.service.AgentService` and the REPL are given."""
 
-    What :class:`~ateam.agent.runtime.service.AgentService` is given.
-    """
+    config: AgentConfig
+    redactor: Redactor
+    events: EventSink
+    intake: Intake
+    doors: Doors
+    reports: Reports
+    prompting: Prompting
+    control: Control
+    kb: AgentKb
+    router: ModelRouter
+    handoff: HandoffStore
+    approvals: Approvals
+    policy: ToolPolicy
 
-
-class ReplPort(Intake, Reports, Protocol):
-    """What the REPL's own lines use (queueing text, the prompt, the F1 panel, Ctrl+C);
-    its commands go through the service, as the console's do."""
+    @property
+    def id(self) -> str:
+        return self.config.id

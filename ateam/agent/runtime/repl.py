@@ -34,7 +34,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer
 from prompt_toolkit.completion import Completion as PtCompletion
 from prompt_toolkit.document import Document
 
-from ateam.agent.runtime.port import Intake, ReplPort, ServicePort
+from ateam.agent.runtime.port import ServicePort
 from ateam.agent.runtime.service import MAX_HISTORY_TAIL, AgentService
 from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.rpc import Call
@@ -123,7 +123,7 @@ def _read_text(path: Path) -> tuple[str | None, str]:
         return None, "not UTF-8 text"
 
 
-async def scan_inbox(agent: Intake, ask: Ask, out: Out) -> list[QueueItem]:
+async def scan_inbox(port: ServicePort, ask: Ask, out: Out) -> list[QueueItem]:
     """Offer each file of the agent's ``inbox/`` as a task; returns the items queued.
 
     Files are taken in name order. Each one is shown (name and first lines) and queued
@@ -132,7 +132,7 @@ async def scan_inbox(agent: Intake, ask: Ask, out: Out) -> list[QueueItem]:
     same name there is never overwritten: the newcomer gets a ``-N`` suffix). Anything
     else leaves the file where it is. Binary files and files over 256 KiB are skipped.
     """
-    inbox = agent.config.dir / "inbox"
+    inbox = port.config.dir / "inbox"
     try:
         files = sorted(p for p in inbox.iterdir() if p.is_file())
     except FileNotFoundError:
@@ -163,7 +163,7 @@ async def scan_inbox(agent: Intake, ask: Ask, out: Out) -> list[QueueItem]:
             continue
         # Queue first, then move: a failed move offers the file again next time, which
         # is better than a moved file that never reached the queue.
-        entry = agent.enqueue(f"[inbox file: {path.name}]\n{text}", source="inbox")
+        entry = port.intake.enqueue(f"[inbox file: {path.name}]\n{text}", source="inbox")
         queued.append(entry.item)
         if entry.redacted:
             out(_secrets_notice(entry.redacted))
@@ -226,16 +226,16 @@ class AgentRepl:
     """The local REPL of one agent.
 
     Args:
-        agent: the running agent (in-process; the REPL calls it directly, no RPC).
+        port: the running agent (in-process; the REPL calls it directly, no RPC).
         out: where output goes; ``print`` (inside ``patch_stdout``) by default.
         ask: how questions are asked; a one-off prompt on the terminal by default.
     """
 
     def __init__(
-        self, agent: ServicePort, *, out: Out | None = None, ask: Ask | None = None
+        self, port: ServicePort, *, out: Out | None = None, ask: Ask | None = None
     ) -> None:
-        self.agent: ReplPort = agent
-        self.service = AgentService(agent)
+        self.port = port
+        self.service = AgentService(port)
         self.out: Out = out or print
         self.ask: Ask = ask or self._ask_terminal
         self.panel = False
@@ -272,11 +272,11 @@ class AgentRepl:
         handler = self._handlers.get(word)
         if handler is None:
             try:
-                entry = self.agent.enqueue(text, source="local")
+                entry = self.port.intake.enqueue(text, source="local")
             except AteamError as exc:  # storage.full: refused, and the REPL stays up
                 self.out(exc.one_line())
                 return
-            self.out(f"queued {entry.item.id} ({len(self.agent.queue)} waiting)")
+            self.out(f"queued {entry.item.id} ({len(self.port.intake.queue)} waiting)")
             if entry.redacted:
                 self.out(_secrets_notice(entry.redacted))
             return
@@ -314,7 +314,7 @@ class AgentRepl:
 
     async def _queue(self, args: list[str]) -> None:
         if args == ["clear"]:
-            waiting = len(self.agent.queue)
+            waiting = len(self.port.intake.queue)
             if not waiting:
                 self.out("queue: nothing pending")
                 return
@@ -387,7 +387,7 @@ class AgentRepl:
     async def _inbox(self, args: list[str]) -> None:
         if args != ["scan"]:
             return self._usage("inbox")
-        items = await scan_inbox(self.agent, self.ask, self.out)
+        items = await scan_inbox(self.port, self.ask, self.out)
         self.out(f"inbox: {len(items)} file(s) queued")
 
     async def _help(self, args: list[str]) -> None:
@@ -403,15 +403,15 @@ class AgentRepl:
 
     def prompt_text(self) -> str:
         """``proj/zeus [idle]> ``: the agent and its state, redrawn as it changes."""
-        return f"{self.agent.id} [{self.agent.state.value}]> "
+        return f"{self.port.id} [{self.port.reports.state.value}]> "
 
     def panel_text(self) -> str:
         """The F1 info panel: state, ctx %, queue length and last error."""
-        status = self.agent.status()
+        status = self.port.reports.status()
         error = status.last_error or "-"
         return (
-            f" {self.agent.id}  state {self.agent.state.value}  ctx {status.ctx_pct}%  "
-            f"queue {len(self.agent.queue)}  last error: {_short(error, 60)}  (F1 hides)"
+            f" {self.port.id}  state {self.port.reports.state.value}  ctx {status.ctx_pct}%  "
+            f"queue {len(self.port.intake.queue)}  last error: {_short(error, 60)}  (F1 hides)"
         )
 
     def toggle_panel(self) -> None:
@@ -432,7 +432,7 @@ class AgentRepl:
             return ""
 
     def _interrupt(self) -> None:
-        task = self.agent.interrupt()
+        task = self.port.intake.interrupt()
         if task is not None:
             self.out(f"interrupting {task}")
 
@@ -454,7 +454,7 @@ class AgentRepl:
 
         self._session = PromptSession(
             self.prompt_text,
-            completer=ReplCompleter(self.agent.config.cwd),
+            completer=ReplCompleter(self.port.config.cwd),
             key_bindings=bindings,
             refresh_interval=0.5,  # the prompt shows the state; redraw as it changes
             input=input,
@@ -462,7 +462,7 @@ class AgentRepl:
         )
         self._io = (input, output)
         with patch_stdout(), _logs_through_patched_stderr():
-            self.out(f"ateam agent {self.agent.id}: REPL ready — type help; F1 info; Ctrl+D closes")
+            self.out(f"ateam agent {self.port.id}: REPL ready — type help; F1 info; Ctrl+D closes")
             while True:
                 try:
                     # handle_sigint=False: prompt-toolkit would take SIGINT from the agent's

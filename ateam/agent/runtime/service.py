@@ -124,8 +124,8 @@ _TEAM_SOURCES = tuple(f"{kind}:" for kind in _FROM)
 class AgentService:
     """RPC handlers of one agent; :func:`build_methods` lays them out as the catalogue."""
 
-    def __init__(self, agent: ServicePort) -> None:
-        self.agent = agent
+    def __init__(self, port: ServicePort) -> None:
+        self.port = port
         self._admit: dict[str, Callable[[Call, str], Awaitable[None]]] = {
             "agent": self._admit_teammate,
             "mcp": self._admit_external,
@@ -139,8 +139,8 @@ class AgentService:
         running instance holds (:mod:`ateam.bus.identity`): a console, a script or an
         MCP client cannot pass for a teammate to skip ownership, whatever it names.
         """
-        teammate = f"{self.agent.config.project}/{sender}"
-        if teammate == self.agent.id:
+        teammate = f"{self.port.config.project}/{sender}"
+        if teammate == self.port.id:
             # team.send refuses it before sending: only a forger names the receiver.
             raise OwnershipDenied(
                 f"source agent:{sender} is {teammate} itself: an agent never sends itself work",
@@ -152,7 +152,7 @@ class AgentService:
                 "(consoles and scripts send with `input`, MCP clients as mcp:NAME)",
                 detail={"caller": call.caller},
             )
-        if not await self.agent.teammate_proven(teammate, call.auth_sha256):
+        if not await self.port.doors.teammate_proven(teammate, call.auth_sha256):
             raise OwnershipDenied(
                 f"{call.caller} did not prove it is {teammate}: a teammate's message carries "
                 "the identity token of its running instance, which only its own team.send "
@@ -161,15 +161,15 @@ class AgentService:
             )
 
     async def _admit_external(self, call: Call, sender: str) -> None:
-        if not await self.agent.external_input_allowed():
+        if not await self.port.doors.external_input_allowed():
             raise OwnershipDenied(
-                f"{self.agent.id} is owned by a console that has not allowed external input "
+                f"{self.port.id} is owned by a console that has not allowed external input "
                 "(its owner can run /allow external on)",
-                detail={"owner": self.agent.status().owner},
+                detail={"owner": self.port.doors.owner},
             )
 
     async def status(self, call: Call) -> StatusResult:
-        return self.agent.status()
+        return self.port.reports.status()
 
     async def input_(self, call: Call) -> InputResult:
         params = call.args(InputParams)
@@ -181,7 +181,7 @@ class AgentService:
                 "team.input queues as one, and only for that sender itself",
                 detail={"caller": call.caller, "source": params.source},
             )
-        queued = self.agent.enqueue(
+        queued = self.port.intake.enqueue(
             params.text,
             source=params.source,
             rid=call.id,
@@ -194,7 +194,7 @@ class AgentService:
         return InputResult(
             id=queued.item.id,
             trace_id=queued.item.trace_id,
-            queued=len(self.agent.queue),
+            queued=len(self.port.intake.queue),
             created=queued.created,
             redacted=queued.redacted,
         )
@@ -210,16 +210,16 @@ class AgentService:
         params = call.args(TeamInputParams)
         kind, sender = params.source.split(":", 1)
         await self._admit[kind](call, sender)
-        limit = self.agent.config.spec.team.max_hops
+        limit = self.port.config.spec.team.max_hops
         if params.hops > limit:
             raise HopLimit(
-                f"message refused: hop {params.hops} of its thread, over {self.agent.id}'s "
+                f"message refused: hop {params.hops} of its thread, over {self.port.id}'s "
                 f"limit of {limit} (team.max_hops)",
                 detail={"hops": params.hops, "max_hops": limit},
             )
         # The model reads the task as text: it must know who asked, to answer the right one.
         heading = _FROM[kind].format(sender=sender)
-        queued = self.agent.enqueue(
+        queued = self.port.intake.enqueue(
             f"{heading}\n{params.text}",
             source=params.source,
             rid=call.id,
@@ -230,58 +230,60 @@ class AgentService:
         return self._accepted(queued)
 
     async def interrupt(self, call: Call) -> InterruptResult:
-        return InterruptResult(task_id=self.agent.interrupt())
+        return InterruptResult(task_id=self.port.intake.interrupt())
 
     async def cancel(self, call: Call) -> CancelResult:
         hard = call.args(CancelParams).hard
-        return CancelResult(task_id=self.agent.interrupt(hard=hard), hard=hard)
+        return CancelResult(task_id=self.port.intake.interrupt(hard=hard), hard=hard)
 
     async def queue_list(self, call: Call) -> QueueListResult:
-        current = self.agent.queue.current
+        current = self.port.intake.queue.current
         # Validated as the client reads it: a damaged dead-lettered line is kept as found.
         return QueueListResult.model_validate(
             {
                 "current": current.to_dict() if current else None,
-                "pending": [item.to_dict() for item in self.agent.queue.pending()],
-                "dead": self.agent.queue.dead_items(),
+                "pending": [item.to_dict() for item in self.port.intake.queue.pending()],
+                "dead": self.port.intake.queue.dead_items(),
             }
         )
 
     async def queue_clear(self, call: Call) -> QueueClearResult:
         if not call.args(ConfirmParams).confirm:
             raise BadRequest("queue.clear needs confirm=true: it drops every pending item")
-        cleared = self.agent.queue.clear()
-        self.agent.touch_registry()
+        cleared = self.port.intake.queue.clear()
+        self.port.reports.touch()
         return QueueClearResult(cleared=cleared)
 
     async def queue_retry(self, call: Call) -> QueueRetryResult:
-        items = self.agent.queue.retry_dead()
+        items = self.port.intake.queue.retry_dead()
         if items:
-            self.agent.enqueue_wakeup()
+            self.port.intake.wakeup()
         return QueueRetryResult(requeued=[item.id for item in items])
 
     async def alert_ack(self, call: Call) -> AlertAckResult:
-        return AlertAckResult(acknowledged=self.agent.acknowledge_alerts())
+        return AlertAckResult(acknowledged=self.port.reports.acknowledge_alerts())
 
     async def history_tail(self, call: Call) -> HistoryTailResult:
-        return HistoryTailResult(turns=self.agent.history.tail(call.args(HistoryTailParams).n))
+        return HistoryTailResult(
+            turns=self.port.reports.history.tail(call.args(HistoryTailParams).n)
+        )
 
     async def history_clear(self, call: Call) -> HistoryClearResult:
-        if call.args(HistoryClearParams).confirm_id != self.agent.id:
+        if call.args(HistoryClearParams).confirm_id != self.port.id:
             raise BadRequest(
                 "history.clear is irreversible: pass confirm_id equal to the agent id "
-                f"{self.agent.id!r}"
+                f"{self.port.id!r}"
             )
-        self.agent.history.clear()
+        self.port.reports.history.clear()
         return HistoryClearResult(cleared=True)
 
     async def memory_stats(self, call: Call) -> MemoryStatsResult:
-        return self.agent.memory_stats()
+        return self.port.reports.memory_stats()
 
     # models and the handoff ------------------------------------------------------------
 
     async def model_list(self, call: Call) -> ModelListResult:
-        router = self.agent.router
+        router = self.port.router
         return ModelListResult.model_validate(
             {
                 "current": router.current,
@@ -293,25 +295,25 @@ class AgentService:
         )
 
     async def model_use(self, call: Call) -> ModelUseResult:
-        return await self.agent.use_model(call.args(ModelUseParams).model)
+        return await self.port.control.use_model(call.args(ModelUseParams).model)
 
     async def model_save(self, call: Call) -> ModelSaveResult:
-        pinned = self.agent.router.pinned
+        pinned = self.port.router.pinned
         if pinned is None:
             # The current model may be an automatic fallback: saving that as the primary
             # would make a passing outage permanent.
             raise BadRequest("nothing is pinned: /use MODEL first, then /save")
-        return ModelSaveResult(saved=save_model(self.agent.config, pinned))
+        return ModelSaveResult(saved=save_model(self.port.config, pinned))
 
     async def handoff_show(self, call: Call) -> HandoffShowResult:
-        record, validity = self.agent.handoff.show()
+        record, validity = self.port.handoff.show()
         return HandoffShowResult(record=record, valid=validity.ok, reason=validity.reason)
 
     # the plan ---------------------------------------------------------------------------
 
     @property
     def _plan_path(self) -> Path:
-        return self.agent.config.dir / PLAN_FILE
+        return self.port.config.dir / PLAN_FILE
 
     async def plan_read(self, call: Call) -> PlanReadResult:
         text = await asyncio.to_thread(read_plan, self._plan_path)
@@ -329,7 +331,7 @@ class AgentService:
         return PlanDeleteResult(deleted=await asyncio.to_thread(delete_plan, self._plan_path))
 
     async def _plan_op(self, op: Callable[[Path, str], int], text: str) -> int:
-        text = self.agent.redactor.redact(text)  # a console redacts too; other callers may not
+        text = self.port.redactor.redact(text)  # a console redacts too; other callers may not
         try:
             return await asyncio.to_thread(op, self._plan_path, text)
         except ValueError as exc:
@@ -343,7 +345,7 @@ class AgentService:
         params = call.args(KbIngestParams)
         scope = check_scope(params.scope)
         loop = asyncio.get_running_loop()
-        events = self.agent.events
+        events = self.port.events
 
         def progress(done: int, total: int, path: str) -> None:
             # Called on the ingesting thread; the publisher belongs to the loop.
@@ -353,66 +355,66 @@ class AgentService:
                 )
             )
 
-        report = await self.agent.kb.ingest(scope, list(params.paths), progress=progress)
+        report = await self.port.kb.ingest(scope, list(params.paths), progress=progress)
         return KbReport.model_validate(report)
 
     async def kb_search(self, call: Call) -> KbSearchResult:
         params = call.args(KbSearchParams)
         k = DEFAULT_K if params.k is None else params.k
-        hits = await self.agent.kb.search(check_scope(params.scope), params.query, k=k)
+        hits = await self.port.kb.search(check_scope(params.scope), params.query, k=k)
         return KbSearchResult(hits=hits)
 
     async def kb_list(self, call: Call) -> KbListResult:
         scope = check_scope(call.args(KbScopeParams).scope)
-        return KbListResult(documents=await self.agent.kb.documents(scope))
+        return KbListResult(documents=await self.port.kb.documents(scope))
 
     async def kb_export(self, call: Call) -> KbExportResult:
         params = call.args(KbExportParams)
-        chunks = await self.agent.kb.export(check_scope(params.scope), list(params.ids))
-        return KbExportResult.model_validate({"chunks": chunks, "from": self.agent.id})
+        chunks = await self.port.kb.export(check_scope(params.scope), list(params.ids))
+        return KbExportResult.model_validate({"chunks": chunks, "from": self.port.id})
 
     async def kb_import(self, call: Call) -> KbReport:
         params = call.args(KbImportParams)
-        report = await self.agent.kb.import_documents(
+        report = await self.port.kb.import_documents(
             check_scope(params.scope), list(params.chunks), copied_from=params.copied_from
         )
         return KbReport.model_validate(report)
 
     async def offload_propose(self, call: Call) -> OffloadProposal:
-        proposal = self.agent.propose_offload(call.args(OffloadProposeParams).name)
+        proposal = self.port.control.propose_offload(call.args(OffloadProposeParams).name)
         kb_ids = await self._relevant_documents(proposal.task)
         return proposal.model_copy(update={"kb_ids": kb_ids})
 
     async def _relevant_documents(self, task: str) -> list[str]:
         """Up to 5 of the agent's own documents about ``task``, best first; none without a KB."""
-        if not task or not (self.agent.config.dir / "kb").is_dir():
+        if not task or not (self.port.config.dir / "kb").is_dir():
             return []  # never create a store just to propose from it
         try:
-            hits = await self.agent.kb.search("agent", task[:2000], k=MAX_OFFLOAD_DOCS * 3)
+            hits = await self.port.kb.search("agent", task[:2000], k=MAX_OFFLOAD_DOCS * 3)
         except AteamError:
             return []
         return list(dict.fromkeys(hit["doc_id"] for hit in hits))[:MAX_OFFLOAD_DOCS]
 
     async def context_summarize(self, call: Call) -> SummarizeResult:
-        return await self.agent.summarize("/summarize")
+        return await self.port.control.summarize("/summarize")
 
     # approvals --------------------------------------------------------------------------
 
     async def approval_list(self, call: Call) -> ApprovalListResult:
         full = call.args(ApprovalListParams).full
-        pending = [req.to_wire(full=full) for req in self.agent.approvals.pending()]
+        pending = [req.to_wire(full=full) for req in self.port.approvals.pending()]
         if full:
             # /edit: the whole proposed file, which the owner edits and sends back; a
             # masked copy would write **** into the file. Only this reply carries it.
             return ApprovalListResult.model_validate({"pending": pending})
         return ApprovalListResult.model_validate(
-            {"pending": self.agent.redactor.redact_obj(pending)}
+            {"pending": self.port.redactor.redact_obj(pending)}
         )
 
     async def approval_answer(self, call: Call) -> ApprovalAnswerResult:
         params = call.args(ApprovalAnswerParams)
         decision = parse_decision(params.decision)
-        request = self.agent.approvals.answer(
+        request = self.port.approvals.answer(
             params.request_id, decision, content=params.content, by=call.caller
         )
         return ApprovalAnswerResult(request_id=request.id, decision=decision.value)
@@ -420,37 +422,37 @@ class AgentService:
     # prompts ----------------------------------------------------------------------------
 
     async def prompt_show(self, call: Call) -> PromptShowResult:
-        prompts = self.agent.prompts
+        prompts = self.port.prompting.prompts
         return PromptShowResult(
             text=prompts.effective(), marked=prompts.show(), version=prompts.version
         )
 
     async def prompt_overlay(self, call: Call) -> PromptOverlayResult:
         return PromptOverlayResult(
-            text=self.agent.prompts.overlay_text(),
-            path=str(self.agent.config.overlay_prompt_path),
+            text=self.port.prompting.prompts.overlay_text(),
+            path=str(self.port.config.overlay_prompt_path),
         )
 
     async def prompt_append(self, call: Call) -> PromptVersionResult:
-        text = self.agent.redactor.redact(call.args(TextParams).text)
-        self.agent.prompts.append_overlay(text)
-        self.agent.prompt_changed("overlay line added")
-        return PromptVersionResult(version=self.agent.prompts.version)
+        text = self.port.redactor.redact(call.args(TextParams).text)
+        self.port.prompting.prompts.append_overlay(text)
+        self.port.prompting.changed("overlay line added")
+        return PromptVersionResult(version=self.port.prompting.prompts.version)
 
     async def prompt_set(self, call: Call) -> PromptVersionResult:
         text = call.args(AnyTextParams).text
-        self.agent.prompts.set_overlay(self.agent.redactor.redact(text))
-        self.agent.prompt_changed("overlay edited")
-        return PromptVersionResult(version=self.agent.prompts.version)
+        self.port.prompting.prompts.set_overlay(self.port.redactor.redact(text))
+        self.port.prompting.changed("overlay edited")
+        return PromptVersionResult(version=self.port.prompting.prompts.version)
 
     async def prompt_reload(self, call: Call) -> PromptReloadResult:
-        applied = self.agent.request_prompt_reload("/reloadsysprompt")
+        applied = self.port.prompting.request("/reloadsysprompt")
         return PromptReloadResult(
-            applied=applied, deferred=not applied, version=self.agent.prompts.version
+            applied=applied, deferred=not applied, version=self.port.prompting.prompts.version
         )
 
     async def tools_list(self, call: Call) -> ToolsListResult:
-        policy = self.agent.policy
+        policy = self.port.policy
         return ToolsListResult(
             tools=[
                 ToolInfo(
@@ -466,15 +468,15 @@ class AgentService:
 
     async def shutdown(self, call: Call) -> ShutdownResult:
         if call.args(ShutdownParams).restart:
-            await self.agent.restart_marker()
+            await self.port.doors.restart_marker()
         # Reply first, then stop: the caller deserves to hear that it worked.
-        asyncio.get_running_loop().call_later(0.05, self.agent.request_shutdown)
+        asyncio.get_running_loop().call_later(0.05, self.port.control.request_shutdown)
         return ShutdownResult(stopping=True, pid=os.getpid())
 
 
-def build_methods(agent: ServicePort) -> dict[str, Method]:
+def build_methods(port: ServicePort) -> dict[str, Method]:
     """Bind the catalogue to one agent. Adding a method means adding a row here."""
-    svc = AgentService(agent)
+    svc = AgentService(port)
     Row = tuple[str, Callable[[Call], Awaitable[Result]], type[Params], type[Result], bool, str]
     table: list[Row] = [
         (

@@ -62,9 +62,9 @@ async def make_agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[MakeA
 
 async def run_task(agent: Agent, client: aioredis.Redis) -> list[dict[str, Any]]:
     """Queue one task, wait for it to end; the ``tool.end`` events of it, in order."""
-    agent.enqueue("work the board", source="test")
-    await async_wait_for(lambda: not len(agent.queue) and agent.state is AgentState.IDLE)
-    events = [unpack(f[b"d"]) for _, f in await client.xrange(agent.keys.events(agent.id))]
+    agent.parts.worker.enqueue("work the board", source="test")
+    await async_wait_for(lambda: not len(agent.parts.queue) and agent.state is AgentState.IDLE)
+    events = [unpack(f[b"d"]) for _, f in await client.xrange(agent.parts.keys.events(agent.id))]
     assert [e["ok"] for e in events if e["type"] == "task.end"] == [True]
     return [e for e in events if e["type"] == "tool.end"]
 
@@ -109,7 +109,7 @@ async def test_an_agent_lists_claims_adds_and_finishes_tasks(
     assert added[0].priority == 2 and added[0].depends_on == (first.id,)
     assert (await board.get(P, blocked.id)) == blocked  # untouched by the refused claim
     # What the model read: the open tasks, as records, highest priority first.
-    tool_turns = [t for t in agent.history.tail(20) if t["role"] == "tool"]
+    tool_turns = [t for t in agent.parts.history.tail(20) if t["role"] == "tool"]
     listed = tool_turns[0]["content"]
     assert listed.index(first.id) < listed.index(blocked.id) and '"status": "open"' in listed
     assert "task.blocked" in tool_turns[2]["content"] and first.id in tool_turns[2]["content"]
@@ -145,7 +145,7 @@ async def test_only_the_holder_finishes_and_fail_records_the_reason(
     failed = await board.get(P, mine.id)
     assert failed is not None and failed.status is TaskStatus.FAILED
     assert failed.assignee == agent.id and failed.reason == "the API is gone"
-    listed = [t for t in agent.history.tail(20) if t["role"] == "tool"][-1]["content"]
+    listed = [t for t in agent.parts.history.tail(20) if t["role"] == "tool"][-1]["content"]
     assert theirs.id in listed and mine.id not in listed
 
 
@@ -158,7 +158,7 @@ async def test_tasks_tools_are_denied_unless_allowed(
 
     assert [(e["ok"], e.get("code")) for e in ends] == [(False, "tool.denied")]
     assert await board.list(P) == []
-    assert not any(t.name.startswith("tasks.") for t in agent.policy.available())
+    assert not any(t.name.startswith("tasks.") for t in agent.parts.policy.available())
 
 
 async def test_malformed_arguments_are_refused_and_change_nothing(

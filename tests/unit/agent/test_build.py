@@ -27,10 +27,10 @@ async def test_a_swapped_part_is_the_one_the_running_agent_uses(
     agent = Agent(config, target, EchoProvider(), parts=parts)
     await agent.start()
     try:
-        assert agent.queue is queue
-        queued = agent.enqueue("hello", source="test")
+        assert agent.parts.queue is queue
+        queued = agent.parts.worker.enqueue("hello", source="test")
         await async_wait_for(lambda: queue.current is None and not queue.pending())
-        turns = agent.history.tail(5)
+        turns = agent.parts.history.tail(5)
         assert [t["content"] for t in turns] == ["hello", "echo: hello"]
         assert turns[0]["task_id"] == queued.item.id
     finally:

@@ -59,7 +59,7 @@ async def test_inbox_scan_queues_only_confirmed_files_and_moves_them(agent: Agen
     # The worker would take items as they arrive; hold it so the queue can be inspected.
     agent._worker.cancel()  # type: ignore[union-attr]
 
-    items = await scan_inbox(agent, script.ask, script.out)
+    items = await scan_inbox(agent.port, script.ask, script.out)
 
     assert [q.split("?")[0] for q in script.questions] == [
         "enqueue a.md",
@@ -69,7 +69,7 @@ async def test_inbox_scan_queues_only_confirmed_files_and_moves_them(agent: Agen
     assert [item.source for item in items] == ["inbox", "inbox"]
     assert items[0].text == "[inbox file: a.md]\nfirst task\nline two\n"
     assert items[1].text.startswith("[inbox file: c.txt]\n")
-    assert [p.text for p in agent.queue.pending()] == [i.text for i in items]
+    assert [p.text for p in agent.parts.queue.pending()] == [i.text for i in items]
     assert sorted(p.name for p in (inbox / "processed").iterdir()) == ["a.md", "c.txt"]
     assert (inbox / "b.md").read_text() == "refused task\n"  # left where it was
     assert not (inbox / "a.md").exists() and not (inbox / "c.txt").exists()
@@ -87,7 +87,7 @@ async def test_inbox_scan_skips_binary_and_oversized_and_never_overwrites(agent:
     (processed / "note.md").write_text("old note\n")
     script = Script(["y"])
 
-    items = await scan_inbox(agent, script.ask, script.out)
+    items = await scan_inbox(agent.port, script.ask, script.out)
 
     assert len(script.questions) == 1 and "note.md" in script.questions[0]
     assert [item.text for item in items] == ["[inbox file: note.md]\nnew note\n"]
@@ -102,13 +102,13 @@ async def test_inbox_scan_skips_binary_and_oversized_and_never_overwrites(agent:
 
 async def test_inbox_scan_without_an_inbox_says_so(agent: Agent) -> None:
     script = Script()
-    assert await scan_inbox(agent, script.ask, script.out) == []
+    assert await scan_inbox(agent.port, script.ask, script.out) == []
     assert "does not exist" in script.text and not script.questions
 
 
 async def test_commands_dispatch_to_the_agent(agent: Agent) -> None:
     script = Script()
-    repl = AgentRepl(agent, out=script.out, ask=script.ask)
+    repl = AgentRepl(agent.port, out=script.out, ask=script.ask)
 
     await repl.handle("status")
     assert "proj/zeus" in script.text and "state idle" in script.text
@@ -117,7 +117,8 @@ async def test_commands_dispatch_to_the_agent(agent: Agent) -> None:
     assert script.lines[-1].startswith("queued q-")
     # The worker runs the task on its own asyncio task: wait for the echo's answer.
     await async_wait_for(
-        lambda: any(t.get("content") == "echo: hello there" for t in agent.history.tail(10)), 5
+        lambda: any(t.get("content") == "echo: hello there" for t in agent.parts.history.tail(10)),
+        5,
     )
 
     script.lines.clear()
@@ -127,7 +128,7 @@ async def test_commands_dispatch_to_the_agent(agent: Agent) -> None:
 
     script.lines.clear()
     await repl.handle("sys show")
-    assert script.text == agent.prompts.show()
+    assert script.text == agent.parts.prompts.show()
 
     script.lines.clear()
     await repl.handle("queue")
@@ -149,9 +150,9 @@ async def test_commands_dispatch_to_the_agent(agent: Agent) -> None:
 async def test_plain_text_is_queued_with_source_local(agent: Agent) -> None:
     agent._worker.cancel()  # type: ignore[union-attr]
     script = Script()
-    repl = AgentRepl(agent, out=script.out, ask=script.ask)
+    repl = AgentRepl(agent.port, out=script.out, ask=script.ask)
     await repl.handle("  please build it  ")
-    (item,) = agent.queue.pending()
+    (item,) = agent.parts.queue.pending()
     assert (item.text, item.source) == ("please build it", "local")
     assert script.lines == [f"queued {item.id} (1 waiting)"]
 
@@ -161,10 +162,10 @@ async def test_a_secret_typed_at_the_repl_is_queued_redacted_and_the_user_told(
 ) -> None:
     agent._worker.cancel()  # type: ignore[union-attr]
     script = Script()
-    repl = AgentRepl(agent, out=script.out, ask=script.ask)
+    repl = AgentRepl(agent.port, out=script.out, ask=script.ask)
     key = "AKIA" + "Q4W7E2R9T5Y1U8I3"
     await repl.handle(f"upload as {key}")
-    (item,) = agent.queue.pending()
+    (item,) = agent.parts.queue.pending()
     assert item.text == "upload as ****"
     assert script.lines[-1].startswith("1 secret replaced by ****;")
     assert "env_passthrough" in script.lines[-1]
@@ -172,23 +173,23 @@ async def test_a_secret_typed_at_the_repl_is_queued_redacted_and_the_user_told(
 
 async def test_queue_clear_needs_yes(agent: Agent) -> None:
     agent._worker.cancel()  # type: ignore[union-attr]
-    agent.enqueue("one", source="test")
-    agent.enqueue("two", source="test")
+    agent.parts.worker.enqueue("one", source="test")
+    agent.parts.worker.enqueue("two", source="test")
     script = Script(["y", "", "yes"])
-    repl = AgentRepl(agent, out=script.out, ask=script.ask)
+    repl = AgentRepl(agent.port, out=script.out, ask=script.ask)
 
     await repl.handle("queue clear")
     await repl.handle("queue clear")
-    assert len(agent.queue) == 2 and script.lines == ["queue: not cleared"] * 2
+    assert len(agent.parts.queue) == 2 and script.lines == ["queue: not cleared"] * 2
 
     await repl.handle("queue clear")
-    assert len(agent.queue) == 0 and script.lines[-1] == "queue: cleared 2 item(s)"
+    assert len(agent.parts.queue) == 0 and script.lines[-1] == "queue: cleared 2 item(s)"
     assert script.questions == ["drop 2 pending item(s)? type yes to confirm: "] * 3
 
 
 async def test_info_panel_shows_state_ctx_queue_and_last_error(agent: Agent) -> None:
-    repl = AgentRepl(agent, out=lambda _: None)
-    agent.entry.last_error = "provider.error: boom"
+    repl = AgentRepl(agent.port, out=lambda _: None)
+    agent.parts.status.entry.last_error = "provider.error: boom"
     text = repl.panel_text()
     assert "state idle" in text and "ctx " in text and "queue 0" in text
     assert "provider.error: boom" in text
@@ -223,7 +224,7 @@ async def test_run_reads_lines_f1_toggles_the_panel_ctrl_c_clears_ctrl_d_ends(
 
     agent._worker.cancel()  # type: ignore[union-attr]
     script = Script()
-    repl = AgentRepl(agent, out=script.out, ask=script.ask)
+    repl = AgentRepl(agent.port, out=script.out, ask=script.ask)
     with create_pipe_input() as keys:
         # F1, a task, a line abandoned with Ctrl+C, F1 again, then Ctrl+D.
         keys.send_text("\x1bOP")
@@ -232,7 +233,7 @@ async def test_run_reads_lines_f1_toggles_the_panel_ctrl_c_clears_ctrl_d_ends(
         keys.send_text("\x1bOP")
         keys.send_text("\x04")
         await asyncio.wait_for(repl.run(input=keys, output=DummyOutput()), 10)
-    assert [item.text for item in agent.queue.pending()] == ["build the thing"]
+    assert [item.text for item in agent.parts.queue.pending()] == ["build the thing"]
     assert script.lines[-1].startswith("REPL closed; the agent keeps running")
     assert not repl.panel  # toggled twice
     assert agent.state.value == "idle"  # Ctrl+C on an idle agent interrupts nothing
@@ -242,7 +243,7 @@ async def test_f1_sets_the_bottom_toolbar(agent: Agent) -> None:
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
 
-    repl = AgentRepl(agent, out=lambda _: None)
+    repl = AgentRepl(agent.port, out=lambda _: None)
     with create_pipe_input() as keys:
         keys.send_text("\x1bOP")
         keys.send_text("\x04")

@@ -86,14 +86,18 @@ def killed_mid_task(config: AgentConfig, source: str, *, answered: bool) -> Queu
 
 
 def turns_of(agent: Agent, item: QueueItem, role: str) -> list[dict[str, Any]]:
-    return [t for t in agent.history.tail(100) if t.get("task_id") == item.id and t["role"] == role]
+    return [
+        t
+        for t in agent.parts.history.tail(100)
+        if t.get("task_id") == item.id and t["role"] == role
+    ]
 
 
 async def events_of(agent: Agent, item: QueueItem, until: str) -> list[dict[str, Any]]:
     """The item's events, once one of type or code ``until`` is among them."""
 
     async def read() -> list[dict[str, Any]] | None:
-        raw = await agent.client.xrange(agent.keys.events(agent.id))
+        raw = await agent.parts.client.xrange(agent.parts.keys.events(agent.id))
         bodies = [unpack(fields[b"d"]) for _, fields in raw]
         mine = [b for b in bodies if b.get("task_id") == item.id]
         return mine if any(until in (b["type"], b.get("code")) for b in mine) else None
@@ -112,7 +116,7 @@ async def board_status(team: Team, task_id: str, status: TaskStatus) -> BoardTas
 
 
 def settled(agent: Agent) -> bool:
-    return agent.queue.current is None and len(agent.queue) == 0
+    return agent.parts.queue.current is None and len(agent.parts.queue) == 0
 
 
 @pytest.mark.parametrize("killed_before", [False, True], ids=["crashed", "killed"])
@@ -206,7 +210,7 @@ async def test_a_claim_with_nothing_queued_for_it_is_given_up_at_start(
     # Reopened, then taken again by the idle agent itself, and run once.
     finished = await board_status(team, task.id, TaskStatus.DONE)
     assert finished.assignee == config.id and finished.result == RERUN
-    runs = [t for t in agent.history.tail(100) if t.get("source") == f"board:{task.id}"]
+    runs = [t for t in agent.parts.history.tail(100) if t.get("source") == f"board:{task.id}"]
     assert len(runs) == 1
 
 
@@ -217,17 +221,17 @@ async def test_the_board_hears_of_the_end_before_the_queue(
     order would leave a claim with nothing queued for it, given up and run again."""
     agent: Agent = await start()
     board_then: list[str] = []
-    done = agent.queue.done
+    done = agent.parts.queue.done
 
     def spy(item_id: str, **kwargs: Any) -> None:
-        item = agent.queue.current
+        item = agent.parts.queue.current
         assert item is not None
-        raw = sync.hget(agent.keys.board("proj"), item.source.removeprefix("board:"))
+        raw = sync.hget(agent.parts.keys.board("proj"), item.source.removeprefix("board:"))
         board_then.append(unpack(raw)["status"])  # type: ignore[arg-type]
         done(item_id, **kwargs)
 
     sync = redis.Redis.from_url(target.url)  # the spy runs inside the sync queue call
-    agent.queue.done = spy  # type: ignore[method-assign]
+    agent.parts.queue.done = spy  # type: ignore[method-assign]
     task = await team.tasks.add("proj", title="write the changelog", created_by="proj/lead")
 
     await board_status(team, task.id, TaskStatus.DONE)

@@ -63,7 +63,7 @@ async def make_agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Calla
 
 
 async def events(client: aioredis.Redis, agent: Agent) -> list[dict[str, Any]]:
-    return [unpack(f[b"d"]) for _, f in await client.xrange(agent.keys.events(agent.id))]
+    return [unpack(f[b"d"]) for _, f in await client.xrange(agent.parts.keys.events(agent.id))]
 
 
 def call(name: str, **args: Any) -> dict[str, Any]:
@@ -74,9 +74,9 @@ async def test_a_tool_that_raises_fails_its_call_not_the_task_or_the_agent(
     make_agent: Callable[..., Any], client: aioredis.Redis
 ) -> None:
     agent = await make_agent([call("test.boom", reason="oops"), {"text": "recovered"}])
-    agent.enqueue("break it", source="test")
-    agent.enqueue("then this", source="test")
-    await async_wait_for(lambda: not len(agent.queue) and agent.history.count() >= 6)
+    agent.parts.worker.enqueue("break it", source="test")
+    agent.parts.worker.enqueue("then this", source="test")
+    await async_wait_for(lambda: not len(agent.parts.queue) and agent.parts.history.count() >= 6)
     await async_wait_for(lambda: agent.state is AgentState.IDLE)
 
     seen = await events(client, agent)
@@ -84,7 +84,7 @@ async def test_a_tool_that_raises_fails_its_call_not_the_task_or_the_agent(
     assert (end["ok"], end["code"]) == (False, "internal")
     ends = [e for e in seen if e["type"] == "task.end"]
     assert [e["ok"] for e in ends] == [True, True]
-    tool_turn = next(t for t in agent.history.tail(10) if t["role"] == "tool")
+    tool_turn = next(t for t in agent.parts.history.tail(10) if t["role"] == "tool")
     assert "error [internal]" in tool_turn["content"] and "KeyError" in tool_turn["content"]
     assert agent.exit_code == 0 and agent._worker is not None and not agent._worker.done()
 
@@ -98,11 +98,11 @@ async def test_an_owner_may_take_longer_than_the_fs_timeout_over_a_diff(
     agent = await make_agent(
         [call("fs.patch", path="slow.txt", content="new\n", base_sha256=base), {"text": "ok"}]
     )
-    agent.enqueue("patch it", source="test")
-    await async_wait_for(lambda: agent.approvals.pending())
+    agent.parts.worker.enqueue("patch it", source="test")
+    await async_wait_for(lambda: agent.parts.approvals.pending())
     assert agent.state is AgentState.WAITING
     await asyncio.sleep(3.5)  # longer than fs.*'s 3 s: the wait for the owner is not fs work
-    agent.approvals.answer(None, Decision.APPROVE, content=None, by="console:test")
+    agent.parts.approvals.answer(None, Decision.APPROVE, content=None, by="console:test")
     await async_wait_for(lambda: agent.state is AgentState.IDLE)
     assert target.read_text() == "new\n"
     (end,) = [e for e in await events(client, agent) if e["type"] == "tool.end"]
@@ -116,7 +116,7 @@ async def test_an_interrupt_also_rejects_an_approval_asked_for_just_after_it(
     base = hashlib.sha256(b"a\n").hexdigest()
     agent = await make_agent([call("fs.patch", path="late.txt", content="b\n", base_sha256=base)])
     started = asyncio.Event()
-    real = agent.sandbox.propose_patch
+    real = agent.parts.sandbox.propose_patch
 
     def slow_propose(*args: Any, **kwargs: Any) -> Any:
         # The interrupt lands while the proposal is being computed, before the ask.
@@ -124,10 +124,10 @@ async def test_an_interrupt_also_rejects_an_approval_asked_for_just_after_it(
         time.sleep(0.3)
         return real(*args, **kwargs)
 
-    agent.sandbox.propose_patch = slow_propose  # type: ignore[method-assign]
-    agent.enqueue("patch", source="test")
+    agent.parts.sandbox.propose_patch = slow_propose  # type: ignore[method-assign]
+    agent.parts.worker.enqueue("patch", source="test")
     await async_wait_for(started.is_set)
-    agent.interrupt()
+    agent.parts.worker.interrupt()
     await async_wait_for(lambda: agent.state is AgentState.IDLE, timeout=5)
     seen = await events(client, agent)
     (task_end,) = [e for e in seen if e["type"] == "task.end"]
@@ -140,14 +140,18 @@ async def test_a_released_task_runs_again_without_repeating_its_question(
     make_agent: Callable[..., Any], client: aioredis.Redis
 ) -> None:
     agent = await make_agent([{"text": "first attempt"}, {"text": "second attempt"}])
-    item = agent.queue.append("the question", source="test", trace_id="t1")
-    taken = agent.queue.take()
+    item = agent.parts.queue.append("the question", source="test", trace_id="t1")
+    taken = agent.parts.queue.take()
     assert taken is not None
-    agent.history.append(Turn(role="user", content="the question", task_id=item.id, trace_id="t1"))
-    agent.queue.release(item.id)
-    agent.enqueue_wakeup()
-    await async_wait_for(lambda: agent.history.count() >= 2 and agent.state is AgentState.IDLE)
-    turns = agent.history.tail(10)
+    agent.parts.history.append(
+        Turn(role="user", content="the question", task_id=item.id, trace_id="t1")
+    )
+    agent.parts.queue.release(item.id)
+    agent.parts.worker.wakeup()
+    await async_wait_for(
+        lambda: agent.parts.history.count() >= 2 and agent.state is AgentState.IDLE
+    )
+    turns = agent.parts.history.tail(10)
     assert [t["role"] for t in turns] == ["user", "assistant"]
     (end,) = [e for e in await events(client, agent) if e["type"] == "task.end"]
     assert end["ok"] is True and end["task_id"] == item.id
@@ -158,19 +162,19 @@ async def test_shutdown_during_a_silent_model_releases_the_item(
 ) -> None:
     agent = await make_agent([{"text": "never finished"}])
     gate = asyncio.Event()
-    real_stream = agent.provider.stream
+    real_stream = agent.parts.router.provider().stream
 
     async def stalled(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         await gate.wait()  # a model that sends nothing for a long time
         async for chunk in real_stream(*args, **kwargs):
             yield chunk
 
-    agent.runner.provider.stream = stalled  # type: ignore[method-assign]
-    item = agent.enqueue("slow one", source="test").item
+    agent.parts.runner.provider.stream = stalled  # type: ignore[method-assign]
+    item = agent.parts.worker.enqueue("slow one", source="test").item
     await async_wait_for(lambda: agent.state is AgentState.BUSY)
     agent.request_shutdown()
     await asyncio.wait_for(agent.stop(), 15)
-    reopened = type(agent.queue)(agent.config.state_dir)
+    reopened = type(agent.parts.queue)(agent.config.state_dir)
     report = reopened.open()
     # Put back at the head by the shutdown itself, not found half-done like after a crash.
     assert report.requeued == [] and report.dead == []
@@ -190,16 +194,16 @@ async def test_decisions_and_constraints_recorded_by_the_model_reach_every_later
         [{"text": "Noting.", "tool_calls": [decide, constrain]}, {"text": "noted"}],
         tools_allow=("memory.*",),
     )
-    agent.enqueue("remember this", source="test")
-    await async_wait_for(lambda: agent.history.count() >= 5)
+    agent.parts.worker.enqueue("remember this", source="test")
+    await async_wait_for(lambda: agent.parts.history.count() >= 5)
     await async_wait_for(lambda: agent.state is AgentState.IDLE)
     ends = [e for e in await events(client, agent) if e["type"] == "tool.end"]
     assert [e["ok"] for e in ends] == [True, True]
-    system = agent.runner.build_context().messages[0].content
+    system = agent.parts.runner.build_context().messages[0].content
     assert "## Working context" in system
     assert "Use SQLite for the cache" in system and "Never edit api/v1" in system
     # And they are on disk, for the next process and the next model.
-    assert agent.workctx.decisions()[0]["task"] == agent.history.tail(5)[0]["task_id"]
+    assert agent.parts.workctx.decisions()[0]["task"] == agent.parts.history.tail(5)[0]["task_id"]
 
 
 async def test_a_key_the_model_streams_in_pieces_with_pauses_is_masked_in_every_token(
@@ -209,11 +213,11 @@ async def test_a_key_the_model_streams_in_pieces_with_pauses_is_masked_in_every_
     # hold) lets "AK" go out on its own; the rest of the key must not follow it raw.
     pieces = ["The key is AK", "IAIOSFODNN7EXA", "MPLE and that is all."]
     agent = await make_agent([{"chunks": pieces}], delay_ms=1200)
-    agent.enqueue("show me the key", source="test")
-    await async_wait_for(lambda: agent.history.count() >= 2, timeout=30)
+    agent.parts.worker.enqueue("show me the key", source="test")
+    await async_wait_for(lambda: agent.parts.history.count() >= 2, timeout=30)
 
     seen = await events(client, agent)
     streamed = "".join(e["text"] for e in seen if e["type"] == "token")
     assert "IOSFODNN7EXA" not in streamed, streamed
     assert streamed.startswith("The key is AK") and streamed.endswith("and that is all.")
-    assert "IOSFODNN7EXA" not in str(agent.history.tail(5))
+    assert "IOSFODNN7EXA" not in str(agent.parts.history.tail(5))

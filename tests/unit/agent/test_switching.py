@@ -59,19 +59,21 @@ async def running(target: RedisTarget) -> AsyncIterator[Callable[[Path], Any]]:
 
 
 async def events(client: aioredis.Redis, agent: Agent, kind: str) -> list[dict[str, Any]]:
-    raw = await client.xrange(agent.keys.events(agent.id))
+    raw = await client.xrange(agent.parts.keys.events(agent.id))
     return [body for body in (unpack(f[b"d"]) for _, f in raw) if body["type"] == kind]
 
 
 async def idle_after(agent: Agent, tasks: int) -> None:
     await async_wait_for(
         lambda: (
-            agent.queue.current is None and not len(agent.queue) and agent.state is AgentState.IDLE
+            agent.parts.queue.current is None
+            and not len(agent.parts.queue)
+            and agent.state is AgentState.IDLE
         ),
         15,
         "the agent to be idle with an empty queue",
     )
-    assert agent.history.count() >= tasks
+    assert agent.parts.history.count() >= tasks
 
 
 @pytest.mark.parametrize("spoil", ["bad_checksum", "expired"])
@@ -79,20 +81,20 @@ async def test_a_spoilt_handoff_is_never_used_and_the_switch_says_so(
     running: Callable[[Path], Any], client: aioredis.Redis, tmp_path: Path, spoil: str
 ) -> None:
     agent: Agent = await running(project(tmp_path, [{"error": {"status": 429}}], [{"text": "ok"}]))
-    record = agent.handoff.update({"task": {"description": "real work"}}, author="p")
+    record = agent.parts.handoff.update({"task": {"description": "real work"}}, author="p")
     if spoil == "bad_checksum":
         record["task"]["description"] = "tampered"  # the checksum no longer matches
     else:  # a correct checksum, but long past its expiry
         record["handoff_expires"] = "2000-01-01T00:05:00.000Z"
         record["checksum"] = compute_checksum(record)
-    agent.handoff.path.write_text(json.dumps(record))
-    assert check(agent.handoff.read()).reason == spoil
+    agent.parts.handoff.path.write_text(json.dumps(record))
+    assert check(agent.parts.handoff.read()).reason == spoil
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise StorageError("disk full")
 
-    agent.handoff.update = refuse  # type: ignore[method-assign]  # the refresh fails too
-    agent.enqueue("go", source="test")
+    agent.parts.handoff.update = refuse  # type: ignore[method-assign]  # the refresh fails too
+    agent.parts.worker.enqueue("go", source="test")
     await idle_after(agent, 2)
 
     (switch,) = await events(client, agent, "model.switch")
@@ -112,21 +114,21 @@ async def test_a_summary_too_long_twice_keeps_the_raw_turns(
         {"text": huge},  # ...and its stricter retry, both too long
     ]
     agent: Agent = await running(project(tmp_path, p_turns, [{"text": "answered on f"}]))
-    agent.enqueue("first question", source="test")
+    agent.parts.worker.enqueue("first question", source="test")
     await idle_after(agent, 2)
-    agent.enqueue("second question", source="test")
+    agent.parts.worker.enqueue("second question", source="test")
     await idle_after(agent, 4)
 
     (failed,) = [e for e in await events(client, agent, "context") if e["action"] != "summarized"]
     assert failed["action"] == "summary_failed" and failed["attempts"] == 2
-    assert agent.runner.compacted_until == 0.0  # nothing left the context
-    assert agent.workctx.summary() == ""
-    contents = [t["content"] for t in agent.history.tail(10)]
+    assert agent.parts.runner.compacted_until == 0.0  # nothing left the context
+    assert agent.parts.workctx.summary() == ""
+    contents = [t["content"] for t in agent.parts.history.tail(10)]
     assert contents == ["first question", "first answer", "second question", "answered on f"]
     (switch,) = await events(client, agent, "model.switch")
     assert switch["reason"] == "context_length"
     # The larger model was sent the raw turns, not a summary of them.
-    context = agent.runner.build_context().messages
+    context = agent.parts.runner.build_context().messages
     assert any(m.content == "first question" for m in context)
 
 
@@ -137,7 +139,7 @@ async def test_when_every_model_fails_the_task_fails_without_bouncing(
     config = root / ".ateam/agents/zeus/agent.yaml"
     config.write_text(config.read_text().replace("cooldown_s: 60", "cooldown_s: 0"))
     agent: Agent = await running(root)
-    agent.enqueue("go", source="test")
+    agent.parts.worker.enqueue("go", source="test")
     await idle_after(agent, 1)
     (end,) = await events(client, agent, "task.end")
     assert end["ok"] is False and "provider.overloaded" in end["error"]
@@ -157,14 +159,14 @@ async def test_a_fallback_that_cannot_be_built_is_skipped_not_fatal(
         )
     )
     agent: Agent = await running(root)
-    agent.enqueue("go", source="test")
-    agent.enqueue("again", source="test")
+    agent.parts.worker.enqueue("go", source="test")
+    agent.parts.worker.enqueue("again", source="test")
     await idle_after(agent, 3)
     first, second = await events(client, agent, "task.end")
     assert first["ok"] is False and "provider.rate_limited" in first["error"]
     assert second["ok"] is True  # the agent and its worker carried on
     assert await events(client, agent, "model.switch") == []
-    (f_row,) = [r for r in agent.router.models_view() if r["id"] == "f"]
+    (f_row,) = [r for r in agent.parts.router.models_view() if r["id"] == "f"]
     assert not f_row["healthy"] and "messages" in f_row["last_error"]
 
 
@@ -177,24 +179,24 @@ async def test_the_injected_context_stays_in_budget_on_a_long_history(
 
     agent: Agent = await running(project(tmp_path, [], []))
     for i in range(1500):  # a long synthetic history, big enough to overflow any window
-        agent.history.append(Turn(role="user", content=f"question {i} " + "q" * 400))
-        agent.history.append(Turn(role="assistant", content=f"answer {i} " + "a" * 600))
-    agent.workctx.dir.mkdir(parents=True, exist_ok=True)
-    (agent.workctx.dir / "summary.json").write_text(
+        agent.parts.history.append(Turn(role="user", content=f"question {i} " + "q" * 400))
+        agent.parts.history.append(Turn(role="assistant", content=f"answer {i} " + "a" * 600))
+    agent.parts.workctx.dir.mkdir(parents=True, exist_ok=True)
+    (agent.parts.workctx.dir / "summary.json").write_text(
         json.dumps({"summary": "s " * 20000, "updated": 1, "tasks_covered": 1, "model": "p"})
     )
     for i in range(30):
-        agent.workctx.add_decision(f"decision {i} " + "d" * 900, rationale="r" * 500)
-        agent.workctx.add_failure(f"failure {i} " + "f" * 900)
-        agent.workctx.add_constraint(f"constraint {i}")
-    agent.handoff.update({"context": {"recent_actions": ["x" * 5000] * 10}}, author="p")
-    agent.runner.expect_handoff()
+        agent.parts.workctx.add_decision(f"decision {i} " + "d" * 900, rationale="r" * 500)
+        agent.parts.workctx.add_failure(f"failure {i} " + "f" * 900)
+        agent.parts.workctx.add_constraint(f"constraint {i}")
+    agent.parts.handoff.update({"context": {"recent_actions": ["x" * 5000] * 10}}, author="p")
+    agent.parts.runner.expect_handoff()
 
-    built = agent.runner.build_context("next")
-    window = agent.provider.context_window
+    built = agent.parts.runner.build_context("next")
+    window = agent.parts.router.provider().context_window
     reserve = min(int(window * ctxbuild.REPLY_RESERVE_SHARE), ctxbuild.MAX_REPLY_RESERVE)
     assert built.tokens <= window - reserve
-    assert estimate_tokens(agent.workctx.render()) <= agent.workctx.budget.total
-    assert estimate_tokens(agent._handoff_context()) <= HANDOFF_BLOCK_TOKENS
+    assert estimate_tokens(agent.parts.workctx.render()) <= agent.parts.workctx.budget.total
+    assert estimate_tokens(agent.parts.keeper.handoff_context()) <= HANDOFF_BLOCK_TOKENS
     assert built.turns_dropped > 0  # the newest turns made it in, not the oldest
     assert built.messages[-2].content.startswith("answer 1499")

@@ -63,7 +63,7 @@ async def test_idle_teammates_pull_each_task_once_and_finish_it(
     ran = [
         turn["source"]
         for agent in crew
-        for turn in agent.history.tail(100)
+        for turn in agent.parts.history.tail(100)
         if turn.get("role") == "user"
     ]
     assert sorted(ran) == sorted(f"board:{t}" for t in (first.id, second.id, after.id))

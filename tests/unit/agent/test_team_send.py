@@ -32,9 +32,9 @@ async def other_team(target: Target) -> AsyncIterator[Team]:
 
 
 def pending_texts(agent: Agent) -> list[tuple[str, str, int]]:
-    items = [*agent.queue.pending()]
-    if agent.queue.current is not None:
-        items.insert(0, agent.queue.current)
+    items = [*agent.parts.queue.pending()]
+    if agent.parts.queue.current is not None:
+        items.insert(0, agent.parts.queue.current)
     return [(item.source, item.text, item.hops) for item in items]
 
 
@@ -60,7 +60,7 @@ async def test_a_teammate_reaches_an_owned_agent_and_says_who_it_is(
     async with team.agent(agent.id).attach():
         reply = await athena.call(agent.id, "team.input", {**params, "trace_id": "thread-1"})
     assert reply["created"] and reply["trace_id"] == "thread-1"
-    turns = [t for t in agent.history.tail(50) if t.get("role") == "user"]
+    turns = [t for t in agent.parts.history.tail(50) if t.get("role") == "user"]
     queued = pending_texts(agent) + [(t["source"], t["content"], -1) for t in turns]
     mine = [q for q in queued if q[0] == "agent:athena"]
     assert mine, queued
@@ -168,7 +168,7 @@ async def test_the_messenger_queues_at_a_teammate_and_keeps_the_thread(
     assert reply["to"] == "proj/hera" and reply["trace_id"] == "t-42"
     queued = pending_texts(mate)
     history = [
-        (t["source"], t["content"]) for t in mate.history.tail(20) if t.get("role") == "user"
+        (t["source"], t["content"]) for t in mate.parts.history.tail(20) if t.get("role") == "user"
     ]
     assert ("agent:zeus" in {q[0] for q in queued}) or any(s == "agent:zeus" for s, _ in history)
 
@@ -239,7 +239,9 @@ async def test_forged_teammates_are_refused_and_the_real_one_gets_through(
             reply = await real.send("zeus", "the real one", hops=1, trace_id=None)
     assert reply["to"] == agent.id
     queued = pending_texts(agent) + [
-        (t["source"], t["content"], -1) for t in agent.history.tail(50) if t.get("role") == "user"
+        (t["source"], t["content"], -1)
+        for t in agent.parts.history.tail(50)
+        if t.get("role") == "user"
     ]
     assert not [q for q in queued if "forged" in q[1]], queued
     # Queued, or already taken into the history (both while it runs).

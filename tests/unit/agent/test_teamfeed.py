@@ -136,7 +136,7 @@ async def test_a_blocking_item_interrupts_an_idle_agent_with_a_task_of_its_own(
     )
 
     def ran() -> list[dict[str, object]]:
-        return [t for t in zeus.history.tail(20) if t.get("source") == f"context:{item.id}"]
+        return [t for t in zeus.parts.history.tail(20) if t.get("source") == f"context:{item.id}"]
 
     await async_wait_for(lambda: bool(ran()), 10)
     text = str(ran()[0]["content"])
@@ -199,7 +199,7 @@ async def test_an_outsiders_blocking_item_wakes_an_owned_agent_only_if_the_owner
     post = team.context.post
 
     def ran(item_id: str) -> bool:
-        return any(t.get("source") == f"context:{item_id}" for t in zeus.history.tail(50))
+        return any(t.get("source") == f"context:{item_id}" for t in zeus.parts.history.tail(50))
 
     async with team.agent(zeus.id).attach():
         # As `ateam mcp` posts for a client named cursor: an external runtime.
@@ -242,7 +242,9 @@ async def test_an_item_posted_just_before_an_input_is_in_that_task(
             "proj", type="status", title=f"news {round_}", urgency="attention"
         )
         await team.agent(zeus.id).send(f"task {round_}")  # no wait between the two
-        await async_wait_for(lambda: zeus.queue.current is None and not len(zeus.queue), 10)
+        await async_wait_for(
+            lambda: zeus.parts.queue.current is None and not len(zeus.parts.queue), 10
+        )
         events = [e async for e in team.agent(zeus.id).tail(0, follow=False)]
         fed = [i["id"] for e in events if e.type == "team.context" for i in e.data["items"]]
         assert item.id in fed, f"round {round_}: fed a task late"

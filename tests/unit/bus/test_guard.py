@@ -245,7 +245,7 @@ async def test_an_agent_that_accepts_the_risk_says_so_in_a_warn_event(
     agent = Agent(config, target_of(server, namespace), EchoProvider())
     await agent.start()
     try:
-        assert await agent.events.flush(5)
+        assert await agent.parts.events.flush(5)
         admin: redis.Redis = server.client()
         try:
             entries = admin.xrange(Keys(namespace).events("proj/zeus"))

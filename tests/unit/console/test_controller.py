@@ -139,7 +139,7 @@ async def test_a_forged_takeover_notice_does_not_silence_the_owner(
         await c.execute("/attach proj/zeus")
         # Anyone who can reach Redis can publish on a console's channel.
         notice = {"event": "lost", "agent": "proj/zeus", "by": "console:mallory"}
-        await agent.client.publish(c.keys.console_channel(c.session), pack(notice))
+        await agent.parts.client.publish(c.keys.console_channel(c.session), pack(notice))
         await view.wait_for(lambda: any("read-only" in b for b in view.banners))
         # The ownership record still names this console: it writes again.
         await view.wait_for(lambda: any("writes again" in b for b in view.banners))
@@ -155,7 +155,7 @@ async def test_queue_clear_needs_confirmation(
 ) -> None:
     c, view = console
     await c.execute("/attach proj/zeus")
-    agent.enqueue("pending work", source="test")
+    agent.parts.worker.enqueue("pending work", source="test")
     view.answers.put_nowait("no")
     await c.execute("/queue clear")
     assert "queue clear cancelled" in view.lines
@@ -243,12 +243,12 @@ async def test_console_saves_its_place_before_a_half_shown_line(
     await c.start()
     try:
         await c.execute("/attach proj/zeus")
-        await agent.current_owner()  # its ownership event comes first, not mid-line
-        first = agent.events.emit("token", text="first line\nsecond ha")
-        agent.events.emit("token", text="lf")
-        await agent.events.flush(5)
+        await agent.parts.upkeep.current_owner()  # its ownership event comes first, not mid-line
+        first = agent.parts.events.emit("token", text="first line\nsecond ha")
+        agent.parts.events.emit("token", text="lf")
+        await agent.parts.events.flush(5)
         await async_wait_for(
-            lambda: c.tail.position("proj/zeus") == agent.events.last_offset,
+            lambda: c.tail.position("proj/zeus") == agent.parts.events.last_offset,
             5,
             "the tail to reach the last event",
             interval=0.05,
@@ -265,16 +265,16 @@ async def test_a_malformed_event_does_not_stop_the_console(
 ) -> None:
     c, view = console
     await c.execute("/tail proj/zeus")
-    await agent.events.flush(5)
-    keys = agent.keys
-    bad = agent.events.last_offset + 1
+    await agent.parts.events.flush(5)
+    keys = agent.parts.keys
+    bad = agent.parts.events.last_offset + 1
     # A foreign writer puts junk into the stream: not msgpack, then a wrong-typed field.
-    await agent.client.xadd(keys.events("proj/zeus"), {"d": b"\xc1junk"}, id=f"{bad}-0")
-    await agent.client.xadd(
+    await agent.parts.client.xadd(keys.events("proj/zeus"), {"d": b"\xc1junk"}, id=f"{bad}-0")
+    await agent.parts.client.xadd(
         keys.events("proj/zeus"), {"d": pack({"type": "token", "ts": "later"})}, id=f"{bad + 1}-0"
     )
-    agent.events._next = bad + 2  # the agent carries on after them
-    agent.events.emit("warn", msg="still here")
+    agent.parts.events._next = bad + 2  # the agent carries on after them
+    agent.parts.events.emit("warn", msg="still here")
     await view.wait_for(lambda: any(e.data.get("msg") == "still here" for e in view.events))
     # Neither carries the agent's own stamp (its id and the offset): both are shown as
     # entries someone else wrote, each at its offset, and the stream goes on.
@@ -338,7 +338,7 @@ async def test_auto_tail_follows_other_live_agents_up_to_its_limit(
         c.auto_tail_limit = 2
         await c.refresh_agents(announce=False)
         assert c.auto_tailed == {"proj/ares", "proj/hera"}
-        others[0].enqueue("hello from hera", source="test")
+        others[0].parts.worker.enqueue("hello from hera", source="test")
         await view.wait_for(lambda: any(e.agent == "proj/hera" for e in view.events))
 
         assert not [b for b in view.banners if "failed" in b]  # the tail loop survived

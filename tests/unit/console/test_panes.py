@@ -494,7 +494,7 @@ async def test_ask_is_a_modal_and_queue_clear_waits_for_yes(
     async with app.run_test(size=SIZE) as pilot:
         await started(app)
         await app.run_line("/attach proj/zeus")
-        zeus.enqueue("pending work", source="test")
+        zeus.parts.worker.enqueue("pending work", source="test")
         await type_line(pilot, "/queue clear")
         await async_wait_for(lambda: isinstance(app.screen, AskScreen))
         assert "clear every pending item of proj/zeus" in str(app.screen.query_one(Label).content)

@@ -115,7 +115,7 @@ async def test_an_owned_agent_refuses_external_input_until_its_owner_allows_it(
             async with console.agent("proj/zeus").attach() as held:
                 error = await fails(client, "agent_send", agent="proj/zeus", text="let me in")
                 assert error.startswith(f"{Code.OWNERSHIP_DENIED}: "), error
-                assert agent.queue.pending() == [] and agent.queue.current is None
+                assert agent.parts.queue.pending() == [] and agent.parts.queue.current is None
                 assert await held.handle.allow_external(True)
                 sent = await call(client, "agent_send", agent="proj/zeus", text="let me in")
                 assert sent["created"]
@@ -127,7 +127,7 @@ async def test_oversized_text_is_refused_and_nothing_is_queued(
     async with connect(server) as client:
         error = await fails(client, "agent_send", agent="proj/zeus", text="x" * 300_000)
         assert error.startswith(f"{Code.PAYLOAD_TOO_LARGE}: "), error
-        assert agent.queue.pending() == [] and agent.queue.current is None
+        assert agent.parts.queue.pending() == [] and agent.parts.queue.current is None
 
 
 @pytest.mark.parametrize("name", ["", "   "])

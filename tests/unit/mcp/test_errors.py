@@ -42,7 +42,7 @@ async def test_malformed_arguments_are_bad_requests_naming_the_field(
         error = await fails(client, tool, **arguments)
     assert error.startswith(f"{Code.BAD_REQUEST}: invalid arguments for {tool}: {field}"), error
     assert "\n" not in error and "pydantic" not in error
-    assert agent.queue.pending() == [] and agent.queue.current is None
+    assert agent.parts.queue.pending() == [] and agent.parts.queue.current is None
 
 
 class CrashingBridge(TeamBridge):

@@ -60,19 +60,19 @@ async def agent(target: RedisTarget, tmp_path: Path) -> AsyncIterator[Agent]:
 
 
 async def published(client: aioredis.Redis, agent: Agent) -> list[dict[str, Any]]:
-    return [unpack(f[b"d"]) for _, f in await client.xrange(agent.keys.events(agent.id))]
+    return [unpack(f[b"d"]) for _, f in await client.xrange(agent.parts.keys.events(agent.id))]
 
 
 async def test_every_published_event_fits_its_model_strictly(
     agent: Agent, client: aioredis.Redis
 ) -> None:
-    agent.enqueue("change the notes", source="test")
-    await async_wait_for(lambda: agent.approvals.pending(), 10)
-    (request,) = agent.approvals.pending()
-    agent.approvals.answer(request.id, Decision.APPROVE, content=None, by="console:test")
-    await async_wait_for(lambda: agent.state is AgentState.IDLE and not len(agent.queue), 10)
-    agent.prompts.append_overlay("Be brief.")
-    agent.prompt_changed("overlay line added")
+    agent.parts.worker.enqueue("change the notes", source="test")
+    await async_wait_for(lambda: agent.parts.approvals.pending(), 10)
+    (request,) = agent.parts.approvals.pending()
+    agent.parts.approvals.answer(request.id, Decision.APPROVE, content=None, by="console:test")
+    await async_wait_for(lambda: agent.state is AgentState.IDLE and not len(agent.parts.queue), 10)
+    agent.parts.prompts.append_overlay("Be brief.")
+    agent.parts.reloader.changed("overlay line added")
     await asyncio.sleep(0.3)  # the publisher writes in batches
 
     bodies = await published(client, agent)

@@ -32,7 +32,7 @@ async def test_every_method_replies_what_its_model_declares(
     notes = tmp_path / "notes.md"
     notes.write_text("# Deploys\nRoll back with make rollback.\n")
     handle: AgentHandle = team.agent(agent.id)
-    catalogue = build_methods(agent)  # read for its result models only
+    catalogue = build_methods(agent.port)  # read for its result models only
     seen: set[str] = set()
 
     async def call(method: str, params: dict[str, Any] | None = None) -> Any:
@@ -44,7 +44,7 @@ async def test_every_method_replies_what_its_model_declares(
         return reply
 
     asking = asyncio.create_task(
-        agent.approvals.ask(
+        agent.parts.approvals.ask(
             kind="diff",
             tool="fs.patch",
             args={"path": "notes.md"},
@@ -59,7 +59,9 @@ async def test_every_method_replies_what_its_model_declares(
         await call("input", {"text": "hello"})
         assert await handle.allow_external(True)
         await call("team.input", {"text": "from a runtime", "source": "mcp:contract"})
-        await async_wait_for(lambda: not len(agent.queue) and agent.queue.current is None, 10)
+        await async_wait_for(
+            lambda: not len(agent.parts.queue) and agent.parts.queue.current is None, 10
+        )
         await call("interrupt")
         await call("cancel", {"hard": True})
         await call("queue.list")
@@ -68,7 +70,7 @@ async def test_every_method_replies_what_its_model_declares(
         await call("alert.ack")
         await call("history.tail", {"n": 5})
         await call("memory.stats")
-        await async_wait_for(lambda: agent.approvals.pending(), 10)
+        await async_wait_for(lambda: agent.parts.approvals.pending(), 10)
         await call("approval.list")
         await call("approval.list", {"full": True})
         await call("approval.answer", {"decision": "approve"})
