@@ -156,7 +156,8 @@ async def test_an_answered_board_task_is_marked_done_with_the_recorded_answer(
     agent: Agent = await start()
 
     finished = await board_status(team, task.id, TaskStatus.DONE)
-    assert settled(agent)
+    # The board hears of the end before the queue does (issue 22): wait for the queue too.
+    await async_wait_for(lambda: settled(agent), 10, "the replayed item to be settled")
     assert finished.result == ANSWER and finished.assignee == config.id
     assert [t["content"] for t in turns_of(agent, item, "assistant")] == [ANSWER]
 
