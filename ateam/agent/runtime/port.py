@@ -13,7 +13,7 @@ its own where the answer draws on several parts:
   :class:`~ateam.agent.runtime.reporter.Reporter`, since a status draws on several parts.
 - :class:`Prompting` (``prompt.*``): the prompt reloader.
 - :class:`Control` (``model.use``, ``offload.propose``, ``context.summarize``,
-  ``shutdown``): a :class:`~ateam.agent.runtime.reporter.Steering`, which reads each
+  ``shutdown``): a :class:`~ateam.agent.runtime.steering.Steering`, which reads each
   owner's answer (the switcher's, the handoff keeper's, compaction's) as its wire model.
 
 The stores that answer for themselves (the knowledge base, the model router, the
