@@ -17,7 +17,6 @@ from types import TracebackType
 
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.events import Event
-from ateam.bus.ownership import OwnerInfo
 from ateam.bus.tail import EventTail
 from ateam.client._session import Session
 from ateam.client.redaction import redactor_for
@@ -25,6 +24,7 @@ from ateam.client.tail import DEFAULT_BACKLOG, Item, Tail, follow_one
 from ateam.constants import OWNER_REFRESH_S, RPC_DEFAULT_DEADLINE_S
 from ateam.errors import BadRequest
 from ateam.wire.events import KbProgress
+from ateam.wire.ownership import OwnerInfo
 from ateam.wire.registry import AgentStatus
 from ateam.wire.results import (
     AlertAckResult,
