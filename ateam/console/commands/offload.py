@@ -34,7 +34,7 @@ async def offload(call: Call) -> None:
     console, view = call.console, call.view
     parent = console.require_writer()
     name = parsed.options.get("--name")
-    # No name at all, not a null one, when none was given: the agent then picks it.
+    # No --name (or an empty one) sends no name field, as before; a free name is found below.
     params = build_params(OffloadProposeParams, "offload.propose", name=name) if name else None
     proposal = await console.agent(parent).request("offload.propose", OffloadProposal, params)
     form = OffloadForm.from_proposal(
