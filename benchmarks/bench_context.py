@@ -31,8 +31,9 @@ from _common import (
 
 from ateam.agent.context.teamfeed import TeamFeed
 from ateam.bus.connection import RedisTarget, make_client
-from ateam.bus.context_items import ContextItem, ContextStore
+from ateam.bus.context_items import ContextStore
 from ateam.bus.keys import Keys
+from ateam.wire.context_items import ContextItem
 
 PROJECT = "bench"
 

@@ -7,7 +7,7 @@ from ateam.bus.connection import RedisTarget, make_client, resolve_target
 from ateam.bus.events import Event, EventType, Gap
 from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock
-from ateam.bus.ownership import OwnerInfo, Ownership
+from ateam.bus.ownership import Ownership
 from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import Heartbeat, Registry
 from ateam.bus.rpc import Call, Method, RpcClient, RpcServer
@@ -25,7 +25,6 @@ __all__ = [
     "InstanceLock",
     "Keys",
     "Method",
-    "OwnerInfo",
     "Ownership",
     "RedisTarget",
     "Registry",

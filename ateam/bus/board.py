@@ -4,8 +4,8 @@ One module, over the usual size on purpose: its Lua scripts guard one another (a
 must lose to a confirm, a finish to a reopen), so they are read and reviewed together.
 
 One hash per project holds every task of it: field = task id, value = the msgpack
-record (:class:`BoardTask`). The key carries the project as a hash tag, so a Lua script
-that reads a task and its dependencies touches one Cluster slot.
+record (:class:`~ateam.wire.board.BoardTask`). The key carries the project as a hash
+tag, so a Lua script that reads a task and its dependencies touches one Cluster slot.
 
 Every change of a task's state is one Lua script, so two agents never both win:
 
@@ -50,8 +50,6 @@ import builtins
 import logging
 import secrets
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -62,6 +60,7 @@ from ateam.config.schema import checked_name
 from ateam.constants import HEARTBEAT_INTERVAL_S, HEARTBEAT_TTL_S
 from ateam.errors import AteamError, BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
 from ateam.redact import Redactor
+from ateam.wire.board import BoardTask, TaskStatus
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +68,7 @@ __all__ = [
     "DETAIL_MAX_BYTES",
     "TEXT_MAX_BYTES",
     "TITLE_MAX_CHARS",
-    "BoardTask",
     "TaskBoard",
-    "TaskStatus",
 ]
 
 TITLE_MAX_CHARS = 200
@@ -80,82 +77,6 @@ DETAIL_MAX_BYTES = 16 * 1024
 TEXT_MAX_BYTES = 16 * 1024
 """The limit of a ``result`` or a ``reason`` in UTF-8 bytes."""
 DEPENDS_MAX = 64
-
-
-class TaskStatus(StrEnum):
-    OPEN = "open"
-    CLAIMED = "claimed"
-    DONE = "done"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class BoardTask:
-    """One task of a project's board, as stored."""
-
-    id: str
-    project: str
-    title: str
-    status: TaskStatus
-    created_by: str
-    """Who added it: an agent id, or ``cli`` / a session for a person."""
-    created: int
-    """Redis server time of the ``add``, µs since the epoch."""
-    updated: int
-    """Redis server time of the last change, µs since the epoch."""
-    detail: str = ""
-    assignee: str = ""
-    """The agent id holding the claim; empty when nobody does."""
-    priority: int = 0
-    """Higher first."""
-    depends_on: tuple[str, ...] = ()
-    result: str = ""
-    reason: str = ""
-    """Why it failed, or why it was reopened."""
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "project": self.project,
-            "title": self.title,
-            "detail": self.detail,
-            "status": str(self.status),
-            "assignee": self.assignee,
-            "priority": self.priority,
-            "depends_on": list(self.depends_on),
-            "created_by": self.created_by,
-            "created": self.created,
-            "updated": self.updated,
-            "result": self.result,
-            "reason": self.reason,
-        }
-
-    @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> BoardTask:
-        """Rebuild a task; unknown fields (newer writers) are ignored.
-
-        Raises:
-            BadRequest: a required field is missing or malformed.
-        """
-        try:
-            return cls(
-                id=str(data["id"]),
-                project=str(data["project"]),
-                title=str(data["title"]),
-                status=TaskStatus(data["status"]),
-                created_by=str(data.get("created_by") or ""),
-                created=int(data["created"]),
-                updated=int(data.get("updated") or data["created"]),
-                detail=str(data.get("detail") or ""),
-                assignee=str(data.get("assignee") or ""),
-                priority=int(data.get("priority") or 0),
-                # cmsgpack may write an empty list back as an empty map: both are "none".
-                depends_on=tuple(str(d) for d in (data.get("depends_on") or ())),
-                result=str(data.get("result") or ""),
-                reason=str(data.get("reason") or ""),
-            )
-        except (KeyError, ValueError, TypeError) as exc:
-            raise BadRequest(f"malformed board task: {type(exc).__name__}: {exc}") from exc
 
 
 # ------------------------------------------------------------------ the scripts

@@ -1,7 +1,8 @@
 """Team context items (SPEC §9): what agents tell each other, kept in Redis with TTLs.
 
-One module, long on purpose: the item, its validation, the store and its search share
-their limits and wire format, and change together.
+The item itself (:class:`~ateam.wire.context_items.ContextItem`) is on the wire floor,
+where every reader finds it; here are the limits a post is checked against, the store
+and its search, which share those limits and change together.
 
 An item is a msgpack value under its own key with a PX TTL, so Redis forgets it on
 time without any sweeper. Items are found through sorted-set indexes scored by creation
@@ -36,21 +37,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 import redis.asyncio as aioredis
 
-from ateam._json import JsonObject
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
 from ateam.config.schema import checked_name
 from ateam.errors import BadRequest
 from ateam.redact import Redactor
+from ateam.wire.context_items import URGENCY_ORDER, ContextItem, ContextType, Scope, Urgency
 
 __all__ = [
     "CONTENT_MAX_BYTES",
     "LIMIT_MAX",
-    "LOCAL_RUNTIMES",
     "SUMMARY_MAX_BYTES",
     "TAGS_MAX",
     "TAG_MAX_CHARS",
@@ -58,48 +58,10 @@ __all__ = [
     "TTL_DEFAULT_S",
     "TTL_MAX_S",
     "TTL_MIN_S",
-    "URGENCY_ORDER",
-    "ContextItem",
     "ContextStore",
-    "ContextType",
     "Ranker",
-    "Scope",
-    "Urgency",
 ]
 
-
-class ContextType(StrEnum):
-    """What kind of news an item is."""
-
-    DISCOVERY = "discovery"
-    DECISION = "decision"
-    STATUS = "status"
-    REQUEST = "request"
-    ALERT = "alert"
-
-
-class Scope(StrEnum):
-    """Who an item is for: ``task`` and ``project`` stay in the project, ``global`` does not."""
-
-    TASK = "task"
-    PROJECT = "project"
-    GLOBAL = "global"
-
-
-class Urgency(StrEnum):
-    """How loudly to tell: consoles show ``attention`` and ``blocking`` as banners."""
-
-    BACKGROUND = "background"
-    ATTENTION = "attention"
-    BLOCKING = "blocking"
-
-
-URGENCY_ORDER: dict[Urgency, int] = {
-    Urgency.BACKGROUND: 0,
-    Urgency.ATTENTION: 1,
-    Urgency.BLOCKING: 2,
-}
-"""Rank of each urgency, for "at least this urgent" filters."""
 
 # Limits. Items are injected into agents' prompts and shown in banners, so they are kept
 # small; text sizes are UTF-8 bytes except the title, which people read in characters.
@@ -110,9 +72,6 @@ TAGS_MAX = 16
 TAG_MAX_CHARS = 40
 SOURCE_MAX_CHARS = 200
 """``source_agent`` and ``source_runtime``: an agent id or a runtime's name, never prose."""
-LOCAL_RUNTIMES = frozenset({"ateam", "console", "cli"})
-"""``source_runtime`` of what the team's own agents, consoles and verbs post; any other
-name is an external runtime (``ateam mcp`` refuses these names for its clients)."""
 QUERY_MAX_CHARS = 1024
 TTL_MIN_S = 1.0
 TTL_MAX_S = 30 * 24 * 3600.0
@@ -134,75 +93,6 @@ _E = TypeVar("_E", bound=StrEnum)
 
 Ranker = Callable[[str, Sequence[str], int], builtins.list[tuple[int, float]]]
 """``(query, texts, limit)`` → ``(index, score)`` best first: a search by meaning."""
-
-
-@dataclass(frozen=True)
-class ContextItem:
-    """One context item, as stored and as readers get it."""
-
-    id: str
-    project: str
-    """The project it was posted in; a ``global`` item is seen from every project."""
-    type: ContextType
-    title: str
-    scope: Scope
-    urgency: Urgency
-    created_at: float
-    """Epoch seconds on the Redis server's clock."""
-    expires_at: float
-    """Epoch seconds; the item's key expires then, and no reader returns it after."""
-    content: str = ""
-    summary: str = ""
-    tags: tuple[str, ...] = ()
-    """Lower-cased, so ``API`` and ``api`` are one tag."""
-    source_agent: str = ""
-    """The poster's agent id (``project/name``), empty for a console or script."""
-    source_runtime: str = "ateam"
-    """``ateam``, or the external runtime that posted through ``ateam mcp``."""
-
-    def to_wire(self) -> JsonObject:
-        return {
-            "id": self.id,
-            "project": self.project,
-            "type": str(self.type),
-            "title": self.title,
-            "content": self.content,
-            "summary": self.summary,
-            "scope": str(self.scope),
-            "tags": list(self.tags),
-            "urgency": str(self.urgency),
-            "source_agent": self.source_agent,
-            "source_runtime": self.source_runtime,
-            "created_at": self.created_at,
-            "expires_at": self.expires_at,
-        }
-
-    @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> ContextItem:
-        """Rebuild an item; unknown fields (newer writers) are ignored.
-
-        Raises:
-            BadRequest: a required field is missing or has a value this version
-                does not know.
-        """
-        try:
-            return cls(
-                id=str(data["id"]),
-                project=str(data.get("project", "")),
-                type=ContextType(data["type"]),
-                title=str(data["title"]),
-                scope=Scope(data["scope"]),
-                urgency=Urgency(data["urgency"]),
-                created_at=float(data["created_at"]),
-                expires_at=float(data["expires_at"]),
-                content=str(data.get("content", "")),
-                summary=str(data.get("summary", "")),
-                tags=tuple(str(tag) for tag in data.get("tags", ())),
-                source_agent=str(data.get("source_agent", "")),
-                source_runtime=str(data.get("source_runtime", "ateam")),
-            )
-        except (KeyError, ValueError, TypeError) as exc:
-            raise BadRequest(f"malformed context item: {type(exc).__name__}: {exc}") from exc
 
 
 # ---------------------------------------------------------------- validation

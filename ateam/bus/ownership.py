@@ -21,8 +21,6 @@ import random
 import secrets
 import socket
 import time
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -31,6 +29,7 @@ from ateam.bus.codec import pack
 from ateam.bus.keys import Keys
 from ateam.constants import OWNER_CALL_WAIT_S, OWNER_TTL_S, TAKEOVER_GRACE_S
 from ateam.errors import OwnershipDenied
+from ateam.wire.ownership import OwnerInfo, OwnerKind
 
 # Claim when free or already ours (same session *and* token: a copied session id is
 # somebody else), or when replacing ``ARGV[5]`` on a takeover. Otherwise report the
@@ -84,47 +83,6 @@ _WAIT_MAX_S = 0.1
 def token_digest(token: str) -> str:
     """What the owner hash stores of a token (hex SHA-256); the agent compares these."""
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-class OwnerKind(StrEnum):
-    """How long a claim is meant to last, so others know whether waiting is worth it."""
-
-    CONSOLE = "console"
-    """Held while a console stays attached: minutes or hours."""
-    CALL = "call"
-    """Held around one call (``ateam send``/``stop``, a console's one-off write): ms."""
-
-
-@dataclass(frozen=True)
-class OwnerInfo:
-    session: str
-    since: float
-    host: str
-    user: str
-    kind: OwnerKind = OwnerKind.CONSOLE
-    """Claims written before kinds existed were all treated as consoles."""
-    external: bool = False
-    """Whether the owner lets external runtimes (``ateam mcp`` clients) queue input."""
-
-    @classmethod
-    def from_hash(cls, data: dict[bytes, bytes]) -> OwnerInfo | None:
-        if b"session" not in data:
-            return None
-        try:
-            kind = OwnerKind(data.get(b"kind", b"console").decode())
-        except ValueError:  # a kind from a newer version: assume the long-lived one
-            kind = OwnerKind.CONSOLE
-        return cls(
-            data[b"session"].decode(),
-            float(data.get(b"since", b"0")),
-            data.get(b"host", b"").decode(),
-            data.get(b"user", b"").decode(),
-            kind,
-            data.get(b"external") == b"1",
-        )
-
-    def describe(self) -> str:
-        return f"{self.session} ({self.user}@{self.host})"
 
 
 class Ownership:

@@ -37,14 +37,16 @@ import redis.asyncio as aioredis
 
 from ateam._fs import atomic_write, file_key
 from ateam._json import JsonObject
-from ateam.bus.board import BoardTask, TaskBoard, TaskStatus
-from ateam.bus.context_items import ContextItem, ContextStore, Urgency
+from ateam.bus.board import TaskBoard
+from ateam.bus.context_items import ContextStore
 from ateam.bus.keys import Keys
 from ateam.bus.registry import Registry
 from ateam.config.schema import checked_name
 from ateam.constants import SNAPSHOT_ITEMS, SNAPSHOT_TASKS, SNAPSHOT_WRITER_TTL_S
 from ateam.errors import BadRequest
 from ateam.paths import private_dir
+from ateam.wire.board import BoardTask, TaskStatus
+from ateam.wire.context_items import ContextItem, Urgency
 from ateam.wire.registry import AgentStatus
 
 __all__ = [

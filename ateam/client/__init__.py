@@ -14,9 +14,7 @@ See ``docs/python-api.md``.
 from __future__ import annotations
 
 from ateam.bus.backoff import CONNECTION_ERRORS
-from ateam.bus.context_items import LOCAL_RUNTIMES, ContextItem, ContextType, Scope, Urgency
 from ateam.bus.events import Event, EventType, Gap, decode_chunk
-from ateam.bus.ownership import OwnerInfo, OwnerKind
 from ateam.client.agent import (
     KB_INGEST_TIMEOUT_S,
     AgentHandle,
@@ -25,7 +23,7 @@ from ateam.client.agent import (
     KbProgress,
     PlanApi,
 )
-from ateam.client.board import BoardTask, TasksApi, TaskStatus
+from ateam.client.board import TasksApi
 from ateam.client.notices import RESUMED, Notice, NoticeKind, Notices
 from ateam.client.redaction import local_redactor, project_at, redactor_for, secrets_notice
 from ateam.client.server import server_command
@@ -37,6 +35,8 @@ from ateam.client.target import (
     resolve_target,
 )
 from ateam.client.team import ContextApi, Team, session_id
+from ateam.wire.board import BoardTask, TaskStatus
+from ateam.wire.context_items import LOCAL_RUNTIMES, ContextItem, ContextType, Scope, Urgency
 from ateam.wire.events import (
     Chunk,
     Malformed,
@@ -46,6 +46,7 @@ from ateam.wire.events import (
     ToolEnd,
     ToolStart,
 )
+from ateam.wire.ownership import OwnerInfo, OwnerKind
 from ateam.wire.registry import AgentStatus
 from ateam.wire.results import InputResult, KbReport, PlanReadResult, PlanWriteResult
 from ateam.wire.turns import Turn

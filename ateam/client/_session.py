@@ -10,11 +10,12 @@ import redis.asyncio as aioredis
 
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.keys import Keys
-from ateam.bus.ownership import OwnerKind, Ownership
+from ateam.bus.ownership import Ownership
 from ateam.bus.registry import Registry
 from ateam.bus.rpc import RpcClient
 from ateam.constants import OWNER_TTL_S
 from ateam.redact import Redactor
+from ateam.wire.ownership import OwnerKind
 
 
 @dataclass

@@ -17,7 +17,6 @@ from types import TracebackType
 
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.events import Event
-from ateam.bus.ownership import OwnerInfo
 from ateam.bus.tail import EventTail
 from ateam.client._session import Session
 from ateam.client.redaction import redactor_for
@@ -25,6 +24,7 @@ from ateam.client.tail import DEFAULT_BACKLOG, Item, Tail, follow_one
 from ateam.constants import OWNER_REFRESH_S, RPC_DEFAULT_DEADLINE_S
 from ateam.errors import BadRequest
 from ateam.wire.events import KbProgress
+from ateam.wire.ownership import OwnerInfo
 from ateam.wire.registry import AgentStatus
 from ateam.wire.results import (
     AlertAckResult,
@@ -175,6 +175,9 @@ class AgentHandle:
         """Call one of the agent's RPC methods as this session and return its value as
         sent (a map, unchecked); :meth:`request` reads it as the method's result model.
 
+        ``params`` may also be a plain map, sent as given: the raw door, for a request
+        the models would refuse before it left (a contract test, a forged sender).
+
         With ``claim`` the call takes a one-call claim around itself unless this session
         holds the agent; without, a changing call needs the session to hold it.
 
@@ -195,7 +198,7 @@ class AgentHandle:
         self,
         method: str,
         result: type[R],
-        params: Params | Mapping[str, object] | None = None,
+        params: Params | None = None,
         *,
         timeout: float | None = None,
         request_id: str | None = None,
@@ -203,6 +206,9 @@ class AgentHandle:
         takeover: bool = False,
     ) -> R:
         """:meth:`call`, its reply read as ``result`` (:mod:`ateam.wire.results`).
+
+        ``params`` is the method's model from :mod:`ateam.wire.rpc`, made with
+        :func:`~ateam.wire.rpc.build_params` so a bad value is refused before it is sent.
 
         Raises:
             BadRequest: the reply does not fit ``result`` (one line naming the field).
@@ -398,7 +404,7 @@ class Attachment:
         self,
         method: str,
         result: type[R],
-        params: Params | Mapping[str, object] | None = None,
+        params: Params | None = None,
         *,
         timeout: float | None = None,
         request_id: str | None = None,

@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from ateam.bus.board import BoardTask, TaskBoard, TaskStatus
+from ateam.bus.board import TaskBoard
 from ateam.client.redaction import Masked, same_fields
 from ateam.redact import Redactor, Scrubbed
+from ateam.wire.board import BoardTask, TaskStatus
 
-__all__ = ["AddedTask", "BoardTask", "TaskStatus", "TasksApi"]
+__all__ = ["AddedTask", "TasksApi"]
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,7 +20,7 @@ from ateam._json import JsonObject
 from ateam.bus import bootstrap
 from ateam.bus.board import TaskBoard
 from ateam.bus.connection import ensure_reachable, make_client
-from ateam.bus.context_items import ContextItem, ContextStore, ContextType, Scope, Urgency
+from ateam.bus.context_items import ContextStore
 from ateam.bus.guard import check_eviction
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
@@ -40,6 +40,7 @@ from ateam.constants import TAKEOVER_GRACE_S
 from ateam.errors import AgentNotFound
 from ateam.kb.similar import meaning_ranker
 from ateam.redact import Redactor, Scrubbed
+from ateam.wire.context_items import ContextItem, ContextType, Scope, Urgency
 from ateam.wire.registry import AgentStatus, FinalExit
 
 __all__ = ["ContextApi", "Team", "session_id"]

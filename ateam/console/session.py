@@ -56,6 +56,7 @@ from ateam.constants import (
 from ateam.errors import AgentNotFound, OwnershipDenied, UsageError
 from ateam.redact import Redactor, Scrubbed
 from ateam.wire.results import R
+from ateam.wire.rpc import Params
 
 __all__ = ["ConsoleSession", "ConsoleView"]
 
@@ -100,10 +101,10 @@ class AgentCalls:
         self,
         agent: str,
         method: str,
-        params: dict[str, Any] | None = None,
+        params: Params | None = None,
         *,
         timeout: float | None = None,
-    ) -> Any:
+    ) -> object:
         return await self._team.agent(agent).call(method, params, timeout=timeout)
 
 
@@ -287,7 +288,13 @@ class ConsoleSession:
                     await self._tasks_changed.wait()
 
     async def call_as_writer(
-        self, agent: str, method: str, result: type[R], params: dict[str, Any], *, takeover: bool
+        self,
+        agent: str,
+        method: str,
+        result: type[R],
+        params: Params | None = None,
+        *,
+        takeover: bool,
     ) -> R:
         """A changing call to any agent: as its writer if attached, else owning it briefly.
 

@@ -1,4 +1,5 @@
-"""The typed shapes of what crosses the bus: events, RPC parameters and results, turns.
+"""The typed shapes of what crosses the bus: events, RPC parameters and results, turns,
+and the records the bus keeps for readers (context items, board tasks, owner claims).
 
 Both sides import this package: the agent builds what it sends from it and checks what
 it receives with it, the client reads events and replies through it. It sits below the

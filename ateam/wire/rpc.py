@@ -53,10 +53,13 @@ def parse_params(model: type[P], method: str, raw: Mapping[str, object]) -> P:
         raise bad_request(method, exc) from None
 
 
-def build_params(model: type[P], method: str, **fields: object) -> P:
+def build_params(model: type[P], method: str, /, **fields: object) -> P:
     """Parameters a client sends, checked as the agent checks them: a bad one is the same
     one-line ``bad_request``, raised before anything is sent. Only the fields given travel
-    (:meth:`Params.wire`), so an agent's own defaults apply to the rest."""
+    (:meth:`Params.wire`), so an agent's own defaults apply to the rest.
+
+    ``model`` and ``method`` are positional only, so a method's own field of either name
+    (``model.use`` takes a ``model``) can be given as a keyword."""
     return parse_params(model, method, fields)
 
 

@@ -29,18 +29,12 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ateam.bus.codec import unpack
-from ateam.bus.context_items import (
-    LOCAL_RUNTIMES,
-    URGENCY_ORDER,
-    ContextItem,
-    ContextStore,
-    Scope,
-    Urgency,
-)
+from ateam.bus.context_items import ContextStore
 from ateam.bus.keys import Keys
 from ateam.bus.subscription import SOFT_ERRORS, listen_forever
 from ateam.config.schema import ContextSubscriptionSpec
 from ateam.providers.base import estimate_tokens
+from ateam.wire.context_items import LOCAL_RUNTIMES, URGENCY_ORDER, ContextItem, Scope, Urgency
 
 __all__ = ["HEADER", "TeamFeed"]
 

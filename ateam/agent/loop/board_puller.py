@@ -26,11 +26,12 @@ from collections.abc import Callable, Collection
 
 import redis.asyncio as aioredis
 
-from ateam.bus.board import TEXT_MAX_BYTES, BoardTask, TaskBoard, TaskStatus
+from ateam.bus.board import TEXT_MAX_BYTES, TaskBoard
 from ateam.bus.codec import unpack
 from ateam.bus.keys import Keys
 from ateam.bus.subscription import SOFT_ERRORS, listen_forever
 from ateam.errors import BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
+from ateam.wire.board import BoardTask, TaskStatus
 
 __all__ = ["SOURCE_PREFIX", "BoardPuller", "board_task_text"]
 

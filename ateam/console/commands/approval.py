@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from ateam.console.commands.base import Call, Command
 from ateam.errors import UsageError
 from ateam.wire.results import ApprovalAnswerResult, ApprovalListResult
+from ateam.wire.rpc import ApprovalAnswerParams, ApprovalListParams, build_params
 
 
 async def pending(call: Call) -> None:
@@ -21,10 +21,16 @@ async def pending(call: Call) -> None:
         call.view.info("nothing is waiting")
 
 
-async def _answer(call: Call, request: str | None, decision: str, **extra: Any) -> None:
-    params: dict[str, Any] = {"decision": decision, **extra}
+async def _answer(
+    call: Call, request: str | None, decision: str, content: str | None = None
+) -> None:
+    # Only what was given travels: no request id answers the oldest waiting request.
+    fields: dict[str, object] = {"decision": decision}
+    if content is not None:
+        fields["content"] = content
     if request:
-        params["request_id"] = request
+        fields["request_id"] = request
+    params = build_params(ApprovalAnswerParams, "approval.answer", **fields)
     agent = call.console.agent(call.console.require_writer())
     reply = await agent.request("approval.answer", ApprovalAnswerResult, params)
     call.view.info(f"{reply.request_id}: {reply.decision}")
@@ -41,7 +47,8 @@ async def reject(call: Call) -> None:
 async def edit(call: Call) -> None:
     console = call.console
     agent = console.agent(console.require_writer())
-    waiting = (await agent.request("approval.list", ApprovalListResult, {"full": True})).pending
+    params = build_params(ApprovalListParams, "approval.list", full=True)
+    waiting = (await agent.request("approval.list", ApprovalListResult, params)).pending
     wanted = [
         r for r in waiting if r.kind == "diff" and (not call.args or r.request_id == call.args[0])
     ]

@@ -145,7 +145,7 @@ async def stop(call: Call) -> None:
         call.view.info("stop cancelled")
         return
     takeover = "--takeover" in parsed.flags
-    reply = await console.call_as_writer(agent, "shutdown", ShutdownResult, {}, takeover=takeover)
+    reply = await console.call_as_writer(agent, "shutdown", ShutdownResult, takeover=takeover)
     call.view.info(f"stopping {agent} (pid {reply.pid})")
 
     async def gone() -> bool:

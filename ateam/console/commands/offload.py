@@ -19,6 +19,7 @@ from ateam.console.projects import configured_names, local_config
 from ateam.console.session import ConsoleSession
 from ateam.errors import AteamError, UsageError
 from ateam.wire.results import OffloadProposal
+from ateam.wire.rpc import OffloadProposeParams, build_params
 
 QUESTION = (
     "change a field with FIELD=VALUE ('edit FIELD' opens $EDITOR), 'yes' to start it, "
@@ -33,9 +34,9 @@ async def offload(call: Call) -> None:
     console, view = call.console, call.view
     parent = console.require_writer()
     name = parsed.options.get("--name")
-    proposal = await console.agent(parent).request(
-        "offload.propose", OffloadProposal, {"name": name} if name else {}
-    )
+    # No --name (or an empty one) sends no name field, as before; a free name is found below.
+    params = build_params(OffloadProposeParams, "offload.propose", name=name) if name else None
+    proposal = await console.agent(parent).request("offload.propose", OffloadProposal, params)
     form = OffloadForm.from_proposal(
         proposal.wire(),
         where="remote" if "--remote" in parsed.flags else "here",

@@ -20,6 +20,13 @@ from ateam.wire.results import (
     SummarizeResult,
     ToolsListResult,
 )
+from ateam.wire.rpc import (
+    AnyTextParams,
+    HistoryClearParams,
+    ModelUseParams,
+    TextParams,
+    build_params,
+)
 
 
 async def add_overlay_line(console: ConsoleSession, text: str) -> None:
@@ -28,7 +35,8 @@ async def add_overlay_line(console: ConsoleSession, text: str) -> None:
         raise UsageError("usage: # TEXT (a line for the agent's system prompt overlay)")
     (text,) = console.clean(text)
     agent = console.agent(console.require_writer())
-    reply = await agent.request("prompt.append", PromptVersionResult, {"text": text})
+    params = build_params(TextParams, "prompt.append", text=text)
+    reply = await agent.request("prompt.append", PromptVersionResult, params)
     console.view.info(f"overlay updated (prompt v{reply.version}); applies to the next turn")
 
 
@@ -52,7 +60,8 @@ async def _sys_edit(call: Call) -> None:
         call.view.info("overlay unchanged")
         return
     (edited,) = console.clean(edited)
-    reply = await agent.request("prompt.set", PromptVersionResult, {"text": edited})
+    params = build_params(AnyTextParams, "prompt.set", text=edited)
+    reply = await agent.request("prompt.set", PromptVersionResult, params)
     call.view.info(f"overlay saved (prompt v{reply.version})")
 
 
@@ -96,7 +105,9 @@ async def use(call: Call) -> None:
         raise call.bad("MODEL pins it, --auto unpins")
     model = None if call.args[0] == "--auto" else call.args[0]
     agent = call.console.agent(call.console.require_writer())
-    reply = await agent.request("model.use", ModelUseResult, {"model": model})
+    # Sent even when None: a null model is how the agent is told to unpin.
+    params = build_params(ModelUseParams, "model.use", model=model)
+    reply = await agent.request("model.use", ModelUseResult, params)
     if reply.pinned:
         call.view.info(f"pinned to {reply.pinned}: no automatic switching until /use --auto")
     else:
@@ -139,9 +150,8 @@ async def clearhistory(call: Call) -> None:
     if answer.strip() != agent:
         call.view.info("clearhistory cancelled: the answer was not the agent id")
         return
-    await call.console.agent(agent).request(
-        "history.clear", HistoryClearResult, {"confirm_id": agent}
-    )
+    params = build_params(HistoryClearParams, "history.clear", confirm_id=agent)
+    await call.console.agent(agent).request("history.clear", HistoryClearResult, params)
     call.view.info(f"history of {agent} cleared")
 
 

@@ -11,6 +11,7 @@ from ateam.wire.results import (
     QueueListResult,
     QueueRetryResult,
 )
+from ateam.wire.rpc import ConfirmParams, build_params
 
 
 async def input_(call: Call) -> None:
@@ -54,9 +55,8 @@ async def _queue_clear(call: Call) -> None:
     if answer.strip().lower() != "yes":
         call.view.info("queue clear cancelled")
         return
-    reply = await call.console.agent(agent).request(
-        "queue.clear", QueueClearResult, {"confirm": True}
-    )
+    params = build_params(ConfirmParams, "queue.clear", confirm=True)
+    reply = await call.console.agent(agent).request("queue.clear", QueueClearResult, params)
     call.view.info(f"cleared {reply.cleared} item(s)")
 
 

@@ -18,12 +18,13 @@ import yaml
 
 from ateam.agent.runtime.build import build_parts
 from ateam.agent.runtime.process import Agent, AgentState
-from ateam.bus.board import TaskBoard, TaskStatus
+from ateam.bus.board import TaskBoard
 from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.keys import Keys
 from ateam.config import standalone_agent
 from ateam.providers import ScriptedProvider
+from ateam.wire.board import TaskStatus
 from tests._wait import async_wait_for
 
 P = "proj"

@@ -22,11 +22,11 @@ from ateam.agent.runtime.process import Agent
 from ateam.agent.state.history import History
 from ateam.agent.state.queue import DurableQueue
 from ateam.agent.state.queue_item import QueueItem
-from ateam.bus.board import BoardTask, TaskStatus
 from ateam.bus.codec import unpack
 from ateam.client import Target, Team
 from ateam.config import AgentConfig, standalone_agent
 from ateam.providers.scripted import ScriptedProvider
+from ateam.wire.board import BoardTask, TaskStatus
 from ateam.wire.events import TaskEnd
 from ateam.wire.turns import Turn
 from tests._wait import async_wait_for

@@ -8,18 +8,12 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from ateam.bus.board import (
-    DETAIL_MAX_BYTES,
-    PRIORITY_LIMIT,
-    TITLE_MAX_CHARS,
-    BoardTask,
-    TaskBoard,
-    TaskStatus,
-)
+from ateam.bus.board import DETAIL_MAX_BYTES, PRIORITY_LIMIT, TITLE_MAX_CHARS, TaskBoard
 from ateam.bus.codec import pack, unpack
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.keys import Keys
 from ateam.errors import BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
+from ateam.wire.board import BoardTask, TaskStatus
 
 P = "proj"
 

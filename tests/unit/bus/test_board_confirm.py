@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from ateam.bus.board import TaskBoard, TaskStatus
+from ateam.bus.board import TaskBoard
 from ateam.bus.keys import Keys
 from ateam.bus.registry import AgentEntry, Heartbeat
 from ateam.errors import TaskClaimed, TaskNotFound
+from ateam.wire.board import TaskStatus
 
 P = "proj"
 

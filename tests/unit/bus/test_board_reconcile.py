@@ -11,11 +11,12 @@ import time
 import pytest
 import redis.asyncio as aioredis
 
-from ateam.bus.board import TaskBoard, TaskStatus
+from ateam.bus.board import TaskBoard
 from ateam.bus.keys import Keys
 from ateam.bus.registry import AgentEntry, Heartbeat
 from ateam.client.board import TasksApi
 from ateam.errors import BadRequest
+from ateam.wire.board import TaskStatus
 from tests._wait import async_wait_for
 
 P = "proj"

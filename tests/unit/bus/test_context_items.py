@@ -12,17 +12,10 @@ import redis.asyncio as aioredis
 from ateam.bus import context_items
 from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget
-from ateam.bus.context_items import (
-    CONTENT_MAX_BYTES,
-    TTL_MAX_S,
-    ContextItem,
-    ContextStore,
-    ContextType,
-    Scope,
-    Urgency,
-)
+from ateam.bus.context_items import CONTENT_MAX_BYTES, TTL_MAX_S, ContextStore
 from ateam.bus.keys import Keys
 from ateam.errors import BadRequest
+from ateam.wire.context_items import ContextItem, ContextType, Scope, Urgency
 from tests._wait import async_wait_for
 
 

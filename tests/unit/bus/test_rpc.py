@@ -17,7 +17,7 @@ from ateam.bus.codec import pack, unpack
 from ateam.bus.connection import RedisTarget
 from ateam.bus.keys import Keys
 from ateam.bus.lock import InstanceLock
-from ateam.bus.ownership import OwnerKind, Ownership, token_digest
+from ateam.bus.ownership import Ownership, token_digest
 from ateam.bus.registry import AgentEntry, Heartbeat, Registry
 from ateam.bus.rpc import Call, Method, RefusalFold, Refused, RpcClient, RpcServer
 from ateam.constants import PROTOCOL_VERSION, RPC_MAX_PAYLOAD
@@ -31,6 +31,7 @@ from ateam.errors import (
     PayloadTooLarge,
     RpcTimeout,
 )
+from ateam.wire.ownership import OwnerKind
 
 AGENT = "proj/zeus"
 TOKEN_A = "secret-of-console-a"
