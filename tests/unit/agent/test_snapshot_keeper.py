@@ -84,6 +84,8 @@ async def test_one_of_two_keepers_writes_and_a_change_shows_within_two_seconds(
     hera.start()
     path = isolated_home / "session.json"
     await async_wait_for(lambda: read(path), 5, "the first snapshot")
+    # The file is renamed into place a moment before the writer counts the write.
+    await async_wait_for(lambda: zeus.writes + hera.writes >= 1, 5, "the write counted")
     holders = [k for k in (zeus, hera) if k.seat.held]
     assert len(holders) == 1
     [writer] = holders
