@@ -378,7 +378,14 @@ async def publish(url: str, lo: int, hi: int, rate: int, seconds: float) -> dict
         Heartbeat(
             client,
             keys,
-            AgentEntry(a, a.split("/")[1], SIM_PROJECT, model="sim", host="bench", state="busy"),
+            AgentEntry(
+                id=a,
+                name=a.split("/")[1],
+                project=SIM_PROJECT,
+                model="sim",
+                host="bench",
+                state="busy",
+            ),
         )
         for a in agents
     ]

@@ -49,6 +49,11 @@ class Registry:
         self._client = client
         self._keys = keys
         self._lapsed = client.register_script(_LAPSED_LUA)
+        self._parsed: dict[bytes, AgentEntry] = {}
+        """The entries of the last listing, by their bytes in the hash. An agent writes
+        its entry only when it changes, so a console listing again reuses most of them
+        instead of decoding and validating each one anew (the most of a listing's time).
+        Entries from a listing are shared between listings: read them, never set them."""
 
     async def projects(self) -> builtins.list[str]:
         """The names of the projects that ever registered an agent, sorted."""
@@ -87,6 +92,7 @@ class Registry:
         views: list[AgentStatus] = []
         expired: dict[str, list[bytes]] = {}
         unpackb, from_wire = msgpack.unpackb, AgentEntry.from_wire
+        known, parsed = self._parsed, {}
         with _no_cycle_collection():
             for project, entries, beats in zip(
                 names, replies[0:-1:3], replies[1:-1:3], strict=True
@@ -100,12 +106,16 @@ class Registry:
                     if age > DISCONNECTED_SHOWN_S:
                         expired.setdefault(project, []).append(raw_id)
                         continue
-                    try:  # entry_of, inlined: this loop is most of a listing's time
-                        entry = from_wire(unpackb(raw, raw=False, strict_map_key=True))
-                    except Exception:  # not msgpack, not a map, not an entry
-                        continue
+                    entry = known.get(raw)
+                    if entry is None:
+                        try:  # entry_of, inlined: this loop is most of a listing's time
+                            entry = from_wire(unpackb(raw, raw=False, strict_map_key=True))
+                        except Exception:  # not msgpack, not a map, not an entry
+                            continue
+                    parsed[raw] = entry
                     if entry.project == project and entry.id == f"{project}/{entry.name}":
                         views.append(AgentStatus(entry, age if age > 0 else 0.0))
+        self._parsed = parsed  # only the entries listed now: bounded by the team
         views = _with_exits(views, names, replies[2:-1:3], now_ms)
         for project, ids in expired.items():
             await self.forget(project, ids)

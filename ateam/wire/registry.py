@@ -65,7 +65,12 @@ class FinalExit:
         """How ``ps`` shows the agent: state ``exited``, the reason as its alert."""
         project, _, name = self.agent.partition("/")
         entry = AgentEntry(
-            self.agent, name, project, host=self.host, state="exited", alert=self.alert()
+            id=self.agent,
+            name=name,
+            project=project,
+            host=self.host,
+            state="exited",
+            alert=self.alert(),
         )
         return AgentStatus(entry, max(age_s, 0.0), final=self)
 

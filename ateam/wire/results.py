@@ -144,12 +144,6 @@ class AgentEntry(Result):
     ``msg``): ``ps`` shows ALERT until someone acknowledges them (``alert.ack``, ``ateam
     ack``) or the next start finds none."""
 
-    def __init__(self, *named: str, **fields: object) -> None:
-        # Id, name and project may come first by position, like the dataclass this model
-        # replaced (entries made by hand: tests, benchmarks, tools). pydantic runs this on
-        # validation too, with keywords only, so a missing field stays a ValidationError.
-        super().__init__(**dict(zip(("id", "name", "project"), named, strict=False)), **fields)
-
     def to_wire(self) -> dict[str, object]:
         """Every field, as the heartbeat writes it."""
         return self.model_dump()

@@ -21,7 +21,7 @@ AGENT = "proj/zeus"
 
 def entry(agent: str = AGENT, **fields: Any) -> AgentEntry:
     project, name = agent.split("/")
-    return AgentEntry(agent, name, project, **{"state": "idle", **fields})
+    return AgentEntry(id=agent, name=name, project=project, **{"state": "idle", **fields})
 
 
 async def notices(pubsub: Any) -> list[dict[str, Any]]:
@@ -125,3 +125,24 @@ async def test_list_skips_entries_of_another_project_or_id(
     await client.hset(keys.heartbeats("proj"), "ops/ares", sec * 1000)
     await client.hset(keys.heartbeats("proj"), "proj/junk", sec * 1000)
     assert [v.id for v in await Registry(client, keys).list()] == [AGENT]
+
+
+async def test_a_listing_reuses_unchanged_entries_and_reads_every_change(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    keys = Keys(target.namespace)
+    zeus, hera = Heartbeat(client, keys, entry()), Heartbeat(client, keys, entry("proj/hera"))
+    await zeus.beat()
+    await hera.beat()
+    registry = Registry(client, keys)
+    first = {view.id: view.entry for view in await registry.list()}
+
+    zeus.entry.state = "busy"
+    await zeus.beat()
+    again = {view.id: view.entry for view in await registry.list()}
+    assert again["proj/zeus"].state == "busy" and again["proj/zeus"] is not first["proj/zeus"]
+    assert again["proj/hera"] is first["proj/hera"]  # its bytes did not change: not decoded
+
+    # A forged entry in place of hera's is read as what it is now, not as the one kept.
+    await client.hset(keys.registry("proj"), "proj/hera", b"not msgpack")
+    assert [view.id for view in await registry.list()] == ["proj/zeus"]

@@ -34,7 +34,7 @@ class CountingRegistry(Registry):
 
 def entry(agent: str, **fields: Any) -> AgentEntry:
     project, name = agent.split("/")
-    return AgentEntry(agent, name, project, **{"state": "idle", **fields})
+    return AgentEntry(id=agent, name=name, project=project, **{"state": "idle", **fields})
 
 
 @pytest.fixture

@@ -37,7 +37,9 @@ SILENCE_S = 3.5
 
 def entry(agent: str, **fields: Any) -> AgentEntry:
     project, name = agent.split("/")
-    return AgentEntry(agent, name, project, **{"model": "echo", "state": "idle", **fields})
+    return AgentEntry(
+        id=agent, name=name, project=project, **{"model": "echo", "state": "idle", **fields}
+    )
 
 
 class Team:

@@ -88,7 +88,7 @@ async def started(app: ConsoleApp) -> ConsoleController:
 def entry(agent: str, **fields: Any) -> AgentEntry:
     project, name = agent.split("/")
     defaults: dict[str, Any] = {"model": "echo", "host": "build-1", "state": "idle"}
-    return AgentEntry(agent, name, project, **{**defaults, **fields})
+    return AgentEntry(id=agent, name=name, project=project, **{**defaults, **fields})
 
 
 def agent_ids(app: ConsoleApp) -> list[str]:
