@@ -359,14 +359,7 @@ class Worker:
             f"queue: {item.id} was answered before the agent stopped; "
             "its end is recorded now and it is not run again"
         )
-        log.warning("%s", message)
-        self._events.emit(
-            EventType.WARN,
-            msg=message,
-            code="queue.recovered",
-            task_id=item.id,
-            trace_id=item.trace_id,
-        )
+        self._warn(item, message, "queue.recovered")
         # The first task.end may never have left the process: consumers wait for one.
         self._events.emit(
             EventType.TASK_END,
@@ -377,6 +370,13 @@ class Worker:
             trace_id=item.trace_id,
         )
         await self._finish(item, TaskOutcome(True, None, text, 0, 0))
+
+    def _warn(self, item: QueueItem, message: str, code: str) -> None:
+        """What a replay settled without running ``item``: in the log and as a ``warn``."""
+        log.warning("%s", message)
+        self._events.emit(
+            EventType.WARN, msg=message, code=code, task_id=item.id, trace_id=item.trace_id
+        )
 
     async def _not_held(self, task_id: str) -> str | None:
         """Why the board does not say this agent holds ``task_id``; ``None`` if it does.
@@ -402,14 +402,7 @@ class Worker:
             f"queue: {item.id} (board task {task_id}) dropped, not run: {why}; "
             "the board no longer says this agent holds it"
         )
-        log.warning("%s", message)
-        self._events.emit(
-            EventType.WARN,
-            msg=message,
-            code="queue.dropped",
-            task_id=item.id,
-            trace_id=item.trace_id,
-        )
+        self._warn(item, message, "queue.dropped")
         notice = Turn(
             role="system",
             source="queue",
