@@ -611,7 +611,7 @@ def _exec_limits(config: AgentConfig) -> ExecLimits:
         cpu_s=spec.cpu_s,
         output_limit=spec.output_limit_bytes,
         inherit_env=spec.inherit_env,
-        # Passed-through secrets reach the tools; their values are masked (cli.py).
+        # Passed-through secrets reach the tools; their values are masked (runtime/main.py).
         env_allow=(*spec.env_allow, *config.spec.tools.env_passthrough),
     )
 
