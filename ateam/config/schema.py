@@ -213,6 +213,9 @@ class Provider(StrEnum):
     ANTHROPIC = "anthropic"
     ECHO = "echo"
     SCRIPTED = "scripted"
+    ACP = "acp"
+    """A coding agent (Claude Code, Codex, Gemini CLI, ...) driven over the Agent Client
+    Protocol: it runs whole tasks with its own tools (issue 24)."""
 
 
 class ModelSettings(BaseModel):
@@ -254,6 +257,18 @@ class ModelEntry(_Spec):
     prices: Prices | None = None
     script: Path | None = None
     """Turn script of a ``scripted`` model; absolute after loading."""
+    command: tuple[str, ...] | None = Field(default=None, min_length=1)
+    """The runtime's command line (``acp`` only), e.g. ``[claude-code-acp]``."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Variables the runtime is started with (``acp`` only), beside the agent's
+    ``env_passthrough``. Name variables here, not secrets: a key belongs in the
+    environment or in the runtime's own login."""
+    install: str | None = None
+    """How to install the runtime when its command is missing (``acp`` only); the known
+    runtimes have one built in."""
+    mode: str | None = None
+    """The runtime's own session mode (``acp`` only, e.g. Codex's ``read-only``); unset
+    means the one that matches the agent's approval policy."""
 
     @model_validator(mode="before")
     @classmethod
@@ -267,13 +282,38 @@ class ModelEntry(_Spec):
     def _valid_api_key_env(cls, value: str | None) -> str | None:
         return _check_env_name(value)
 
+    @field_validator("env")
+    @classmethod
+    def _valid_env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            _check_env_name(name)
+        return value
+
     @model_validator(mode="after")
-    def _script_matches_provider(self) -> ModelEntry:
+    def _fields_match_provider(self) -> ModelEntry:
         if self.provider is Provider.SCRIPTED and self.script is None:
             raise ValueError("a scripted model needs `script: PATH`")
-        if self.provider is not Provider.SCRIPTED and self.script is not None:
-            raise ValueError("`script` only applies to provider `scripted`")
+        if self.provider is Provider.ACP and self.command is None:
+            raise ValueError("an acp runtime needs `command: [PROGRAM, ARGS...]`")
+        # A field of another provider kind is a mistake (a pasted entry), not a no-op.
+        for name, kind in _PROVIDER_ONLY.items():
+            if self.provider is not kind and name in self.model_fields_set:
+                raise ValueError(f"`{name}` only applies to provider `{kind.value}`")
         return self
+
+    @property
+    def is_runtime(self) -> bool:
+        """Whether this entry is a whole coding agent rather than a model API."""
+        return self.provider is Provider.ACP
+
+
+_PROVIDER_ONLY: dict[str, Provider] = {
+    "script": Provider.SCRIPTED,
+    "command": Provider.ACP,
+    "env": Provider.ACP,
+    "install": Provider.ACP,
+    "mode": Provider.ACP,
+}
 
 
 class EmbeddingsProvider(StrEnum):
