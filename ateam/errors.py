@@ -41,7 +41,13 @@ The tree::
     │   ├── Overloaded              provider.overloaded    (HTTP 529, 503)
     │   ├── ProviderUnavailable     provider.unavailable   (other 5xx, connection)
     │   ├── ContextTooLong          provider.context_too_long
-    │   └── AuthFailed              provider.auth          (401/403, missing key)
+    │   ├── AuthFailed              provider.auth          (401/403, missing key)
+    │   └── RuntimeError_           runtime.error          (an ACP coding agent failed)
+    │       ├── RuntimeMissing      runtime.missing        (its command is not installed)
+    │       ├── RuntimeAuth         runtime.auth           (it needs a login first)
+    │       ├── RuntimeProtocol     runtime.protocol       (a newer protocol, garbage, oversized)
+    │       ├── RuntimeTimeout      runtime.timeout        (no answer to initialize or cancel)
+    │       └── RuntimeCrashed      runtime.crashed        (its process died mid-prompt)
     └── RpcError                    (code of the remote error)
         ├── OwnershipDenied         ownership.denied       (exit 3)
         ├── AgentNotFound           agent.not_found
@@ -111,6 +117,12 @@ class Code(StrEnum):
     REDIS_OOM = "redis.oom"
     REDIS_READONLY = "redis.readonly"
     REDIS_EVICTION_POLICY = "redis.eviction_policy"
+    RUNTIME_ERROR = "runtime.error"
+    RUNTIME_MISSING = "runtime.missing"
+    RUNTIME_AUTH = "runtime.auth"
+    RUNTIME_PROTOCOL = "runtime.protocol"
+    RUNTIME_TIMEOUT = "runtime.timeout"
+    RUNTIME_CRASHED = "runtime.crashed"
 
 
 class AteamError(Exception):
@@ -462,6 +474,46 @@ class AuthFailed(ProviderError):
             model=model,
             detail={"api_key_env": env},
         )
+
+
+class RuntimeError_(ProviderError):
+    """A coding agent driven over the Agent Client Protocol failed (issue 24).
+
+    A runtime is a model entry, so its failures are provider failures: the router
+    retries, switches or fails the call on them like any other.
+    """
+
+    code = Code.RUNTIME_ERROR
+
+
+class RuntimeMissing(RuntimeError_):
+    """The runtime's command is not on ``PATH`` (or not executable)."""
+
+    code = Code.RUNTIME_MISSING
+
+
+class RuntimeAuth(RuntimeError_):
+    """The runtime needs a login (``authenticate``) before it takes a session."""
+
+    code = Code.RUNTIME_AUTH
+
+
+class RuntimeProtocol(RuntimeError_):
+    """The runtime broke the protocol: a newer version, garbage, an oversized message."""
+
+    code = Code.RUNTIME_PROTOCOL
+
+
+class RuntimeTimeout(RuntimeError_):
+    """The runtime did not answer in time (``initialize``, a session, a cancel)."""
+
+    code = Code.RUNTIME_TIMEOUT
+
+
+class RuntimeCrashed(RuntimeError_):
+    """The runtime's process died while it had work."""
+
+    code = Code.RUNTIME_CRASHED
 
 
 _STATUS_ERRORS: dict[int, type[ProviderError]] = {

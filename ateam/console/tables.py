@@ -76,6 +76,8 @@ def ps_rows(views: Iterable[_Jsonable]) -> list[JsonObject]:
         usage = row.get("usage") or {}
         row["tokens"] = f"{usage.get('tokens_in', 0)}/{usage.get('tokens_out', 0)}"
         row["cost"] = usage.get("cost", 0)
+        if row.get("runtime_mode"):  # a coding agent: its own mode is part of what it is
+            row["model"] = f"{row.get('model')} ({row['runtime_mode']})"
         damage = damage_alert(row.get("id", ""), row.get("damage") or [])
         alerts = [text for text in (row.get("alert"), damage) if text]
         row["alert"] = "; ".join(alerts) if alerts else None

@@ -32,6 +32,10 @@ class Decision(StrEnum):
     """Do not run it; the model is told it was rejected."""
     EDIT = "edit"
     """Apply the owner's edited version instead (patches only)."""
+    ALWAYS = "always"
+    """Run it, and let calls of the same kind run without asking from now on, where the
+    asker can remember that (a coding agent over ACP: its ``allow_always``); elsewhere
+    it is :attr:`APPROVE`."""
 
 
 # Words a console may send for each decision; "apply" is what a diff prompt says.
@@ -42,6 +46,7 @@ _DECISION_WORDS: dict[str, Decision] = {
     "reject": Decision.REJECT,
     "no": Decision.REJECT,
     "edit": Decision.EDIT,
+    "always": Decision.ALWAYS,
 }
 
 

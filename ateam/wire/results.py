@@ -139,6 +139,8 @@ class AgentEntry(Result):
     """The newest ``model.switch``: ``{from, to, reason, ts}``."""
     alert: str | None = None
     """A standing alert (a stalled worker), shown by ``ps`` until it clears."""
+    runtime_mode: str | None = None
+    """A coding agent's own mode (Claude Code's ``default``, Codex's ``read-only`` ...)."""
     damage: list[dict[str, Any]] = []
     """Damaged files this process found (each a ``storage.damaged`` warning's fields and
     ``msg``): ``ps`` shows ALERT until someone acknowledges them (``alert.ack``, ``ateam

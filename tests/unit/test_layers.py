@@ -167,18 +167,19 @@ import its own package and anything on a lower floor, never a higher one and nev
 sideways package on its own floor."""
 
 
-AGENT_FLOORS: tuple[str, ...] = (
-    "ateam.agent.runtime",
-    "ateam.agent.native",
-    "ateam.agent.loop",
-    "ateam.agent.context",
-    "ateam.agent.models",
-    "ateam.agent.state",
+AGENT_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("ateam.agent.runtime",),
+    ("ateam.agent.native", "ateam.agent.acp"),
+    ("ateam.agent.loop",),
+    ("ateam.agent.context",),
+    ("ateam.agent.models",),
+    ("ateam.agent.state",),
 )
-"""The floors inside ``ateam/agent/``, top first: the process and its faces; the native
-task runner (another runner sits beside it, on its own package of this floor); the work
-loop, which knows a runner only by :mod:`ateam.agent.loop.task`'s protocol; what the
-model sees; which model; what is kept on disk."""
+"""The floors inside ``ateam/agent/``, top first: the process and its faces; the task
+runners side by side, each in its own package (ateam's native loop, and the ACP loop
+that drives coding agents), neither importing the other; the work loop, which knows a
+runner only by :mod:`ateam.agent.loop.task`'s protocol; what the model sees; which
+model; what is kept on disk."""
 
 AGENT_TOP = ("ateam.agent",)
 """The only modules of ``ateam/agent/`` outside a floor: the package itself."""
@@ -293,7 +294,7 @@ def test_the_lists_here_name_only_what_exists() -> None:
     modules = all_modules()
     missing = [f"FRONT_ENDS: {item}" for item in FRONT_ENDS if not (PACKAGE / item).exists()]
     named = [name for floor in LAYERS for name in floor] + list(ABOVE_TOOLS)
-    named += list(AGENT_FLOORS) + list(AGENT_TOP)
+    named += [package for floor in AGENT_FLOORS for package in floor] + list(AGENT_TOP)
     missing += [f"LAYERS/ABOVE_TOOLS: {name}" for name in named if name not in modules]
     assert not missing, f"names of paths that do not exist: {missing}"
 
@@ -316,8 +317,8 @@ def test_agent_sub_packages_keep_their_floors() -> None:
 
 
 def _agent_floor(module: str) -> int | None:
-    for depth, package in enumerate(AGENT_FLOORS):
-        if within(module, package):
+    for depth, packages in enumerate(AGENT_FLOORS):
+        if any(within(module, package) for package in packages):
             return depth
     return None
 
@@ -332,6 +333,15 @@ def test_the_agent_floors_check_finds_a_runner_imported_by_the_loop() -> None:
     found = [m for m, _ in imports_in(source, "ateam.agent.loop.worker", False, all_modules())]
     assert found == ["ateam.agent.native.runner"]
     assert _agent_floor(found[0]) < _agent_floor("ateam.agent.loop.worker")  # type: ignore[operator]
+
+
+def test_the_agent_floors_check_finds_one_runner_importing_the_other() -> None:
+    # The two runners share a floor: neither may lean on the other's package.
+    source = "from ateam.agent.native.toolcall import describe_error\n"
+    found = [m for m, _ in imports_in(source, "ateam.agent.acp.runner", False, all_modules())]
+    assert found == ["ateam.agent.native.toolcall"]
+    assert _agent_floor(found[0]) == _agent_floor("ateam.agent.acp.runner")
+    assert _package(found[0]) != _package("ateam.agent.acp.runner")
 
 
 MAX_MODULE_LINES = 800

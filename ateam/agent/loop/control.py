@@ -35,6 +35,9 @@ class TaskControl:
     approvals: Approvals | None = None
     reason: str | None = None
     """Why the task was stopped, when neither a person's interrupt nor cancel did it."""
+    continuing: bool = False
+    """The task was handed over from another runner mid-way (a switch between a native
+    model and a coding agent): it has started already."""
 
     def interrupt(self, *, hard: bool = False, reason: str | None = None) -> None:
         if reason is not None and self.reason is None:

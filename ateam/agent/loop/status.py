@@ -112,6 +112,20 @@ class AgentStatus:
         elif self.state is AgentState.WAITING:
             self.set(AgentState.BUSY if self.control is not None else AgentState.IDLE)
 
+    def runtime_mode(self, mode: str | None) -> None:
+        """The coding agent's own mode changed (or it is no longer a coding agent)."""
+        if mode != self.entry.runtime_mode:
+            self.entry.runtime_mode = mode
+            self.dirty.set()
+
+    def runtime_alert(self, message: str | None) -> None:
+        """A coding agent that cannot work (missing, needs a login), or no longer so."""
+        if message is not None:
+            self.entry.alert = message
+        elif self.entry.alert is not None and self.entry.alert.startswith("runtime."):
+            self.entry.alert = None
+        self.dirty.set()
+
     def stalled(self, stall: Stall, item: QueueItem | None) -> None:
         """The stall watch saw a silent step: everyone sees it (events, ps, /ps)."""
         message = stall.message()

@@ -17,7 +17,21 @@ from typing import Protocol
 from ateam.agent.loop.control import TaskControl
 from ateam.agent.state.queue_item import QueueItem
 
-__all__ = ["TaskOutcome", "TaskRunner"]
+__all__ = ["HandOver", "TaskOutcome", "TaskRunner"]
+
+
+class HandOver(Exception):
+    """Raised by a runner that switched the agent to a model another runner drives.
+
+    The switch is made and recorded (the handoff is due); the task is not ended: the
+    composition root's dispatcher hands the same item and control to the runner of
+    ``model``, which goes on with it (``control.continuing``) without a second
+    ``task.start``.
+    """
+
+    def __init__(self, model: str) -> None:
+        super().__init__(model)
+        self.model = model
 
 
 @dataclass

@@ -189,6 +189,17 @@ class ModelRouter:
         if self.on_usage is not None:
             self.on_usage()
 
+    def add_cost(self, model: str, amount: float) -> None:
+        """Cost a model reported itself (a coding agent's running total), on top of prices."""
+        self.usage_of(model).cost += amount
+        if self.on_usage is not None:
+            self.on_usage()
+
+    def is_runtime(self, model: str | None = None) -> bool:
+        """Whether ``model`` (default: the current one) is a coding agent over ACP."""
+        entry = self.config.models.get(model or self.current)
+        return entry is not None and entry.is_runtime
+
     def after_failure(self, model: str, exc: BaseException, attempt: int) -> Decision:
         """What to do after call number ``attempt`` (0-based) to ``model`` failed."""
         now = self.clock()

@@ -40,7 +40,7 @@ from ateam._json import JsonObject
 from ateam.agent.context import rebuild as ctxbuild
 from ateam.agent.context.window import HISTORY_CANDIDATES, ContextWindow
 from ateam.agent.loop.control import TaskControl
-from ateam.agent.loop.task import TaskOutcome
+from ateam.agent.loop.task import HandOver, TaskOutcome
 from ateam.agent.models.router import Action, ModelRouter, Reason
 from ateam.agent.models.router import Decision as RouteDecision
 from ateam.agent.native.toolcall import ToolCaller, ToolHooks, describe_error
@@ -202,12 +202,19 @@ class NativeRunner:
         started = time.monotonic()
         control.approvals = self._approvals
         self.window.current_task = item.id
-        self._events.emit(
-            EventType.TASK_START, text=item.text, source=item.source, attempt=item.attempts, **ids
-        )
+        if not control.continuing:  # a task handed over from a coding agent has started
+            self._events.emit(
+                EventType.TASK_START,
+                text=item.text,
+                source=item.source,
+                attempt=item.attempts,
+                **ids,
+            )
         progress = _Progress()
         try:
             await self._loop(item, control, ids, progress)
+        except HandOver:
+            raise  # switched to a coding agent: its runner goes on with this task
         except LockLost:
             # This instance may no longer write anything, the task's end included: the
             # agent stops and the successor runs the item again.
@@ -403,6 +410,9 @@ class NativeRunner:
         assert self.router is not None and decision.to is not None
         await self._hooks.switch_model(model, decision.to, decision.reason, ids)
         self.expect_handoff()
+        if self.router.is_runtime(decision.to):
+            # A coding agent runs whole tasks itself: this one goes on there.
+            raise HandOver(decision.to)
 
     def expect_handoff(self) -> None:
         """The model changed: its next call carries the handoff."""

@@ -145,7 +145,7 @@ class ToolCaller:
         tool = self.policy.tools[call.name]
         if approval is Approval.ASK and not tool.self_approving:
             answer = await self._ask("tool", call, ids, {}, control)
-            if answer.decision is not Decision.APPROVE:
+            if answer.decision not in (Decision.APPROVE, Decision.ALWAYS):
                 return {"ok": False, "rejected": True, "result": _rejection(answer)}
         if control.interrupted.is_set():
             # An approval and an interrupt that land together: the interrupt wins.

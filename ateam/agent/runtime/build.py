@@ -33,6 +33,8 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 
 from ateam._fs import DamageLog, DamageMemory
+from ateam.agent.acp.provider import RuntimeProvider
+from ateam.agent.acp.runner import AcpRunner
 from ateam.agent.context.compaction import MARKER_FILE, Compactor, read_marker
 from ateam.agent.context.handoff import HandoffStore
 from ateam.agent.context.prompts import Prompts
@@ -51,6 +53,7 @@ from ateam.agent.models.router import ModelRouter
 from ateam.agent.native.hooks import AgentHooks, AgentSources
 from ateam.agent.native.runner import NativeRunner
 from ateam.agent.native.tools import default_registry
+from ateam.agent.runtime.dispatch import ModelDispatch
 from ateam.agent.runtime.messenger import TeamMessenger
 from ateam.agent.runtime.port import ServicePort
 from ateam.agent.runtime.reporter import Reporter
@@ -73,6 +76,7 @@ from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import Heartbeat, Registry
 from ateam.bus.rpc import Refused, RpcServer
 from ateam.config import AgentConfig
+from ateam.config.schema import ModelEntry
 from ateam.constants import HANDOFF_LOCK_WAIT_S
 from ateam.errors import AteamError, agent_exit_code
 from ateam.kb.similar import meaning_ranker
@@ -86,7 +90,7 @@ from ateam.tools.fs import Sandbox
 from ateam.tools.registry import ToolPolicy, ToolRegistry
 from ateam.wire.registry import AgentEntry
 
-__all__ = ["Parts", "ReplRunner", "RpcFactory", "build_parts"]
+__all__ = ["Parts", "ReplRunner", "RpcFactory", "build_parts", "model_factory"]
 
 T = TypeVar("T")
 
@@ -141,6 +145,11 @@ class Parts:
     compactor: Compactor
     switcher: ModelSwitcher
     runner: NativeRunner
+    """ateam's own loop, for model APIs."""
+    acp: AcpRunner
+    """The loop of coding agents over ACP (Claude Code, Codex ...), for ``provider: acp``."""
+    tasks: ModelDispatch
+    """What the worker runs tasks with: one of the two above, by the current model."""
     stall: StallWatch
     reloader: PromptReloader
     upkeep: BusUpkeep
@@ -432,6 +441,26 @@ def build_parts(
             approval_timeout_s=config.spec.tools.approval_timeout_s,
         ),
     )
+    acp = swap(
+        "acp",
+        lambda: AcpRunner(
+            config=config,
+            events=events,
+            history=history,
+            window=window,
+            sources=AgentSources(prompts, workctx, summaries, team, keeper),
+            team_block=team.render,
+            hooks=hooks,
+            router=router,
+            sandbox=sandbox,
+            exec_limits=exec_limits,
+            policy=policy,
+            approvals=approvals,
+            on_mode=status.runtime_mode,
+            on_alert=status.runtime_alert,
+        ),
+    )
+    tasks = swap("tasks", lambda: ModelDispatch(router, runner, acp))
     watch = config.spec.watchdog
     stall = swap(
         "stall",
@@ -468,7 +497,7 @@ def build_parts(
             config=config,
             queue=queue,
             history=history,
-            runner=runner,
+            runner=tasks,
             stall=stall,
             team=team,
             puller=puller,
@@ -581,6 +610,8 @@ def build_parts(
         compactor=compactor,
         switcher=switcher,
         runner=runner,
+        acp=acp,
+        tasks=tasks,
         stall=stall,
         reloader=reloader,
         upkeep=upkeep,
@@ -598,8 +629,19 @@ def build_parts(
     return parts
 
 
+def model_factory(config: AgentConfig) -> Callable[[ModelEntry], Provider]:
+    """Builds the provider of a ``models.yaml`` entry: a model API, or a coding agent."""
+
+    def build(entry: ModelEntry) -> Provider:
+        if entry.is_runtime:
+            return RuntimeProvider(entry, cwd=config.cwd, limits=_exec_limits(config))
+        return build_provider(entry)
+
+    return build
+
+
 def _router(config: AgentConfig, provider: Provider) -> ModelRouter:
-    router = ModelRouter(config, factory=build_provider, current=provider.model)
+    router = ModelRouter(config, factory=model_factory(config), current=provider.model)
     router.providers[provider.model] = provider
     return router
 

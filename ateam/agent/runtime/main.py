@@ -138,7 +138,7 @@ class _Ready:
 
 def _prepare(options: AgentOptions, agent_project: str, agent_id: str) -> _Ready:
     """Configuration, bus, bootstrap and provider: every refusal comes before the agent."""
-    from ateam.providers import build_provider
+    from ateam.agent.runtime.build import model_factory
 
     cwd = Path(options.cwd).resolve() if options.cwd else Path.cwd()
     model = options.model
@@ -164,7 +164,8 @@ def _prepare(options: AgentOptions, agent_project: str, agent_id: str) -> _Ready
             entry = config.model_entry(model)
         # An offload's overlay and first task: written once, as the token works once.
         seed_agent(config, Seed.from_spec(spec).scrubbed(redactor.redact))
-    return _Ready(config, target, build_provider(entry), redactor, model, project.root)
+    provider = model_factory(config)(entry)
+    return _Ready(config, target, provider, redactor, model, project.root)
 
 
 def _refused(error: AteamError) -> int:

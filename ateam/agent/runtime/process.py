@@ -32,6 +32,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from ateam._fs import Damage
+from ateam.agent.acp.process import kill_leftover
 from ateam.agent.loop.control import cancel_quietly
 from ateam.agent.loop.status import AgentState
 from ateam.agent.loop.worker import Queued
@@ -170,6 +171,8 @@ class Agent:
         await parts.state_lock.acquire(wait_s=STATE_LOCK_WAIT_S, keep_alive=parts.lock.refresh)
         # Read under the state lock: a predecessor still saving its counts has exited.
         parts.router.usage = parts.ledger.load()
+        # A coding agent's process group left by a killed predecessor dies before ours starts.
+        kill_leftover(self.config.state_dir)
         status.entry.usage = parts.router.usage_view()  # spent before a restart counts too
         report = parts.queue.open(killed=self._killed_before)
         parts.history.open()  # a torn tail it repairs is reported through its damage log
@@ -196,6 +199,7 @@ class Agent:
         # What the model would see now, rebuilt from disk: after a restart /ctx and
         # memory.stats are right before the first task runs.
         parts.compactor.remeasure()
+        parts.tasks.acp.check_at_start()  # a coding agent not installed shows in ps at once
         status.set(AgentState.REGISTERED)
         await parts.heartbeat.beat()
         self.rpc = parts.rpc(parts.port)
@@ -225,6 +229,7 @@ class Agent:
             await cancel_quietly(task)
         await cancel_quietly(self._worker)
         parts = self.parts
+        await _bounded(parts.tasks.acp.close(), 5.0)
         await parts.stall.aclose()
         await parts.snapshot.aclose()
         with contextlib.suppress(Exception):
@@ -272,6 +277,7 @@ class Agent:
                 self._status.control.interrupt(hard=True)
                 await asyncio.wait({self._worker}, timeout=SHUTDOWN_HARD_S)
             await cancel_quietly(self._worker)
+        await _bounded(parts.tasks.acp.close(), 5.0)  # the coding agents' process groups
         parts.upkeep.save_usage()
         parts.history.close()
         parts.queue.close()

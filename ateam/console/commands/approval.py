@@ -37,7 +37,14 @@ async def _answer(
 
 
 async def approve(call: Call) -> None:
-    await _answer(call, call.args[0] if call.args else None, "approve")
+    # `/apply always [REQ]`: allow this and the like from now on (a coding agent's
+    # "allow always"); a native agent takes it as a plain approval.
+    args = list(call.args)
+    decision = "approve"
+    if args and args[0].lower() == "always":
+        decision = "always"
+        args.pop(0)
+    await _answer(call, args[0] if args else None, decision)
 
 
 async def reject(call: Call) -> None:
@@ -66,8 +73,8 @@ async def edit(call: Call) -> None:
 
 
 COMMANDS = (
-    Command("approve", approve, "[REQ]", "approve the waiting tool call"),
-    Command("apply", approve, "[REQ]", "apply the proposed diff"),
+    Command("approve", approve, "[always] [REQ]", "approve the waiting tool call"),
+    Command("apply", approve, "[always] [REQ]", "apply the proposed diff"),
     Command("reject", reject, "[REQ]", "reject the waiting call or diff"),
     Command("edit", edit, "[REQ]", "edit the proposed file in $EDITOR, apply it"),
     Command("pending", pending, "", "requests waiting for an answer"),

@@ -1,0 +1,110 @@
+"""JSON-RPC messages over the runtime's stdio, one per line, bounded and checked.
+
+The SDK's own stdio framing accepts a line of any length and stops reading at the first
+line that is JSON but not an object. A runtime is a program ateam does not control, so
+this transport (the SDK's message-level seam) draws the lines itself: a line longer than
+:data:`MAX_MESSAGE_BYTES` ends the connection with a clear ``runtime.protocol`` error
+instead of growing the agent's memory, and a line that is not a JSON object — a stray
+``console.log``, a progress bar — is skipped and reported, since editors do the same and
+a runtime that says one wrong thing usually goes on working.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ateam.errors import RuntimeProtocol
+
+__all__ = ["MAX_MESSAGE_BYTES", "LineChannel"]
+
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+"""The longest message taken from a runtime (a whole file's diff fits many times over)."""
+
+_PREVIEW = 120
+
+
+class LineChannel:
+    """The SDK's ``Transport`` over a runtime's stdin and stdout.
+
+    Args:
+        writer: The runtime's stdin.
+        reader: Its stdout.
+        name: The runtime's entry id, for errors.
+        on_garbage: Told of each skipped line (a short preview), to warn on the task.
+        max_bytes: The longest line taken.
+    """
+
+    def __init__(
+        self,
+        writer: asyncio.StreamWriter,
+        reader: asyncio.StreamReader,
+        *,
+        name: str,
+        on_garbage: Callable[[str], None],
+        max_bytes: int = MAX_MESSAGE_BYTES,
+    ) -> None:
+        self._writer = writer
+        self._reader = reader
+        self._name = name
+        self._on_garbage = on_garbage
+        self._max = max_bytes
+        self._send_lock = asyncio.Lock()
+        self.failure: RuntimeProtocol | None = None
+        """Why reading stopped early (an oversized message), if it did."""
+        self.garbage = 0
+
+    async def send(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n"
+        async with self._send_lock:
+            self._writer.write(data.encode())
+            await self._writer.drain()
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            line = await self._line()
+            if line is None:
+                return None
+            stripped = line.strip()
+            if not stripped:
+                continue
+            try:
+                message = json.loads(stripped)
+            except ValueError:
+                message = None
+            if isinstance(message, dict):
+                return message
+            self.garbage += 1
+            preview = stripped[:_PREVIEW].decode("utf-8", "replace")
+            self._on_garbage(f"runtime {self._name} wrote a line that is not JSON-RPC: {preview}")
+
+    async def _line(self) -> bytes | None:
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                return b"".join([*parts, await self._reader.readuntil(b"\n")])
+            except asyncio.IncompleteReadError as exc:
+                tail = b"".join([*parts, exc.partial])
+                return tail or None  # a last line without its newline still counts
+            except asyncio.LimitOverrunError as exc:
+                chunk = await self._reader.readexactly(exc.consumed)
+                size += len(chunk)
+                parts.append(chunk)
+                if size > self._max:
+                    self.failure = RuntimeProtocol(
+                        f"runtime {self._name} sent a message of more than "
+                        f"{self._max // (1024 * 1024)} MiB",
+                        provider="acp",
+                        model=self._name,
+                    )
+                    return None
+            except (OSError, ValueError):
+                return None
+
+    async def close(self) -> None:
+        with contextlib.suppress(OSError, RuntimeError):
+            self._writer.close()

@@ -1,0 +1,216 @@
+"""The runtime's process: started in its own process group, tied to the agent, never leaked.
+
+A coding agent is a tree of processes (a node wrapper, its CLI, the commands it runs),
+so it gets a session and process group of its own: one signal to the group stops all of
+it, whether the agent stops it, restarts it after a hang or kills it on ``cancel
+--hard``. Two things make sure it never outlives the agent: the kernel kills the leader
+when the agent dies (``PR_SET_PDEATHSIG``), and the group id is written to the agent's
+``state/`` so that the next start of the agent, after a ``kill -9``, kills whatever is
+left of the old group before it starts a new one.
+
+The runtime's stderr is its log: each line goes to the agent's log with the runtime's
+name in front, masked, and bounded in length, so a runtime that prints a key or a
+megabyte on one line harms neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from ateam.errors import RuntimeMissing
+
+__all__ = ["PGID_FILE", "RuntimeProcess", "kill_leftover"]
+
+log = logging.getLogger(__name__)
+
+PGID_FILE = "runtime.pgid"
+"""In the agent's ``state/``: the process group of the runtime it started last."""
+
+STDERR_LINE_MAX = 4096
+"""Characters of one stderr line that reach the log."""
+
+_STOP_GRACE_S = 2.0
+_PR_SET_PDEATHSIG = 1
+
+
+# Looked up once, here: the child between fork and exec must not load libraries.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+
+
+def _tie_to_parent() -> None:
+    """In the child before ``exec``: the kernel kills it when the agent dies (Linux)."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+
+def kill_leftover(state_dir: Path) -> int | None:
+    """Kill the group a previous instance of the agent left running; returns its id."""
+    path = state_dir / PGID_FILE
+    try:
+        pgid = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    with contextlib.suppress(OSError):
+        path.unlink()
+    if pgid <= 1 or pgid == os.getpgid(0):
+        return None  # never our own group, whatever the file says
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        return None  # long gone
+    log.warning("killed the runtime process group %d a previous instance left", pgid)
+    return pgid
+
+
+class RuntimeProcess:
+    """One running runtime: its pipes, its group, its stderr relayed to the log.
+
+    Args:
+        name: The entry id, for log lines.
+        argv: The command line; ``argv[0]`` resolved already.
+        env: Its complete environment.
+        cwd: The agent's working directory.
+        state_dir: Where the group id is recorded (``None``: nowhere, for probes).
+        scrub: Masks secrets in what is logged.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        state_dir: Path | None,
+        scrub: Callable[[str], str] = str,
+    ) -> None:
+        self.name = name
+        self.argv = tuple(argv)
+        self._env = dict(env)
+        self._cwd = cwd
+        self._state_dir = state_dir
+        self._scrub = scrub
+        self.proc: asyncio.subprocess.Process | None = None
+        self._stderr_task: asyncio.Task[None] | None = None
+        self.stderr_tail: list[str] = []
+        """The last lines it wrote to stderr: an exit is explained with them."""
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    async def start(self) -> tuple[asyncio.StreamWriter, asyncio.StreamReader]:
+        """Start it; returns its stdin and stdout. :class:`RuntimeMissing` if it cannot run."""
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self._env,
+                cwd=self._cwd,
+                start_new_session=True,
+                preexec_fn=_tie_to_parent,
+                limit=2**16,
+            )
+        except (FileNotFoundError, PermissionError) as exc:
+            raise RuntimeMissing(
+                f"runtime {self.name}: cannot run {self.argv[0]}: {exc.strerror}",
+                provider="acp",
+                model=self.name,
+            ) from None
+        if self._state_dir is not None:
+            with contextlib.suppress(OSError):
+                (self._state_dir / PGID_FILE).write_text(f"{self.proc.pid}\n")
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stderr is not None
+        self._stderr_task = asyncio.create_task(self._relay(self.proc.stderr))
+        return self.proc.stdin, self.proc.stdout
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    def exit_text(self) -> str:
+        """How it ended, with its last words on stderr: for the task's error."""
+        code = self.proc.returncode if self.proc is not None else None
+        how = (
+            f"killed by {_signal_name(-code)}"
+            if code is not None and code < 0
+            else f"exited with status {code}"
+        )
+        tail = " | ".join(self.stderr_tail[-3:])
+        return f"{how}: {tail}" if tail else how
+
+    async def _relay(self, stream: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await stream.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                line = exc.partial
+                if not line:
+                    return
+            except asyncio.LimitOverrunError as exc:
+                line = await stream.readexactly(exc.consumed)
+            except (OSError, ValueError):
+                return
+            text = self._scrub(line.decode("utf-8", "replace").rstrip()[:STDERR_LINE_MAX])
+            if text:
+                self.stderr_tail = [*self.stderr_tail[-9:], text]
+                log.info("runtime %s: %s", self.name, text)
+
+    def signal_group(self, sig: signal.Signals) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, sig)
+
+    async def stop(self, *, grace_s: float = _STOP_GRACE_S) -> None:
+        """End it and everything it started: stdin closed, SIGTERM to the group, then SIGKILL."""
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError, RuntimeError):
+                proc.stdin.close()
+        if proc.returncode is None:
+            self.signal_group(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), grace_s)
+            except TimeoutError:
+                pass
+        # The leader may be gone while what it started lives on in the group.
+        self.signal_group(signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), grace_s)
+        await self._end_relay()
+        if self._state_dir is not None:
+            with contextlib.suppress(OSError):
+                (self._state_dir / PGID_FILE).unlink()
+
+    def kill_now(self) -> None:
+        """SIGKILL to the whole group at once (``cancel --hard``, a hung runtime)."""
+        self.signal_group(signal.SIGKILL)
+
+    async def _end_relay(self) -> None:
+        task, self._stderr_task = self._stderr_task, None
+        if task is None:
+            return
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(task, 1.0)
+        task.cancel()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

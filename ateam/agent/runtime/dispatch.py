@@ -1,0 +1,41 @@
+"""Which runner works a task: the native loop or the coding agent, by the current model.
+
+A ``models.yaml`` entry is either a model API, which ateam's own loop drives
+(:class:`~ateam.agent.native.runner.NativeRunner`), or a coding agent over ACP, which
+runs the task itself (:class:`~ateam.agent.acp.runner.AcpRunner`). The router says which
+one is current; a switch between the two kinds in the middle of a task raises
+:class:`~ateam.agent.loop.task.HandOver` in the runner that made it, and the task goes on
+in the other one, its handoff due, without starting again.
+"""
+
+from __future__ import annotations
+
+from ateam.agent.acp.runner import AcpRunner
+from ateam.agent.loop.control import TaskControl
+from ateam.agent.loop.task import HandOver, TaskOutcome
+from ateam.agent.models.router import ModelRouter
+from ateam.agent.native.runner import NativeRunner
+from ateam.agent.state.queue_item import QueueItem
+
+__all__ = ["ModelDispatch"]
+
+
+class ModelDispatch:
+    """The worker's :class:`~ateam.agent.loop.task.TaskRunner`: native or ACP, by the model."""
+
+    def __init__(self, router: ModelRouter, native: NativeRunner, acp: AcpRunner) -> None:
+        self._router = router
+        self.native = native
+        self.acp = acp
+
+    async def run(self, item: QueueItem, control: TaskControl) -> TaskOutcome:
+        # Each hand-over is a switch the router made, and it never switches to a model
+        # the task already tried, so the route's length bounds the hand-overs.
+        for _ in range(len(self._router.route) + 1):
+            runner = self.acp if self._router.is_runtime() else self.native
+            try:
+                return await runner.run(item, control)
+            except HandOver:
+                control.continuing = True
+        error = "error [internal]: the task was handed between models without end"
+        return TaskOutcome(False, error, "", 0, 0)
