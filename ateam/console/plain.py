@@ -100,6 +100,12 @@ class PlainView:
     def event(self, event: Event) -> None:
         shown = render(event)
         if isinstance(shown, Chunk):
+            if shown.thinking:
+                # Reasoning is not the answer: dimmed on a terminal, left out of a pipe
+                # (a script reads answers).
+                if self._color:
+                    self._stream_text(event.agent, f"\x1b[2m{shown.text}\x1b[22m", event.offset)
+                return
             self._stream_text(event.agent, shown.text, event.offset)
         else:
             self._show(event.agent, shown)

@@ -66,6 +66,8 @@ class Chunk:
     text: str
     output: bool = False
     """Tool output (its colours carry over between lines) rather than model text."""
+    thinking: bool = False
+    """A coding agent's reasoning, not its answer: front ends dim it."""
 
 
 Rendered = Chunk | tuple[Line, ...]
@@ -130,7 +132,7 @@ def _text(chunk: wire.Chunk) -> str:
 
 @_renders(wire.Chunk, EventType.TOKEN)
 def _token(chunk: wire.Chunk, event: Event) -> Rendered:
-    return Chunk(_text(chunk))
+    return Chunk(_text(chunk), thinking=chunk.thinking)
 
 
 @_renders(wire.Chunk, EventType.TOOL_OUTPUT)
@@ -141,11 +143,30 @@ def _tool_output(chunk: wire.Chunk, event: Event) -> Rendered:
 @_renders(wire.ToolStart, EventType.TOOL_START)
 def _tool_start(start: wire.ToolStart, event: Event) -> Rendered:
     args = start.input or {}
-    if start.name == "os.exec" and isinstance(args, dict):
-        shown = f"$ {args.get('cmd')}"
+    command = _command_of(start, args)
+    if command is not None:
+        shown = f"$ {command}"
+    elif start.kind is not None:  # a coding agent's call: its title says what it does
+        where = f" ({', '.join(start.paths)})" if start.paths else ""
+        shown = f"{start.name}{where}"
     else:
         shown = f"{start.name} {_json(args)}"
     return (Line(f"▶ {shown}", Tone.TOOL),)
+
+
+def _command_of(start: wire.ToolStart, args: object) -> str | None:
+    """The shell command a tool call runs: ``os.exec``'s, or a coding agent's ``execute``."""
+    if not isinstance(args, dict):
+        return None
+    if start.name == "os.exec":
+        return str(args.get("cmd"))
+    if start.kind == "execute":
+        command = args.get("command") or args.get("cmd")
+        if isinstance(command, list):
+            return " ".join(str(part) for part in command)
+        if isinstance(command, str):
+            return command
+    return None
 
 
 @_renders(wire.ToolEnd, EventType.TOOL_END)
@@ -161,7 +182,10 @@ def _tool_end(end: wire.ToolEnd, event: Event) -> Rendered:
     else:
         status, failed = f"failed [{end.code}]: {end.error}", True
     text = f"◀ {end.name} {status} ({end.duration_s}s)"
-    return (Line(text, Tone.TOOL_FAILED if failed else Tone.TOOL_DONE),)
+    done = Line(text, Tone.TOOL_FAILED if failed else Tone.TOOL_DONE)
+    if not end.diff:
+        return (done,)
+    return (*(Line(line, _diff_tone(line)) for line in end.diff.splitlines()), done)
 
 
 @_renders(wire.TaskStart, EventType.TASK_START)

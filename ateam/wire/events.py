@@ -61,6 +61,8 @@ class Chunk(Payload):
     b64: str | None = None
     call_id: str | None = None
     name: str | None = None
+    thinking: bool = False
+    """A coding agent's reasoning (ACP ``agent_thought_chunk``), shown dimmed."""
 
     def data(self) -> bytes:
         """The chunk's bytes; undecodable base64 becomes a visible marker, not an error."""
@@ -78,6 +80,10 @@ class ToolStart(Payload):
     call_id: str | None = None
     name: str = "?"
     input: Any = None
+    kind: str | None = None
+    """A coding agent's tool kind (``execute``, ``edit``, ``read`` ...); none for native tools."""
+    paths: list[str] | None = None
+    """The files a coding agent's tool call touches."""
 
 
 class ToolEnd(Payload):
@@ -93,6 +99,8 @@ class ToolEnd(Payload):
     total_bytes: int | None = None
     """All the output a command wrote, including what was not kept."""
     truncated: bool | None = None
+    diff: str | None = None
+    """The unified diff of the files a coding agent's tool call changed."""
 
 
 class TaskStart(Payload):

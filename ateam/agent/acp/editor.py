@@ -216,10 +216,10 @@ class EditorClient:
             raise RequestError.invalid_params({"message": f"{path}: {exc.strerror}"}) from None
         diff = unified(old, content, path)
         call_id = stream.open_call()
-        if diff:
-            stream.output(call_id, diff.encode())
-        if call_id is not None and diff:
-            stream.calls[call_id].diffs.append(diff)
+        if diff and call_id is not None:
+            stream.calls[call_id].diffs.append(diff)  # shown with the call's end
+        elif diff:
+            stream.output(None, diff.encode())
         return schema.WriteTextFileResponse()
 
     async def create_terminal(

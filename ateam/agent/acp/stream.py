@@ -153,6 +153,7 @@ class PromptStream:
     def _message(self, update: schema.AgentMessageChunk) -> None:
         text = _block_text(update.content)
         if text:
+            self._thoughts.flush()  # the reasoning so far goes out before the answer
             self._text.append(text)
             self.answer.append(text)
             self._tokens.feed(text)
@@ -160,6 +161,7 @@ class PromptStream:
     def _thought(self, update: schema.AgentThoughtChunk) -> None:
         text = _block_text(update.content)
         if text:
+            self._tokens.flush()
             self._thoughts.feed(text)
 
     def _tool_call(self, update: schema.ToolCallStart) -> None:
@@ -173,6 +175,8 @@ class PromptStream:
         self._order.append(call.id)
         self._merge(call, update)
         self._flush_text(with_call=call)
+        self._thoughts.flush()
+        self._tokens.flush()  # what it said before the call is shown before it
         self._events.emit(
             EventType.TOOL_START,
             call_id=call.id,

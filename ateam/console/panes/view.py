@@ -231,7 +231,8 @@ class PanesView(ConsoleView):
             self._wake()
         shown = render(event)
         if isinstance(shown, Chunk):
-            self._stream(event, shown.text, Kind.OUTPUT if shown.output else Kind.MODEL)
+            text = f"{_DIM}{shown.text}{_UNDIM}" if shown.thinking else shown.text
+            self._stream(event, text, Kind.OUTPUT if shown.output else Kind.MODEL)
             return
         for line in shown:
             self._say(event, _MARKS.get(line.tone, "") + line.text, _TONE_STYLES[line.tone])
@@ -278,6 +279,9 @@ class PanesView(ConsoleView):
             return ""
         return await self.app.ask(question)
 
+
+_DIM, _UNDIM = "\x1b[2m", "\x1b[22m"
+"""How a coding agent's reasoning is dimmed in model text (which reads escapes)."""
 
 # How the panes dress the renderer's tones.
 _TONE_STYLES: dict[Tone, str] = {
