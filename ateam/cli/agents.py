@@ -104,7 +104,7 @@ def up_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_ps(args: argparse.Namespace) -> int:
     async def work(team: Team) -> int:
-        rows = ps_rows(await team.agents())
+        rows = ps_rows(await team.agents(), table=not args.json)
         if args.json:
             print(json.dumps(rows, indent=2, sort_keys=True))
             return 0

@@ -65,18 +65,20 @@ class _Jsonable(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
-def ps_rows(views: Iterable[_Jsonable]) -> list[JsonObject]:
+def ps_rows(views: Iterable[_Jsonable], *, table: bool = True) -> list[JsonObject]:
     """Registry views as rows, with compact ``tokens``, ``cost`` and ``alert`` cells.
 
     The ``alert`` cell joins the live alert (a stall, a full disk) and the damaged files
     the agent found (see :func:`damage_alert`), so one column says what needs a person.
+    For a ``table``, a coding agent's ``model`` cell also names its mode; ``--json``
+    keeps ``model`` the entry id and the mode in ``runtime_mode``.
     """
     rows = [v.to_json() for v in views]
     for row in rows:
         usage = row.get("usage") or {}
         row["tokens"] = f"{usage.get('tokens_in', 0)}/{usage.get('tokens_out', 0)}"
         row["cost"] = usage.get("cost", 0)
-        if row.get("runtime_mode"):  # a coding agent: its own mode is part of what it is
+        if table and row.get("runtime_mode"):  # a coding agent's mode is part of what it is
             row["model"] = f"{row.get('model')} ({row['runtime_mode']})"
         damage = damage_alert(row.get("id", ""), row.get("damage") or [])
         alerts = [text for text in (row.get("alert"), damage) if text]

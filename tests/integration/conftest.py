@@ -436,6 +436,73 @@ def write_scripted_project(
     return root
 
 
+ACP_AGENT = Path(__file__).resolve().parent.parent / "acp_agent.py"
+"""The scriptable ACP agent (``tests/acp_agent.py``): a coding agent ateam's tests drive."""
+
+
+@dataclass
+class AcpProject:
+    """A project whose agent is the ACP test agent (``models.yaml`` ``provider: acp``)."""
+
+    root: Path
+    script: Path
+    state: Path
+    """The test agent's own state (the script's position, its sessions)."""
+    log: Path
+    """Everything ateam sent the test agent, one JSON line each."""
+
+    def sent(self, method: str | None = None) -> list[dict[str, Any]]:
+        """What the runtime received (``method`` only, if given), oldest first."""
+        import json
+
+        if not self.log.exists():
+            return []
+        lines = [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+        return [line for line in lines if method is None or line.get("method") == method]
+
+
+def write_acp_project(
+    root: Path,
+    name: str,
+    script: dict[str, Any],
+    *,
+    agent: str = "zeus",
+    agent_yaml: dict[str, Any] | None = None,
+    entry: dict[str, Any] | None = None,
+    extra_models: list[dict[str, Any]] | None = None,
+) -> AcpProject:
+    """A project whose agent runs the ACP test agent with ``script`` (see tests/acp_agent.py)."""
+    import yaml
+
+    ateam_dir = root / ".ateam"
+    (ateam_dir / "agents" / agent).mkdir(parents=True, exist_ok=True)
+    (ateam_dir / "project.yaml").write_text(f"name: {name}\n")
+    runtime_dir = root / "runtime"
+    runtime_dir.mkdir(exist_ok=True)
+    project = AcpProject(
+        root,
+        runtime_dir / "script.yaml",
+        runtime_dir / "state.json",
+        runtime_dir / "sent.jsonl",
+    )
+    project.script.write_text(yaml.safe_dump(script))
+    command = [
+        sys.executable, str(ACP_AGENT), str(project.script),
+        "--state", str(project.state), "--log", str(project.log),
+    ]  # fmt: skip
+    model = {"id": "coder", "provider": "acp", "command": command, **(entry or {})}
+    models = {"models": [model, *(extra_models or [])]}
+    (ateam_dir / "models.yaml").write_text(yaml.safe_dump(models))
+    spec: dict[str, Any] = {"model": "coder", "tools": {"allow": ["os.exec", "fs.*"]}}
+    for key, value in (agent_yaml or {}).items():
+        if isinstance(value, dict) and isinstance(spec.get(key), dict):
+            spec[key] = {**spec[key], **value}
+        else:
+            spec[key] = value
+    (ateam_dir / "agents" / agent / "agent.yaml").write_text(yaml.safe_dump(spec))
+    return project
+
+
 def write_waiting_project(root: Path, name: str) -> Path:
     """A scripted ``NAME/zeus`` that proposes an ``fs.patch`` of ``a.py`` and so waits."""
     import hashlib

@@ -56,6 +56,8 @@ class LineChannel:
         self.failure: RuntimeProtocol | None = None
         """Why reading stopped early (an oversized message), if it did."""
         self.garbage = 0
+        self.closed = False
+        """Whether the runtime's stdout has ended (or reading stopped): nothing more comes."""
 
     async def send(self, message: dict[str, Any]) -> None:
         data = json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n"
@@ -67,6 +69,7 @@ class LineChannel:
         while True:
             line = await self._line()
             if line is None:
+                self.closed = True
                 return None
             stripped = line.strip()
             if not stripped:

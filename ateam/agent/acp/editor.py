@@ -48,9 +48,9 @@ log = logging.getLogger(__name__)
 # policy written for native agents means the same for a runtime.
 _TOOL_FOR_KIND: dict[str, str] = {
     "execute": "os.exec",
-    "edit": "fs.write",
-    "delete": "fs.write",
-    "move": "fs.write",
+    "edit": "fs.patch",
+    "delete": "fs.patch",
+    "move": "fs.patch",
     "read": "fs.read",
     "search": "fs.read",
     "fetch": "os.exec",
@@ -106,6 +106,8 @@ class EditorClient:
         self.control: TaskControl | None = None
         self.terminals = Terminals(sandbox, exec_limits, self._terminal_output)
         self._terminal_calls: dict[str, str | None] = {}
+        self._granted: set[str] = set()
+        """Tool calls a permission allowed: their writes and commands are not asked again."""
         self.on_connect_called = False
 
     # the SDK's hooks ----------------------------------------------------------------------
@@ -125,43 +127,53 @@ class EditorClient:
         **kwargs: Any,
     ) -> schema.RequestPermissionResponse:
         stream, control = self._task()
-        decision = await self._decide(tool_call, stream, control)
+        tool = tool_for_kind(tool_call.kind)
+        kind, args, extra = _request_shape(tool_call, tool)
+        title = tool_call.title or tool
+        decision = await self._decide(tool, title, kind, args, extra, stream, control)
         chosen = _pick(options, decision)
         if chosen is None:
             return schema.RequestPermissionResponse(
                 outcome=schema.DeniedOutcome(outcome="cancelled")
             )
+        if decision in _ALLOW_KINDS:
+            # What it was allowed to do is not asked about again when it asks ateam to
+            # do it (the write, the command) under the same call.
+            self._granted.add(tool_call.tool_call_id)
         return schema.RequestPermissionResponse(
             outcome=schema.AllowedOutcome(outcome="selected", option_id=chosen)
         )
 
     async def _decide(
-        self, call: schema.ToolCallUpdate, stream: PromptStream, control: TaskControl
+        self,
+        tool: str,
+        title: str,
+        kind: str,
+        args: dict[str, Any],
+        extra: dict[str, Any],
+        stream: PromptStream,
+        control: TaskControl,
     ) -> Decision | None:
-        """What the policy, or else the owner, says of ``call``; ``None``: cancelled."""
+        """What the policy for ``tool``, or else the owner, says; ``None``: cancelled."""
         if control.interrupted.is_set():
             return None
-        tool = tool_for_kind(call.kind)
         try:
             approval = self._policy.check(tool) if self._policy is not None else Approval.ASK
         except ToolDenied as exc:
             self._emit(
                 EventType.WARN,
-                msg=f"{self.name}: refused {call.title or tool}: {exc.message}",
+                msg=f"{self.name}: refused {title}: {exc.message}",
                 code=exc.code,
                 **stream.ids,
             )
             return Decision.REJECT
         if approval is Approval.ALLOW:
             return Decision.APPROVE
-        if approval is Approval.DENY:
+        if approval is Approval.DENY or self._approvals is None:
             return Decision.REJECT
-        if self._approvals is None:
-            return Decision.REJECT
-        kind, args, extra = _request_shape(call, tool)
         answer = await self._approvals.ask(
             kind=kind,
-            tool=f"{self.name}:{call.title or tool}",
+            tool=f"{self.name}: {title}",
             args=args,
             task_id=stream.ids.get("task_id"),
             trace_id=stream.ids.get("trace_id"),
@@ -172,6 +184,30 @@ class EditorClient:
             return None
         # An edited version cannot be handed back through a permission: a rejection.
         return answer.decision if answer.decision in _ALLOW_KINDS else Decision.REJECT
+
+    async def _allowed(
+        self,
+        stream: PromptStream,
+        control: TaskControl,
+        tool: str,
+        args: dict[str, Any],
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """A request not covered by a permission the runtime asked for: the policy decides.
+
+        Raises the refusal the runtime reads when the policy or the owner says no.
+        """
+        call_id = stream.open_call()
+        if call_id is not None and call_id in self._granted:
+            return
+        title = stream.calls[call_id].title if call_id is not None else tool
+        kind = "diff" if extra else "tool"
+        decision = await self._decide(tool, title, kind, args, extra or {}, stream, control)
+        if decision not in _ALLOW_KINDS:
+            denied = ToolDenied(f"{tool} of {self.name}: not allowed ({title})")
+            raise _refused(denied)
+        if call_id is not None:
+            self._granted.add(call_id)
 
     async def read_text_file(
         self,
@@ -200,9 +236,17 @@ class EditorClient:
     async def write_text_file(
         self, session_id: str, path: str, content: str, **kwargs: Any
     ) -> schema.WriteTextFileResponse | None:
-        stream, _ = self._task()
+        stream, control = self._task()
+        try:  # outside the sandbox is refused before anyone is asked
+            await asyncio.to_thread(self._sandbox.resolve, path)
+        except AteamError as exc:
+            raise _refused(exc) from None
+        old = await asyncio.to_thread(_old_text, self._sandbox, path)
+        diff = unified(old, content, path)
+        await self._allowed(
+            stream, control, "fs.patch", {"path": path}, {"path": path, "diff": diff}
+        )
         try:
-            old = await asyncio.to_thread(_old_text, self._sandbox, path)
             await asyncio.to_thread(self._sandbox.write, path, content)
         except AteamError as exc:
             self._emit(
@@ -214,7 +258,6 @@ class EditorClient:
             raise _refused(exc) from None
         except OSError as exc:
             raise RequestError.invalid_params({"message": f"{path}: {exc.strerror}"}) from None
-        diff = unified(old, content, path)
         call_id = stream.open_call()
         if diff and call_id is not None:
             stream.calls[call_id].diffs.append(diff)  # shown with the call's end
@@ -232,7 +275,9 @@ class EditorClient:
         output_byte_limit: int | None = None,
         **kwargs: Any,
     ) -> schema.CreateTerminalResponse:
-        stream, _ = self._task()
+        stream, control = self._task()
+        line = " ".join([command, *(args or ())])
+        await self._allowed(stream, control, "os.exec", {"command": line})
         try:
             terminal = await self.terminals.create(
                 command,
@@ -348,7 +393,7 @@ def _request_shape(
         args["command"] = command if isinstance(command, str) else " ".join(map(str, command))
     elif raw:
         args["input"] = raw
-    if tool == "fs.write" and "file_path" in raw and "new_string" in raw:
+    if tool == "fs.patch" and "file_path" in raw and "new_string" in raw:
         return (
             "diff",
             args,

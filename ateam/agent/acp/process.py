@@ -139,6 +139,13 @@ class RuntimeProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
 
+    async def reaped(self, within_s: float) -> None:
+        """Wait a moment for the process to end (its stdout closing comes first)."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), within_s)
+
     def exit_text(self) -> str:
         """How it ended, with its last words on stderr: for the task's error."""
         code = self.proc.returncode if self.proc is not None else None

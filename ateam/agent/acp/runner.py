@@ -384,7 +384,7 @@ class AcpRunner:
             stream.close(final=False)
             progress.text = "".join(stream.answer)
             if stopper.killed or not session.alive:
-                await session.stop()
+                await session.stop()  # started again, a new process, at the next prompt
             raise
         finally:
             client.stream = client.control = None

@@ -170,7 +170,14 @@ class RuntimeSession:
 
     @property
     def alive(self) -> bool:
-        return self.process is not None and self.process.running and self.conn is not None
+        """Whether prompts can go to the runtime: it runs and its stdout is still open."""
+        return (
+            self.process is not None
+            and self.process.running
+            and self.conn is not None
+            and self.channel is not None
+            and not self.channel.closed
+        )
 
     # start ----------------------------------------------------------------------------
 
@@ -293,6 +300,8 @@ class RuntimeSession:
                 model=self.name,
             ) from None
         except (ConnectionError, RequestError) as exc:
+            if isinstance(exc, ConnectionError) and self.process is not None:
+                await self.process.reaped(1.0)
             raise self.failure(exc) from None
 
     # work -------------------------------------------------------------------------------
@@ -302,6 +311,8 @@ class RuntimeSession:
         try:
             return await self.conn.prompt(session_id=self.session_id, prompt=blocks)
         except (ConnectionError, RequestError) as exc:
+            if isinstance(exc, ConnectionError) and self.process is not None:
+                await self.process.reaped(1.0)  # its exit status explains the end
             raise self.failure(exc) from None
 
     async def cancel(self) -> None:

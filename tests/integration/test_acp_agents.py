@@ -1,0 +1,375 @@
+"""A coding agent over ACP as an ateam agent (issue 24): every guarantee, end to end.
+
+Each test runs a real ``ateam agent`` whose model is a ``provider: acp`` entry starting
+the scriptable ACP test agent (``tests/acp_agent.py``, written with the SDK's agent
+side), and checks what a user would: a console's lines, the event stream, the history
+and plan files, ``ps``, and what the runtime itself received (its ``--log``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._wait import wait_for
+
+from .conftest import (
+    AcpProject,
+    AgentFactory,
+    Bus,
+    ConsoleFactory,
+    attach_and_send,
+    group_alive,
+    history_turns,
+    run_ateam,
+    write_acp_project,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+
+def of_type(bus: Bus, agent: str, kind: str) -> list[dict[str, Any]]:
+    return [body for _, body in bus.events(agent) if body.get("type") == kind]
+
+
+def text_of(bus: Bus, agent: str, *, thinking: bool = False) -> str:
+    return "".join(
+        body.get("text", "")
+        for body in of_type(bus, agent, "token")
+        if bool(body.get("thinking")) == thinking
+    )
+
+
+def send(root: Path, agent: str, text: str, redis_url: str) -> str:
+    done = run_ateam("send", agent, text, "--redis", redis_url, cwd=root)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def wait_task_end(
+    bus: Bus, agent: str, count: int = 1, timeout: float = 30
+) -> list[dict[str, Any]]:
+    return wait_for(
+        lambda: (ends := bus.task_end_list(agent)) and len(ends) >= count and ends,
+        timeout,
+        f"{count} task.end of {agent}",
+    )
+
+
+def runtime_pid(project: AcpProject) -> int:
+    """The pid the runtime's process group has (written by the agent)."""
+    pgid_file = project.root / ".ateam" / "agents" / "zeus" / "state" / "runtime.pgid"
+    return int(pgid_file.read_text())
+
+
+TOOLS_SCRIPT: dict[str, Any] = {
+    "agent": {"name": "test-acp", "version": "1.2.3"},
+    "modes": {"current": "ask", "available": ["ask", "auto", "full-access"]},
+    "prompts": [
+        {
+            "steps": [
+                {"thought": "Let me look around first"},
+                {"text": "I will build it."},
+                {
+                    "tool": {
+                        "id": "t1",
+                        "title": "Run the build",
+                        "kind": "execute",
+                        "terminal": {"command": "echo built-by-ateam-pty; test -t 1 && echo tty"},
+                    }
+                },
+                {
+                    "plan": [
+                        {"content": "Build", "status": "completed", "priority": "high"},
+                        {"content": "Test", "status": "pending", "priority": "medium"},
+                    ]
+                },
+                {
+                    "usage": {
+                        "used": 1500,
+                        "size": 200000,
+                        "cost": {"amount": 0.25, "currency": "USD"},
+                    }
+                },
+                {"text": "The build is done."},
+            ],
+            "usage_total": {"input_tokens": 120, "output_tokens": 30},
+        }
+    ],
+}
+
+
+def test_a_task_runs_as_one_prompt_streamed_recorded_and_accounted(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path, own_redis: Any
+) -> None:
+    project = write_acp_project(
+        tmp_path / "p", "p", TOOLS_SCRIPT, agent_yaml={"tools": {"approval": {"os.exec": "allow"}}}
+    )
+    start_agent("p/zeus", cwd=project.root)
+    task_id = send(project.root, "p/zeus", "build it", own_redis.url)
+    (end,) = wait_task_end(bus, "p/zeus")
+    assert end["ok"] is True and end["task_id"] == task_id
+
+    # One queued input = one session/prompt, carrying the input after the agent's role.
+    (prompt,) = project.sent("session/prompt")
+    assert prompt["text"].endswith("build it")
+    # Streamed: the answer as tokens, the reasoning marked as such, not mixed in.
+    assert text_of(bus, "p/zeus") == "I will build it.The build is done."
+    assert text_of(bus, "p/zeus", thinking=True) == "Let me look around first"
+    # The command ran through ateam's PTY (a terminal: `test -t 1` says so), streamed live.
+    (start,) = of_type(bus, "p/zeus", "tool.start")
+    assert start["name"] == "Run the build" and start["kind"] == "execute"
+    output = "".join(body.get("text", "") for body in of_type(bus, "p/zeus", "tool.output"))
+    assert "built-by-ateam-pty" in output and "tty" in output
+    (tool_end,) = of_type(bus, "p/zeus", "tool.end")
+    assert tool_end["ok"] is True and tool_end["call_id"] == "t1"
+    # History in the native shape: the input, the call, its result, the final answer.
+    turns = [t for t in history_turns(project.root) if t.get("task_id") == task_id]
+    assert [t["role"] for t in turns] == ["user", "assistant", "tool", "assistant"]
+    assert turns[1]["tool_calls"][0]["id"] == "t1"
+    assert "built-by-ateam-pty" in turns[2]["content"]
+    assert turns[3]["final"] is True and turns[3]["content"] == "The build is done."
+    # The runtime's plan is the agent's plan; its cost and tokens are the agent's usage.
+    plan = (project.root / ".ateam" / "agents" / "zeus" / "plan.md").read_text()
+    assert "[x] Build" in plan and "[ ] Test" in plan
+    usage = json.loads(
+        (project.root / ".ateam" / "agents" / "zeus" / "state" / "usage.json").read_text()
+    )["models"]["coder"]
+    assert usage["cost"] == pytest.approx(0.25)
+    assert (usage["tokens_in"], usage["tokens_out"]) == (120, 30)
+    # ps shows the runtime with its mode: commands are `allow` for this agent, so it put
+    # the runtime in the mode that runs them without asking.
+    ps = run_ateam("ps", "--json", "--redis", own_redis.url, cwd=project.root)
+    (row,) = [r for r in json.loads(ps.stdout) if r["id"] == "p/zeus"]
+    assert row["model"] == "coder"
+    assert row["runtime_mode"] == "full-access"
+    assert row["usage"]["cost"] == pytest.approx(0.25)
+
+
+EDIT_SCRIPT: dict[str, Any] = {
+    "prompts": [
+        {
+            "steps": [
+                {
+                    "permission": {"id": "w1", "title": "Write notes.txt", "kind": "edit"},
+                    "then": [
+                        {
+                            "tool": {
+                                "id": "w1",
+                                "title": "Write notes.txt",
+                                "kind": "edit",
+                                "write": {"path": "notes.txt", "content": "approved text\n"},
+                            }
+                        },
+                        {"text": "Written."},
+                    ],
+                    "otherwise": [{"text": "Not written."}],
+                }
+            ]
+        }
+    ]
+    * 2,
+}
+
+
+def test_an_edit_asks_the_owner_and_apply_writes_reject_leaves(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path
+) -> None:
+    project = write_acp_project(tmp_path / "e", "e", EDIT_SCRIPT)  # fs.write: ask by default
+    start_agent("e/zeus", cwd=project.root)
+    console = start_console()
+    attach_and_send(console, "e/zeus", "write the notes")
+    console.wait_line("approval needed")
+    assert not (project.root / "notes.txt").exists()
+    console.send("/apply")
+    console.wait_line("Written.")
+    assert (project.root / "notes.txt").read_text() == "approved text\n"
+    # The edit is shown as a diff when the call ends.
+    console.wait_line("+approved text")
+    (end,) = of_type(bus, "e/zeus", "tool.end")
+    assert "+approved text" in end["diff"]
+
+    (project.root / "notes.txt").unlink()
+    console.send("write them again")
+    wait_for(lambda: len(of_type(bus, "e/zeus", "approval.request")) == 2, 20, "second ask")
+    console.send("/reject")
+    console.wait_line("Not written.")
+    assert not (project.root / "notes.txt").exists()
+    # What the runtime was told each time: allowed once, then rejected.
+    choices = [
+        line["result"]["outcome"]
+        for line in project.sent()
+        if line.get("reply_to") == "session/request_permission"
+    ]
+    assert [c.get("optionId") for c in choices] == ["allow_once", "reject_once"]
+
+
+def test_a_write_outside_the_sandbox_is_refused_with_the_sandboxs_reason(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path, own_redis: Any
+) -> None:
+    outside = tmp_path / "outside.txt"
+    script = {
+        "prompts": [
+            {
+                "steps": [
+                    {
+                        "tool": {
+                            "id": "w1",
+                            "title": "Write outside",
+                            "kind": "edit",
+                            "write": {"path": str(outside), "content": "escaped\n"},
+                        }
+                    }
+                ]
+            }
+        ]
+    }
+    project = write_acp_project(tmp_path / "s", "s", script)
+    start_agent("s/zeus", cwd=project.root)
+    send(project.root, "s/zeus", "try it", own_redis.url)
+    wait_task_end(bus, "s/zeus")
+    assert not outside.exists()
+    (reply,) = [line for line in project.sent() if line.get("reply_to") == "fs/write_text_file"]
+    assert "fs.denied" in json.dumps(reply["error"])
+
+
+HANG_SCRIPT: dict[str, Any] = {
+    "load_session": True,
+    "prompts": [
+        {"steps": [{"text": "Starting."}, {"hang": True}]},
+        {"steps": [{"echo_prompt": True}]},
+        {"steps": [{"text": "second task done"}]},
+    ],
+}
+
+
+def test_kill_9_mid_prompt_requeues_the_input_and_loads_the_session_again(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path, own_redis: Any
+) -> None:
+    project = write_acp_project(tmp_path / "k", "k", HANG_SCRIPT)
+    agent = start_agent("k/zeus", cwd=project.root)
+    send(project.root, "k/zeus", "long job", own_redis.url)
+    wait_for(lambda: "Starting." in text_of(bus, "k/zeus"), 20, "the prompt to start")
+    old_group = runtime_pid(project)
+    assert len(project.sent("session/new")) == 1
+    sessions = project.root / ".ateam" / "agents" / "zeus" / "state" / "acp_sessions.json"
+    stored = json.loads(sessions.read_text())["coder"]
+
+    agent.kill9()
+    # The runtime dies with the agent (its group is tied to it), nothing left behind.
+    wait_for(lambda: not group_alive(old_group), 10, "the runtime's group to die")
+
+    start_agent("k/zeus", cwd=project.root)
+    (end,) = wait_task_end(bus, "k/zeus")
+    assert end["ok"] is True
+    # The same session was loaded, and the input sent again, saying it was cut off.
+    (loaded,) = project.sent("session/load")
+    assert loaded["params"]["sessionId"] == stored
+    assert len(project.sent("session/new")) == 1  # no new session: the old one goes on
+    prompts = project.sent("session/prompt")
+    assert len(prompts) == 2
+    assert "cut off by a restart" in prompts[1]["text"]
+    assert prompts[1]["text"].endswith("long job")
+    assert prompts[1]["params"]["sessionId"] == loaded["params"]["sessionId"]
+    # One user turn for the input, whatever the restarts.
+    users = [t for t in history_turns(project.root) if t["role"] == "user"]
+    assert len(users) == 1
+
+
+def test_interrupt_cancels_the_prompt_and_an_ignored_cancel_kills_the_runtime(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path
+) -> None:
+    script = {
+        "prompts": [
+            {"steps": [{"text": "Working."}, {"hang": True}]},
+            {"ignore_cancel": True, "steps": [{"text": "Stubborn."}, {"hang": True}]},
+            {"steps": [{"text": "Fresh start."}]},
+        ]
+    }
+    project = write_acp_project(tmp_path / "i", "i", script)
+    start_agent("i/zeus", cwd=project.root)
+    console = start_console()
+    attach_and_send(console, "i/zeus", "first")
+    # A streamed partial line is on the bus before the plain console prints it whole.
+    wait_for(lambda: "Working." in text_of(bus, "i/zeus"), 20, "the first prompt")
+    console.send("/interrupt")
+    console.wait_line(lambda line: "task" in line and "interrupted" in line, timeout=10)
+    assert project.sent("session/cancel")
+    first_group = runtime_pid(project)
+
+    console.send("second")
+    wait_for(lambda: "Stubborn." in text_of(bus, "i/zeus"), 20, "the second prompt")
+    started = time.monotonic()
+    console.send("/interrupt")
+    wait_task_end(bus, "i/zeus", 2, timeout=15)
+    waited = time.monotonic() - started
+    assert waited >= 4.5, "the runtime got its 5 s to end the prompt"
+    wait_for(lambda: not group_alive(first_group), 10, "the ignoring runtime to be killed")
+
+    console.send("third")
+    console.wait_line("Fresh start.")
+    assert runtime_pid(project) != first_group  # started again for the next task
+
+
+def test_a_runtime_that_dies_mid_prompt_is_restarted_and_the_input_sent_again(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path, own_redis: Any
+) -> None:
+    script = {
+        "prompts": [
+            {"steps": [{"text": "Partial."}, {"crash": 1}]},
+            {"steps": [{"text": "Recovered."}]},
+        ]
+    }
+    project = write_acp_project(tmp_path / "c", "c", script)
+    start_agent("c/zeus", cwd=project.root)
+    send(project.root, "c/zeus", "fragile", own_redis.url)
+    (end,) = wait_task_end(bus, "c/zeus")
+    assert end["ok"] is True, end
+    warns = [w for w in of_type(bus, "c/zeus", "warn") if w.get("code") == "runtime.crashed"]
+    assert warns and "exited with status 1" in warns[0]["msg"]
+    assert len(project.sent("session/prompt")) == 2
+
+
+def test_team_context_items_are_prepended_once_to_a_continuing_session(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path, own_redis: Any
+) -> None:
+    script = {"prompts": [{"steps": [{"echo_prompt": True}]} for _ in range(3)]}
+    project = write_acp_project(tmp_path / "t", "t", script)
+    start_agent("t/zeus", cwd=project.root)
+    send(project.root, "t/zeus", "first", own_redis.url)
+    wait_task_end(bus, "t/zeus")
+    posted = run_ateam(
+        "context", "post", "--project", "t", "--type", "decision", "--urgency", "attention",
+        "--content", "We agreed on PostgreSQL 16.", "Use", "PostgreSQL", "16",
+        "--redis", own_redis.url, cwd=project.root,
+    )  # fmt: skip
+    assert posted.returncode == 0, posted.stderr
+    send(project.root, "t/zeus", "second", own_redis.url)
+    wait_task_end(bus, "t/zeus", 2)
+    send(project.root, "t/zeus", "third", own_redis.url)
+    wait_task_end(bus, "t/zeus", 3)
+    texts = [p["text"] for p in project.sent("session/prompt")]
+    assert "Use PostgreSQL 16" in texts[1]
+    assert "Use PostgreSQL 16" not in texts[2]
+    assert texts[2].endswith("third")
+
+
+def test_a_missing_runtime_shows_in_ps_at_start_and_fails_each_task_with_its_code(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path, own_redis: Any
+) -> None:
+    project = write_acp_project(
+        tmp_path / "m", "m", {}, entry={"command": ["claude-code-acp-not-installed"]}
+    )
+    agent = start_agent("m/zeus", cwd=project.root)
+    entry = wait_for(lambda: (e := bus.entry("m/zeus")) and e.get("alert") and e, 10, "alert")
+    assert entry["alert"].startswith("runtime.missing")
+    assert "install" in entry["alert"]
+    send(project.root, "m/zeus", "anything", own_redis.url)
+    (end,) = wait_task_end(bus, "m/zeus")
+    assert end["ok"] is False and "runtime.missing" in end["error"]
+    assert agent.running()  # no crash loop: the agent stays up, serving
+    assert bus.serving("m/zeus", agent.pid)
