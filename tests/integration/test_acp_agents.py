@@ -373,3 +373,84 @@ def test_a_missing_runtime_shows_in_ps_at_start_and_fails_each_task_with_its_cod
     assert end["ok"] is False and "runtime.missing" in end["error"]
     assert agent.running()  # no crash loop: the agent stays up, serving
     assert bus.serving("m/zeus", agent.pid)
+
+
+def test_a_rate_limited_runtime_falls_back_to_a_native_model_and_comes_back(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path, own_redis: Any
+) -> None:
+    script = {
+        "prompts": [
+            {"steps": [{"error": {"code": -32603, "message": "rate limit exceeded (429)"}}]},
+            {"steps": [{"text": "pong"}]},  # the router's probe before switching back
+            {"steps": [{"echo_prompt": True}]},
+        ]
+    }
+    backup = {"id": "backup", "provider": "scripted", "script": "fallback.yaml"}
+    project = write_acp_project(
+        tmp_path / "f",
+        "f",
+        script,
+        extra_models=[backup],
+        agent_yaml={
+            "fallbacks": ["backup"],
+            "switching": {"retries": 0, "cooldown_s": 1},
+        },
+    )
+    (project.root / ".ateam" / "fallback.yaml").write_text(
+        "turns:\n  - text: finished on the fallback\n"
+    )
+    start_agent("f/zeus", cwd=project.root)
+    task_id = send(project.root, "f/zeus", "build the release", own_redis.url)
+    (end,) = wait_task_end(bus, "f/zeus")
+    assert end["ok"] is True and end["task_id"] == task_id
+    assert len(of_type(bus, "f/zeus", "task.start")) == 1  # handed over, not started again
+    assert "finished on the fallback" in text_of(bus, "f/zeus")
+    switches = of_type(bus, "f/zeus", "model.switch")
+    assert (switches[0]["from"], switches[0]["to"], switches[0]["reason"]) == (
+        "coder",
+        "backup",
+        "rate_limited",
+    )
+    # Idle, the cool-down over, the runtime answering its probe again: back to it.
+    wait_for(
+        lambda: any(s["reason"] == "switch_back" for s in of_type(bus, "f/zeus", "model.switch")),
+        30,
+        "the switch back to the runtime",
+    )
+    send(project.root, "f/zeus", "and now?", own_redis.url)
+    wait_task_end(bus, "f/zeus", 2)
+    last = project.sent("session/prompt")[-1]["text"]
+    assert "## Handoff" in last and last.endswith("and now?")
+
+
+def test_a_native_model_that_fails_hands_the_task_to_a_runtime_with_the_handoff(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path, own_redis: Any
+) -> None:
+    script = {"prompts": [{"steps": [{"echo_prompt": True}]}]}
+    primary = {"id": "primary", "provider": "scripted", "script": "primary.yaml"}
+    project = write_acp_project(
+        tmp_path / "n",
+        "n",
+        script,
+        extra_models=[primary],
+        agent_yaml={
+            "model": "primary",
+            "fallbacks": ["coder"],
+            "switching": {"retries": 0, "cooldown_s": 600},
+        },
+    )
+    (project.root / ".ateam" / "primary.yaml").write_text("turns:\n  - error: {status: 429}\n")
+    start_agent("n/zeus", cwd=project.root)
+    send(project.root, "n/zeus", "refactor the parser", own_redis.url)
+    (end,) = wait_task_end(bus, "n/zeus")
+    assert end["ok"] is True
+    assert len(of_type(bus, "n/zeus", "task.start")) == 1
+    (switch,) = of_type(bus, "n/zeus", "model.switch")
+    assert (switch["from"], switch["to"]) == ("primary", "coder")
+    # The runtime's first prompt: a new session, so the role and the handoff come first.
+    (prompt,) = project.sent("session/prompt")
+    assert "## Handoff" in prompt["text"]
+    assert prompt["text"].endswith("refactor the parser")
+    turns = history_turns(project.root)
+    assert [t["role"] for t in turns].count("user") == 1
+    assert turns[-1]["final"] is True and turns[-1]["model"] == "coder"

@@ -407,6 +407,8 @@ class AcpRunner:
         """The prompt's text: what a new session must be told first, then the input."""
         blocks: list[str] = []
         if new_session:
+            # A runtime that starts afresh knows nothing of this agent: its role, what it
+            # keeps in mind, and, when there is work before this, the handoff.
             blocks.append(self._sources.system_prompt())
             extra = self._sources.extra_context()
             if extra:
@@ -417,6 +419,10 @@ class AcpRunner:
             team = self._team_block()
             if team:
                 blocks.append(team)
+            if self.window.handoff_due:
+                # Back from another model: the session remembers its own turns, not
+                # what was done meanwhile.
+                blocks.append(self._sources.handoff_context())
         if again:
             blocks.append(
                 "(This input was being worked on when the work was cut off by a restart. "
