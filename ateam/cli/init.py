@@ -5,14 +5,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ateam.config.runtimes import KNOWN
+
 
 def cmd_init(args: argparse.Namespace) -> int:
     from ateam.config.scaffold import init_project
 
-    made = init_project(Path(args.dir), name=args.name, agent=args.agent)
+    made = init_project(Path(args.dir), name=args.name, agent=args.agent, runtime=args.runtime)
     print(f"created project {made.project} in {made.root}:")
     for path in made.files:
         print(f"  {path}")
+    if args.runtime:
+        print(f"its agent runs {args.runtime}: check it is installed with `ateam runtimes`")
     print(f'start it with `ateam up {args.dir}`; then `ateam send {made.agent} "hello"`')
     return 0
 
@@ -21,3 +25,8 @@ def init_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", nargs="?", default=".")
     p.add_argument("--name", help="the project's name (default: the directory's name)")
     p.add_argument("--agent", default="zeus", help="the first agent's name (default: zeus)")
+    p.add_argument(
+        "--runtime",
+        choices=sorted(KNOWN),
+        help="run the agent on a coding agent you use (over ACP) instead of the echo model",
+    )

@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Sequence
 
 from ateam import __version__
-from ateam.cli import acl, agents, console, context, init, kb, mcp, server, tasks
+from ateam.cli import acl, agents, console, context, init, kb, mcp, runtimes, server, tasks
 from ateam.cli._verb import Verb, chain, project_verb_options
 
 VERBS: tuple[Verb, ...] = (
@@ -40,6 +40,12 @@ VERBS: tuple[Verb, ...] = (
         agents.ack_args,
     ),
     Verb("server", "manage the embedded Redis", server.cmd_server, server.server_args),
+    Verb(
+        "runtimes",
+        "the coding agents (Claude Code, Codex, Gemini CLI) agents can run: installed or not",
+        runtimes.cmd_runtimes,
+        runtimes.runtimes_args,
+    ),
     Verb(
         "init",
         "create a new project: .ateam/ with one agent on the offline echo model",

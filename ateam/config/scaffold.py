@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ateam.config.discovery import CONFIG_DIR
+from ateam.config.runtimes import KNOWN
 from ateam.config.schema import check_name
 from ateam.errors import ConfigError, ProjectExists, UsageError
 
@@ -81,8 +82,10 @@ models:
   #   settings:
   #     max_tokens: 4096
 
+{runtimes}
+
 # default: the model of agents whose agent.yaml names none.
-default: echo
+default: {default}
 
 # How `ateam kb add` and the kb.* tools turn text into vectors: unset, an offline
 # embedder that needs no download; or an OpenAI-compatible endpoint:
@@ -150,7 +153,7 @@ kb/
 
 _TEMPLATE: dict[str, str] = {
     "project.yaml": _PROJECT_YAML,
-    "models.yaml": _MODELS_YAML,
+    "models.yaml": _MODELS_YAML,  # its {runtimes} and {default} filled by _models_yaml
     "agents/{agent}/agent.yaml": _AGENT_YAML,
     "agents/{agent}/system_base.md": _SYSTEM_BASE,
     "agents/{agent}/system_overlay.md": _SYSTEM_OVERLAY,
@@ -177,7 +180,11 @@ class Scaffold:
 
 
 def init_project(
-    directory: Path, *, name: str | None = None, agent: str = DEFAULT_AGENT
+    directory: Path,
+    *,
+    name: str | None = None,
+    agent: str = DEFAULT_AGENT,
+    runtime: str | None = None,
 ) -> Scaffold:
     """Create ``directory/.ateam/`` from the template (``directory`` too, if missing).
 
@@ -185,6 +192,8 @@ def init_project(
         directory: The project root.
         name: The project's name; defaults to the directory's name.
         agent: The name of the project's one agent.
+        runtime: A known coding agent (``claude-code``, ``codex``, ``gemini``) to make
+            the project's default model; the offline ``echo`` without.
 
     Raises:
         ProjectExists: ``.ateam`` exists and is not an empty directory; nothing changed.
@@ -195,8 +204,10 @@ def init_project(
     project = _valid(name or root.name, "project", hint="choose one with --name")
     agent = _valid(agent, "agent", hint="choose another with --agent")
     target = root / CONFIG_DIR
+    models = _models_yaml(runtime)
     _refuse_occupied(target)
-    relative = [(template.replace("{agent}", agent), text) for template, text in _TEMPLATE.items()]
+    template = {**_TEMPLATE, "models.yaml": models}
+    relative = [(path.replace("{agent}", agent), text) for path, text in template.items()]
     staging = root / f"{CONFIG_DIR}.init-{secrets.token_hex(4)}"
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -218,6 +229,17 @@ def init_project(
         ) from None
     files = tuple(Path(CONFIG_DIR) / path for path, _ in relative)
     return Scaffold(root=root, project=project, agent=agent, files=files)
+
+
+def _models_yaml(runtime: str | None) -> str:
+    """The template's ``models.yaml``: every known runtime commented out, or one of them on."""
+    if runtime is not None and runtime not in KNOWN:
+        known = ", ".join(sorted(KNOWN))
+        raise UsageError(f"--runtime: no runtime {runtime!r} is known; known: {known}")
+    blocks = [KNOWN[name].entry_yaml(commented=name != runtime) for name in sorted(KNOWN)]
+    return _MODELS_YAML.replace("{runtimes}", "\n\n".join(blocks)).replace(
+        "{default}", runtime or "echo"
+    )
 
 
 def _valid(value: str, what: str, *, hint: str) -> str:

@@ -1,9 +1,7 @@
-"""What ateam knows about the coding agents people run over ACP, and the environment they get.
+"""What a runtime needs around its entry: install and login hints, its command, its environment.
 
-A runtime is a ``models.yaml`` entry with ``provider: acp``; this table adds what the
-entry need not spell out for the well-known ones — how to install the command when it is
-missing, how to log in when it asks — and the entries ``ateam init --runtime`` writes.
-Anything else that speaks ACP works from its entry alone.
+The well-known runtimes are in :mod:`ateam.config.runtimes`; an entry is matched to one
+by its id or by its program's name.
 """
 
 from __future__ import annotations
@@ -11,56 +9,14 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from ateam.config.runtimes import KNOWN, Known
 from ateam.config.schema import ModelEntry
 from ateam.tools.exec_values import ExecLimits, minimal_env
 
-__all__ = ["KNOWN", "Known", "find_command", "known_for", "runtime_env"]
+__all__ = ["find_command", "install_hint", "known_for", "login_hint", "runtime_env"]
 
-
-@dataclass(frozen=True)
-class Known:
-    """One coding agent ateam knows by name."""
-
-    id: str
-    """The entry id ``ateam init --runtime`` writes."""
-    command: tuple[str, ...]
-    install: str
-    """What installs the command when it is missing."""
-    login: str
-    """What logs the runtime in (its own login: ateam stores no key)."""
-    context_window: int
-
-
-KNOWN: dict[str, Known] = {
-    known.id: known
-    for known in (
-        Known(
-            id="claude-code",
-            command=("claude-code-acp",),
-            install="npm install -g @anthropic-ai/claude-code @zed-industries/claude-code-acp",
-            login="claude /login (or set ANTHROPIC_API_KEY and pass it with env_passthrough)",
-            context_window=200_000,
-        ),
-        Known(
-            id="codex",
-            command=("codex-acp",),
-            install="npm install -g @openai/codex @zed-industries/codex-acp",
-            login="codex login (or set OPENAI_API_KEY and pass it with env_passthrough)",
-            context_window=272_000,
-        ),
-        Known(
-            id="gemini",
-            command=("gemini", "--experimental-acp"),
-            install="npm install -g @google/gemini-cli",
-            login="gemini (choose a login once), or set GEMINI_API_KEY",
-            context_window=1_000_000,
-        ),
-    )
-}
-"""By entry id; :func:`known_for` also matches an entry by its command's program name."""
 
 _BY_PROGRAM = {known.command[0]: known for known in KNOWN.values()}
 

@@ -25,7 +25,7 @@ from ateam.providers.base import Chunk, Message, TextDelta
 from ateam.tools.exec_values import ExecLimits
 from ateam.tools.fs import Sandbox
 
-__all__ = ["RuntimeProvider"]
+__all__ = ["RuntimeProvider", "probe_client"]
 
 _DEFAULT_WINDOW = ModelEntry.model_fields["context_window"].default
 
@@ -52,6 +52,11 @@ class _Collector(EditorClient):
                 self.text.append(text)
 
 
+def probe_client(name: str, cwd: Path, limits: ExecLimits) -> _Collector:
+    """An editor for a look at a runtime that must do nothing: no file, command or tool."""
+    return _Collector(name, Sandbox(cwd), limits)
+
+
 class RuntimeProvider:
     """The router's handle on a runtime (see the module docstring)."""
 
@@ -70,7 +75,7 @@ class RuntimeProvider:
         self, messages: list[Message], *, tools: list[dict[str, Any]] | None = None
     ) -> AsyncIterator[Chunk]:
         prompt = next((m.content for m in reversed(messages) if m.role == "user"), "ping")
-        client = _Collector(self.model, Sandbox(self._cwd), self._limits)
+        client = probe_client(self.model, self._cwd, self._limits)
         session = RuntimeSession(
             self.entry,
             client,
