@@ -454,3 +454,28 @@ def test_a_native_model_that_fails_hands_the_task_to_a_runtime_with_the_handoff(
     turns = history_turns(project.root)
     assert [t["role"] for t in turns].count("user") == 1
     assert turns[-1]["final"] is True and turns[-1]["model"] == "coder"
+
+
+def test_a_runtime_that_takes_board_tasks_records_its_answer_as_the_result(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path, own_redis: Any
+) -> None:
+    script = {"prompts": [{"steps": [{"text": "Fixed the flaky test in ci.yml."}]}]}
+    project = write_acp_project(tmp_path / "b", "b", script, agent_yaml={"take_tasks": True})
+    start_agent("b/zeus", cwd=project.root)
+    added = run_ateam(
+        "tasks", "add", "--project", "b", "--json", "--redis", own_redis.url,
+        "Fix", "the", "flaky", "test", cwd=project.root,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    task_id = json.loads(added.stdout)["id"]
+
+    def done() -> dict[str, Any] | None:
+        listed = run_ateam("tasks", "ls", "--project", "b", "--json", "--redis", own_redis.url)
+        task = next(t for t in json.loads(listed.stdout) if t["id"] == task_id)
+        return task if task["status"] == "done" else None
+
+    task = wait_for(done, 30, "the board task to be done")
+    assert task["assignee"] == "b/zeus"
+    assert task["result"] == "Fixed the flaky test in ci.yml."
+    (prompt,) = project.sent("session/prompt")
+    assert "Fix the flaky test" in prompt["text"]
