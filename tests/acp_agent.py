@@ -868,11 +868,13 @@ class ScriptedAgent:
             turn, acp.start_tool_call(spec.id, "flood", kind="execute", status="in_progress")
         )
         # Each update carries the next piece only (not the text so far), so the wire
-        # carries `bytes` in all; ACP's tool_call_update content replaces, so a client
-        # that shows it appends at its own risk; this is a throughput load.
+        # carries `bytes` in all. ACP's tool_call_update content replaces what the call
+        # showed; every piece starts with its own number, so each is new content a
+        # client shows (a repeat of the same text would rightly show nothing new).
         text = _filler(min(spec.chunk, spec.bytes))
-        for offset in range(0, spec.bytes, spec.chunk):
-            piece = text[: min(spec.chunk, spec.bytes - offset)]
+        for number, offset in enumerate(range(0, spec.bytes, spec.chunk)):
+            size = min(spec.chunk, spec.bytes - offset)
+            piece = (f"{number:08d}" + text)[:size]
             await self._update(turn, acp.update_tool_call(spec.id, content=[_text(piece)]))
         await self._update(turn, acp.update_tool_call(spec.id, status="completed"))
 

@@ -1,4 +1,4 @@
-"""``ateam runtimes``: the coding agents this project can run, installed or not, and what they are."""
+"""``ateam runtimes``: the coding agents this project can run, installed or not."""
 
 from __future__ import annotations
 

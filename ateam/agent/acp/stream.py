@@ -68,16 +68,19 @@ class ToolCallState:
     raw_input: Any = None
     raw_output: Any = None
     paths: list[str] = field(default_factory=list)
-    output: list[str] = field(default_factory=list)
-    """Text content reported so far (and terminal output streamed under it)."""
+    content: str = ""
+    """The text content the runtime reported last (ACP: each report replaces it)."""
+    tail: str = ""
+    """The end of everything shown as its output (content and terminal output)."""
     diffs: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     ended: bool = False
-    sent_output: int = 0
-    """How much of :attr:`output` has gone out as ``tool.output``."""
+
+    def shown(self, text: str) -> None:
+        self.tail = (self.tail + text)[-RESULT_CHARS:]
 
     def result_text(self) -> str:
-        parts = ["".join(self.output)]
+        parts = [self.tail]
         parts.extend(self.diffs)
         if not parts[0] and self.raw_output is not None:
             parts[0] = _raw_output_text(self.raw_output)
@@ -126,6 +129,8 @@ class PromptStream:
         self.calls: dict[str, ToolCallState] = {}
         self._order: list[str] = []
         self._tokens = Coalescer(self._token_frame, redactor=redactor)
+        self._outputs: dict[str | None, Coalescer] = {}
+        """Per tool call, the framer of its output (as a native command's is framed)."""
         self._thoughts = Coalescer(self._thought_frame, redactor=redactor)
         self._redactor = redactor
         self.updates = 0
@@ -154,9 +159,14 @@ class PromptStream:
         text = _block_text(update.content)
         if text:
             self._thoughts.flush()  # the reasoning so far goes out before the answer
+            first = not self.answer
             self._text.append(text)
             self.answer.append(text)
             self._tokens.feed(text)
+            if first:
+                # The first words of an answer go out at once, not a framing window
+                # later: that wait is what a person watching notices.
+                self._tokens.flush()
 
     def _thought(self, update: schema.AgentThoughtChunk) -> None:
         text = _block_text(update.content)
@@ -222,45 +232,51 @@ class PromptStream:
             if location.path not in call.paths:
                 call.paths.append(location.path)
         if update.content is not None:
-            # Content replaces what the call showed before (ACP: the whole content).
+            # Content replaces what the call showed before (ACP): what extends the last
+            # report is new output; anything else is new content as a whole.
             texts, diffs = _contents(update.content)
             if texts:
                 joined = "".join(texts)
-                shown = "".join(call.output)
-                if joined.startswith(shown):
-                    call.output.append(joined[len(shown) :])
-                else:
-                    call.output = [joined]
-                    call.sent_output = 0
+                fresh = joined[len(call.content) :] if joined.startswith(call.content) else joined
+                call.content = joined
+                if fresh:
+                    self.output(call.id, fresh.encode())
             if diffs:
                 call.diffs = diffs
 
     def _progress(self, call: ToolCallState) -> None:
-        text = "".join(call.output)
-        if len(text) > call.sent_output:
-            self.output(call.id, text[call.sent_output :].encode())
-            call.sent_output = len(text)
         if call.status in _DONE and not call.ended:
             self._end(call)
 
     def terminal_output(self, call_id: str | None, data: bytes) -> None:
         """Output of a command ateam runs for the runtime, under the call it belongs to."""
-        call = self.calls.get(call_id) if call_id is not None else None
-        if call is not None:
-            text = data.decode("utf-8", "replace")
-            call.output.append(text)
-            call.sent_output += len(text)
         self.output(call_id, data)
 
     def output(self, call_id: str | None, data: bytes) -> None:
-        name = self.calls[call_id].title if call_id in self.calls else "terminal"
-        frame: JsonObject = {"text": self._redactor.redact(data.decode("utf-8", "replace"))}
-        self._events.emit_redacted(
-            EventType.TOOL_OUTPUT, frame, call_id=call_id, name=name, **self.ids
-        )
+        """Output of ``call_id`` (``None``: of no call), framed and masked as native output."""
+        call = self.calls.get(call_id) if call_id is not None else None
+        if call is not None:
+            call.shown(data.decode("utf-8", "replace"))
+        framer = self._outputs.get(call_id)
+        if framer is None:
+            name = call.title if call is not None else "terminal"
+
+            def frame(body: JsonObject) -> None:
+                self._events.emit_redacted(
+                    EventType.TOOL_OUTPUT, body, call_id=call_id, name=name, **self.ids
+                )
+
+            framer = self._outputs[call_id] = Coalescer.for_output(frame, redactor=self._redactor)
+        framer.feed(data)
+
+    def _close_output(self, call_id: str | None) -> None:
+        framer = self._outputs.pop(call_id, None)
+        if framer is not None:
+            framer.close()
 
     def _end(self, call: ToolCallState) -> None:
         call.ended = True
+        self._close_output(call.id)  # its last output goes before its end
         ok = call.status == "completed"
         end: dict[str, Any] = {"ok": ok}
         exit_code = _exit_code(call.raw_output)
@@ -323,6 +339,7 @@ class PromptStream:
         """Flush the frames, end calls left open, record the answer; returns the answer."""
         self._tokens.close()
         self._thoughts.close()
+        self._close_output(None)
         for call_id in self._order:
             call = self.calls[call_id]
             if not call.ended:
