@@ -47,7 +47,8 @@ The tree::
     │       ├── RuntimeAuth         runtime.auth           (it needs a login first)
     │       ├── RuntimeProtocol     runtime.protocol       (a newer protocol, garbage, oversized)
     │       ├── RuntimeTimeout      runtime.timeout        (no answer to initialize or cancel)
-    │       └── RuntimeCrashed      runtime.crashed        (its process died mid-prompt)
+    │       ├── RuntimeCrashed      runtime.crashed        (its process died mid-prompt)
+    │       └── RuntimeStopped      runtime.stopped        (it ended a prompt early: max_tokens ...)
     └── RpcError                    (code of the remote error)
         ├── OwnershipDenied         ownership.denied       (exit 3)
         ├── AgentNotFound           agent.not_found
@@ -123,6 +124,7 @@ class Code(StrEnum):
     RUNTIME_PROTOCOL = "runtime.protocol"
     RUNTIME_TIMEOUT = "runtime.timeout"
     RUNTIME_CRASHED = "runtime.crashed"
+    RUNTIME_STOPPED = "runtime.stopped"
 
 
 class AteamError(Exception):
@@ -514,6 +516,12 @@ class RuntimeCrashed(RuntimeError_):
     """The runtime's process died while it had work."""
 
     code = Code.RUNTIME_CRASHED
+
+
+class RuntimeStopped(RuntimeError_):
+    """The runtime ended a prompt without an answer (``max_tokens``, ``refusal`` ...)."""
+
+    code = Code.RUNTIME_STOPPED
 
 
 _STATUS_ERRORS: dict[int, type[ProviderError]] = {

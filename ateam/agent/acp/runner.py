@@ -57,6 +57,7 @@ from ateam.errors import (
     RuntimeAuth,
     RuntimeCrashed,
     RuntimeMissing,
+    RuntimeStopped,
     StorageFull,
 )
 from ateam.providers.base import estimate_tokens
@@ -396,12 +397,12 @@ class AcpRunner:
         self._count(entry.id, response, text, answer, progress)
         self.window.handoff_due = False  # the runtime has seen it
         reason = str(response.stop_reason)
-        if reason == "cancelled" and not control.interrupted.is_set():
-            progress.error = f"runtime {entry.id} cancelled the prompt itself"
-        elif reason not in ("end_turn", "cancelled"):
-            progress.error = f"error [runtime.stopped]: runtime {entry.id} stopped: {reason}"
-        if progress.error is not None:
-            self._events.emit(EventType.ERROR, msg=progress.error, code="runtime.stopped", **ids)
+        if reason == "end_turn" or (reason == "cancelled" and control.interrupted.is_set()):
+            return
+        why = "cancelled the prompt itself" if reason == "cancelled" else f"stopped: {reason}"
+        stopped = RuntimeStopped(f"runtime {entry.id} {why}", provider="acp", model=entry.id)
+        progress.error = stopped.one_line()
+        self._events.emit(EventType.ERROR, msg=progress.error, code=stopped.code, **ids)
 
     def _compose(self, item: QueueItem, *, new_session: bool, again: bool) -> str:
         """The prompt's text: what a new session must be told first, then the input."""
