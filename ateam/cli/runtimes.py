@@ -27,7 +27,7 @@ def cmd_runtimes(args: argparse.Namespace) -> int:
     # out what `ateam init --runtime` or a models.yaml entry would give them.
     names = {entry.id for entry in configured}
     extra = [
-        ModelEntry(id=known.id, provider=Provider.ACP, command=known.command)
+        ModelEntry(id=known.id, provider=Provider.ACP, model=known.id, command=known.command)
         for known in KNOWN.values()
         if known.id not in names
     ]
