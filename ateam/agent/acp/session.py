@@ -241,6 +241,16 @@ class RuntimeSession:
         """
         if not self.alive:
             await self.start()
+        try:
+            return await self._open(stored_id)
+        except ProviderError:
+            # Started again at the next task: a login made meanwhile lives in the
+            # runtime's own files, which a runtime reads when it starts, and a runtime
+            # that hung here is not asked again.
+            await self.stop()
+            raise
+
+    async def _open(self, stored_id: str | None) -> bool:
         assert self.conn is not None and self.info is not None
         self.loaded = False
         if stored_id and self.info.load_session:
