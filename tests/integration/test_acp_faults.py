@@ -357,7 +357,7 @@ def test_a_crash_on_every_attempt_fails_after_the_retries_with_status_and_stderr
     assert len(project.sent("session/prompt")) == attempts
     again = warns(bus, "runtime.crashed")
     assert len(again) == CRASH_RETRIES
-    assert all("sending the input once more" in w["msg"] for w in again)
+    assert all("starting it again" in w["msg"] for w in again)
     assert_answers(project, bus, agent, own_redis.url)
     assert_clean_stream(bus)
 
@@ -437,18 +437,18 @@ def test_kill_9_takes_the_runtime_along_and_the_next_start_kills_what_it_left(
     assert len(group_alive(group)) == 2
 
     agent.kill9()
-    # The kernel kills the runtime itself at once (PR_SET_PDEATHSIG) ...
-    wait_for(lambda: group not in group_alive(group), 10, "the runtime to die with the agent")
-    # ... and the next start of the agent kills what is left of its group.
+    # The whole group dies with the agent, its child included: the kernel kills the
+    # runtime itself (PR_SET_PDEATHSIG) and the guard, whose pipe only the agent held,
+    # kills the rest. Nothing waits for the agent's next start.
+    wait_for(lambda: not group_alive(group), 10, "the whole group to die with the agent")
     start_agent(AGENT, cwd=project.root)
-    wait_for(lambda: not group_alive(group), 10, "the leftover group to be killed")
     end = wait_for(lambda: bus.task_end_list(AGENT), 20, "the input to run again")[-1]
     assert end["ok"] is True, end
     assert_clean_stream(bus)
 
 
 def test_a_leftover_group_recorded_by_a_previous_instance_is_killed_at_start(
-    start_agent: AgentFactory, tmp_path: Path
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path
 ) -> None:
     project = write_acp_project(tmp_path / "f", "f", {"prompts": [BACK]})
     leftover = subprocess.Popen(["sleep", "300"], start_new_session=True, stdin=subprocess.DEVNULL)
@@ -459,6 +459,12 @@ def test_a_leftover_group_recorded_by_a_previous_instance_is_killed_at_start(
         start_agent(AGENT, cwd=project.root)
         assert leftover.wait(10) == -signal.SIGKILL
         assert not pgid_file(project).exists()
+        # Said where people look, not only in the log.
+        (warn,) = [
+            body for _, body in bus.events(AGENT) if body.get("code") == "runtime.leftover"
+        ]
+        assert str(os.getpgid(os.getpid())) not in warn["msg"]
+        assert "previous instance" in warn["msg"]
     finally:
         if leftover.poll() is None:
             leftover.kill()

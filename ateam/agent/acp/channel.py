@@ -24,6 +24,17 @@ __all__ = ["MAX_MESSAGE_BYTES", "LineChannel"]
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 """The longest message taken from a runtime (a whole file's diff fits many times over)."""
 
+KNOWN_UPDATES = frozenset(
+    {
+        "agent_message_chunk", "agent_thought_chunk", "available_commands_update",
+        "config_option_update", "current_mode_update", "plan", "plan_removed", "plan_update",
+        "session_info_update", "tool_call", "tool_call_update", "usage_update",
+        "user_message_chunk",
+    }
+)  # fmt: skip
+"""The ``session/update`` kinds the SDK reads; another one (a newer runtime's) would make
+it log a traceback for every such message, so it is left out here, reported once."""
+
 _PREVIEW = 120
 
 
@@ -58,6 +69,7 @@ class LineChannel:
         self.garbage = 0
         self.closed = False
         """Whether the runtime's stdout has ended (or reading stopped): nothing more comes."""
+        self._unknown: set[str] = set()
 
     async def send(self, message: dict[str, Any]) -> None:
         data = json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n"
@@ -79,7 +91,13 @@ class LineChannel:
             except ValueError:
                 message = None
             if isinstance(message, dict):
-                return message
+                unknown = _unknown(message)
+                if unknown is None:
+                    return message
+                if unknown not in self._unknown:  # once each: a new kind comes every chunk
+                    self._unknown.add(unknown)
+                    self._on_garbage(f"runtime {self._name} sent {unknown}, left alone")
+                continue
             self.garbage += 1
             preview = stripped[:_PREVIEW].decode("utf-8", "replace")
             self._on_garbage(f"runtime {self._name} wrote a line that is not JSON-RPC: {preview}")
@@ -111,3 +129,20 @@ class LineChannel:
     async def close(self) -> None:
         with contextlib.suppress(OSError, RuntimeError):
             self._writer.close()
+
+
+def _unknown(message: dict[str, Any]) -> str | None:
+    """What in ``message`` the SDK cannot take (so it is skipped), or ``None``."""
+    if "method" not in message:
+        return None  # a response: the SDK matches it to its request, or drops it quietly
+    method = message["method"]
+    if not isinstance(method, str):
+        return "a message whose method is not a string"
+    if method != "session/update":
+        return None
+    params = message.get("params")
+    update = params.get("update") if isinstance(params, dict) else None
+    kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+    if kind in KNOWN_UPDATES:
+        return None
+    return f"an update of a kind ateam does not know ({str(kind)[:40]})"

@@ -3,10 +3,12 @@
 A coding agent is a tree of processes (a node wrapper, its CLI, the commands it runs),
 so it gets a session and process group of its own: one signal to the group stops all of
 it, whether the agent stops it, restarts it after a hang or kills it on ``cancel
---hard``. Two things make sure it never outlives the agent: the kernel kills the leader
-when the agent dies (``PR_SET_PDEATHSIG``), and the group id is written to the agent's
-``state/`` so that the next start of the agent, after a ``kill -9``, kills whatever is
-left of the old group before it starts a new one.
+--hard``. Three things make sure none of it outlives the agent: the kernel kills the
+leader when the agent dies (``PR_SET_PDEATHSIG``); a guard — a ``sh`` outside the group
+reading a pipe only the agent writes — kills the whole group when that pipe ends, which
+the agent's death ends too, so the leader's children go with it; and the group id is
+written to the agent's ``state/``, so that the next start of the agent kills whatever
+is left of the old group (after a ``kill -9`` of the guard too) before it starts anew.
 
 The runtime's stderr is its log: each line goes to the agent's log with the runtime's
 name in front, masked, and bounded in length, so a runtime that prints a key or a
@@ -21,6 +23,7 @@ import ctypes
 import logging
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -39,6 +42,9 @@ STDERR_LINE_MAX = 4096
 
 _STOP_GRACE_S = 2.0
 _PR_SET_PDEATHSIG = 1
+
+_GUARD = 'read _ignored; kill -KILL "-$1" 2>/dev/null'
+"""The guard's script: wait for the end of its stdin, then kill the group ``$1``."""
 
 
 # Looked up once, here: the child between fork and exec must not load libraries.
@@ -99,6 +105,9 @@ class RuntimeProcess:
         self._state_dir = state_dir
         self._scrub = scrub
         self.proc: asyncio.subprocess.Process | None = None
+        self._guard: subprocess.Popen[bytes] | None = None
+        self._guard_pipe: int | None = None
+        """The write end of the guard's stdin: held by this process only."""
         self._stderr_task: asyncio.Task[None] | None = None
         self.stderr_tail: list[str] = []
         """The last lines it wrote to stderr: an exit is explained with them."""
@@ -130,10 +139,41 @@ class RuntimeProcess:
         if self._state_dir is not None:
             with contextlib.suppress(OSError):
                 (self._state_dir / PGID_FILE).write_text(f"{self.proc.pid}\n")
+        self._start_guard(self.proc.pid)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         assert self.proc.stderr is not None
         self._stderr_task = asyncio.create_task(self._relay(self.proc.stderr))
         return self.proc.stdin, self.proc.stdout
+
+    def _start_guard(self, pgid: int) -> None:
+        """The guard that kills group ``pgid`` once this process is gone (or lets go)."""
+        read_end, write_end = os.pipe()
+        try:
+            self._guard = subprocess.Popen(
+                ["/bin/sh", "-c", _GUARD, "ateam-runtime-guard", str(pgid)],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # outside the group it kills, and out of the tty's
+                close_fds=True,
+            )
+        except OSError as exc:  # no guard: the leader still dies with the agent
+            os.close(write_end)
+            log.warning("runtime %s: no guard for its process group: %s", self.name, exc)
+            return
+        finally:
+            os.close(read_end)
+        os.set_inheritable(write_end, False)  # a runtime started later must not hold it
+        self._guard_pipe = write_end
+
+    def _end_guard(self) -> None:
+        if self._guard_pipe is not None:
+            os.close(self._guard_pipe)  # the guard kills what is left of the group, and ends
+            self._guard_pipe = None
+        if self._guard is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._guard.wait(1.0)
+            self._guard = None
 
     @property
     def running(self) -> bool:
@@ -196,6 +236,7 @@ class RuntimeProcess:
                 pass
         # The leader may be gone while what it started lives on in the group.
         self.signal_group(signal.SIGKILL)
+        self._end_guard()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), grace_s)
         await self._end_relay()

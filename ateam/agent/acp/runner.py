@@ -315,7 +315,7 @@ class AcpRunner:
                 crashes += 1
                 self._events.emit(
                     EventType.WARN,
-                    msg=f"{failure.message}; starting it again and sending the input once more",
+                    msg=f"{failure.message}; starting it again",
                     code=failure.code,
                     **ids,
                 )

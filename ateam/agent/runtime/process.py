@@ -172,7 +172,7 @@ class Agent:
         # Read under the state lock: a predecessor still saving its counts has exited.
         parts.router.usage = parts.ledger.load()
         # A coding agent's process group left by a killed predecessor dies before ours starts.
-        kill_leftover(self.config.state_dir)
+        leftover = kill_leftover(self.config.state_dir)
         status.entry.usage = parts.router.usage_view()  # spent before a restart counts too
         report = parts.queue.open(killed=self._killed_before)
         parts.history.open()  # a torn tail it repairs is reported through its damage log
@@ -182,6 +182,13 @@ class Agent:
             parts.events.emit(EventType.WARN, msg=eviction_risk, code=Code.REDIS_EVICTION_POLICY)
         if parts.prompts.last_warning:
             parts.events.emit(EventType.WARN, msg=parts.prompts.last_warning, code="prompt.load")
+        if leftover is not None:
+            parts.events.emit(
+                EventType.WARN,
+                msg=f"killed the coding agent's process group {leftover} a previous "
+                "instance of this agent left running",
+                code="runtime.leftover",
+            )
         for warning in parts.plugin_warnings:
             parts.events.emit(EventType.WARN, msg=warning, code="tool.plugin")
         for warning in parts.lock.warnings:
