@@ -460,9 +460,7 @@ def test_a_leftover_group_recorded_by_a_previous_instance_is_killed_at_start(
         assert leftover.wait(10) == -signal.SIGKILL
         assert not pgid_file(project).exists()
         # Said where people look, not only in the log.
-        (warn,) = [
-            body for _, body in bus.events(AGENT) if body.get("code") == "runtime.leftover"
-        ]
+        (warn,) = [body for _, body in bus.events(AGENT) if body.get("code") == "runtime.leftover"]
         assert str(os.getpgid(os.getpid())) not in warn["msg"]
         assert "previous instance" in warn["msg"]
     finally:
