@@ -79,6 +79,13 @@ enough that it does not resume into the next failure at once."""
 QUEUE_COMPACT_EVERY = 100
 PREVIOUS_EXIT_ENV = "ATEAM_PREVIOUS_EXIT"
 """Set by the supervisor on a restart: how the agent's previous process ended."""
+AGENT_TOKEN_ENV = "ATEAM_AGENT_TOKEN"
+"""The identity token of a running agent instance, handed by the agent to the
+``ateam mcp --as`` its coding agent's runtime starts: the proof that the server acts for
+that agent (never on a command line, where every local user could read it)."""
+AGENT_MAX_HOPS_ENV = "ATEAM_AGENT_MAX_HOPS"
+"""The agent's ``team.max_hops``, beside the token: ``ateam mcp --as`` refuses a message
+past it before sending, as the agent's own ``team.send`` does."""
 KILLED_FROM_OUTSIDE = frozenset({-9, -15})
 """Exit statuses (killed by SIGKILL or SIGTERM) that are not an item's fault: an item
 in progress then is put back without using up an attempt (SPEC §12 beside §5.2)."""

@@ -36,6 +36,7 @@ The tree::
     ├── TaskNotFound                task.not_found         (no such task on the board)
     ├── TaskClaimed                 task.claimed           (not open to claim, or not yours)
     ├── TaskBlocked                 task.blocked           (a dependency is not done)
+    ├── IdentityRefused             identity.refused       (exit 3: acting as an agent unproven)
     ├── ProviderError               provider.error         (a model provider failed)
     │   ├── RateLimited             provider.rate_limited  (HTTP 429)
     │   ├── Overloaded              provider.overloaded    (HTTP 529, 503)
@@ -125,6 +126,7 @@ class Code(StrEnum):
     RUNTIME_TIMEOUT = "runtime.timeout"
     RUNTIME_CRASHED = "runtime.crashed"
     RUNTIME_STOPPED = "runtime.stopped"
+    IDENTITY_REFUSED = "identity.refused"
 
 
 class AteamError(Exception):
@@ -403,6 +405,20 @@ class TaskBlocked(AteamError):
 
     code = Code.TASK_BLOCKED
     hint = "finish its dependencies first"
+
+
+class IdentityRefused(AteamError):
+    """A process may not act as the agent it names (``ateam mcp --as``, SPEC §9).
+
+    It holds no token of the agent's running instance (none given, a wrong one, or one
+    of an instance that stopped or restarted), or it was asked to act for another agent.
+    """
+
+    code = Code.IDENTITY_REFUSED
+    hint = (
+        "only the agent's own runtime holds its token (ATEAM_AGENT_TOKEN), for as long as "
+        "that instance runs"
+    )
 
 
 class ProviderError(AteamError):
@@ -697,6 +713,8 @@ class Exit(IntEnum):
 CLI_EXIT: dict[str, Exit] = {
     Code.REDIS_UNAVAILABLE: Exit.REDIS_UNAVAILABLE,
     Code.OWNERSHIP_DENIED: Exit.OWNERSHIP_DENIED,
+    # Refused like a console that does not own the agent: not the right holder.
+    Code.IDENTITY_REFUSED: Exit.OWNERSHIP_DENIED,
     Code.BAD_REQUEST: Exit.USAGE,
     Code.NO_SUCH_METHOD: Exit.USAGE,
     Code.AGENT_NOT_FOUND: Exit.USAGE,

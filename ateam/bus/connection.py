@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit
 
 import redis.asyncio as aioredis
 from redis.exceptions import (
@@ -22,7 +22,7 @@ from redis.exceptions import (
 )
 
 from ateam._cmdline import mask_url
-from ateam.bus._tls import check_url, tls_closed_early, tls_options, tls_refusal
+from ateam.bus._tls import TLS_QUERY, check_url, tls_closed_early, tls_options, tls_refusal
 from ateam.bus.cluster import (
     TOPOLOGY_SCHEMES,
     cluster_url,
@@ -41,6 +41,17 @@ from ateam.errors import (
 )
 
 _SCHEMES = ("redis", "rediss", "unix")
+
+URL_ENV = "ATEAM_REDIS_URL"
+"""The bus's URL, for a process started without ``--redis`` (SPEC §2)."""
+NAMESPACE_ENV = "ATEAM_NAMESPACE"
+"""The key namespace, over the project's: set by ateam for a process it starts on a bus
+it resolved itself (see :func:`target_environment`), like :data:`URL_ENV`."""
+ALLOW_EVICTION_ENV = "ATEAM_ALLOW_EVICTION"
+"""Set to ``1`` (``true``, ``yes``, ``on``) to start on a server that may evict keys
+(read by :mod:`ateam.bus.guard`)."""
+EMBEDDED = "embedded"
+"""The :attr:`RedisTarget.source` of this user's embedded server."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +105,7 @@ def resolve_target(
     ``transport`` is the parsed ``tools.yaml`` transport section (duck-typed so this
     module does not depend on the config package).
     """
-    ns = namespace or (getattr(transport, "namespace", None) or DEFAULT_NAMESPACE)
+    ns = chosen_namespace(namespace, transport)
     extra: dict[str, Any] = {
         "username": getattr(transport, "username", None),
         "password": getattr(transport, "password", None),
@@ -105,15 +116,83 @@ def resolve_target(
     }
     if cli_url:
         return RedisTarget(validate_url(cli_url), "--redis", namespace=ns, **extra)
-    env_url = os.environ.get("ATEAM_REDIS_URL")
+    env_url = os.environ.get(URL_ENV)
     if env_url:
-        return RedisTarget(validate_url(env_url), "ATEAM_REDIS_URL", namespace=ns, **extra)
+        return RedisTarget(validate_url(env_url), URL_ENV, namespace=ns, **extra)
     conf_url = getattr(transport, "url", None)
     if conf_url:
         if getattr(transport, "cluster", None) is True:
             conf_url = cluster_url(conf_url)  # the URL every child and front end is given
         return RedisTarget(validate_url(conf_url), "tools.yaml", namespace=ns, **extra)
     return None
+
+
+def chosen_namespace(namespace: str | None, transport: Any | None = None) -> str:
+    """The key namespace: ``ATEAM_NAMESPACE``, else ``namespace`` (a project's), else
+    ``tools.yaml`` ``transport.namespace``, else the default.
+
+    The environment wins, as ``ATEAM_REDIS_URL`` wins over ``tools.yaml``: it is how a
+    process is handed the bus its parent resolved (:func:`target_environment`), whatever
+    project its working directory happens to be in.
+
+    Raises:
+        UsageError: ``ATEAM_NAMESPACE`` is set but empty of anything but white space, or
+            holds white space.
+    """
+    given = os.environ.get(NAMESPACE_ENV)
+    if given is not None and given != "":
+        if any(ch.isspace() for ch in given):
+            raise UsageError(f"{NAMESPACE_ENV} must hold no white space; got {given!r}")
+        # Keys are built as f"{namespace}{rest}": the separator is part of a namespace.
+        return given if given.endswith(":") else f"{given}:"
+    return namespace or (getattr(transport, "namespace", None) or DEFAULT_NAMESPACE)
+
+
+def target_environment(target: RedisTarget) -> dict[str, str]:
+    """The variables that make a process started with them resolve ``target`` again.
+
+    For a child whose environment is not ours (a coding agent's runtime starts ateam's
+    MCP server with an environment of its own), so nothing may be left to what the child
+    finds around it:
+
+    * ``ATEAM_REDIS_URL``: the URL with the credentials and TLS files of ``tools.yaml``
+      folded in (user and password in its user part, the files as ``ssl_*`` query
+      parameters), since the child may not find that ``tools.yaml``. A password is
+      thereby in the child's environment, which only its user can read, never on a
+      command line (:mod:`ateam._cmdline`). What the URL holds already wins, as it does
+      in the client.
+    * Nothing for the embedded server: the child finds it by the record of the same
+      ateam home (``ATEAM_HOME``, the caller's to pass), so its password is never copied
+      into another process's environment.
+    * ``ATEAM_NAMESPACE``: the key namespace, which no URL can carry.
+    * ``ATEAM_ALLOW_EVICTION=1`` when ``tools.yaml`` allowed a server that may evict.
+    """
+    env = {NAMESPACE_ENV: target.namespace}
+    if target.source != EMBEDDED:
+        env[URL_ENV] = _self_contained_url(target)
+    if target.allow_eviction:
+        env[ALLOW_EVICTION_ENV] = "1"
+    return env
+
+
+def _self_contained_url(target: RedisTarget) -> str:
+    """``target.url`` with its username, password and TLS files in it, where not already."""
+    parts = urlsplit(target.url)
+    netloc = parts.netloc
+    if "@" not in netloc and (target.username or target.password):
+        user = quote(target.username or "", safe="")
+        secret = f":{quote(target.password, safe='')}" if target.password else ""
+        netloc = f"{user}{secret}@{netloc}"
+    query = parts.query
+    if parts.scheme.startswith("rediss"):  # rediss://, and rediss+cluster:// or +sentinel://
+        named = {key for key, _ in parse_qsl(query, keep_blank_values=True)}
+        for param, name in TLS_QUERY.items():
+            path = getattr(target, name)
+            if path and param not in named:
+                query += f"{'&' if query else ''}{param}={quote(str(path), safe='/')}"
+    # Rebuilt by hand: urlunsplit drops the "//" of an empty netloc (unix:///path).
+    url = f"{parts.scheme}://{netloc}{parts.path}"
+    return f"{url}?{query}" if query else url
 
 
 def make_client(target: RedisTarget, **overrides: object) -> aioredis.Redis:

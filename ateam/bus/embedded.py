@@ -72,7 +72,7 @@ from ateam._fs import atomic_write, open_append
 from ateam._json import JsonObject
 from ateam._proc import pid_is_running
 from ateam.bus._server_binary import check_can_read, find_server_binary, serves_dir
-from ateam.bus.connection import RedisTarget, resolve_target
+from ateam.bus.connection import EMBEDDED, RedisTarget, chosen_namespace, resolve_target
 from ateam.errors import (
     EmbeddedElsewhere,
     EmbeddedServerError,
@@ -210,7 +210,8 @@ def bus_target(
     redis_url: str | None, *, transport: object | None = None, namespace: str | None = None
 ) -> RedisTarget:
     """``redis_url`` (``--redis``), ``ATEAM_REDIS_URL``, ``tools.yaml``, else this user's
-    embedded server, started on demand; ``namespace`` (a project's) applies to either.
+    embedded server, started on demand; ``ATEAM_NAMESPACE``, else ``namespace`` (a
+    project's), applies to either.
 
     The one order every process uses to find its bus (SPEC §2): front ends through
     :func:`ateam.client.resolve_target`, an agent process before it has a client.
@@ -219,11 +220,10 @@ def bus_target(
     if found is not None:
         return found
     embedded = EmbeddedServer().ensure()
-    if not namespace:
+    chosen = chosen_namespace(namespace)  # ATEAM_NAMESPACE, else the project's
+    if chosen == embedded.namespace:
         return embedded
-    return RedisTarget(
-        embedded.url, embedded.source, password=embedded.password, namespace=namespace
-    )
+    return RedisTarget(embedded.url, embedded.source, password=embedded.password, namespace=chosen)
 
 
 class EmbeddedServer:
@@ -664,7 +664,7 @@ class EmbeddedServer:
         password = self._stored_password()
         if password is None:
             raise EmbeddedServerError(f"{self.paths.password_file} is missing")
-        return RedisTarget(_url(socket), "embedded", password=password)
+        return RedisTarget(_url(socket), EMBEDDED, password=password)
 
     def _locked_out(self, socket: Path) -> EmbeddedServerError:
         return EmbeddedServerError(

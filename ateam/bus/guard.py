@@ -29,7 +29,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import NoPermissionError, RedisError
 
-from ateam.bus.connection import RedisTarget, bus_error
+from ateam.bus.connection import ALLOW_EVICTION_ENV, RedisTarget, bus_error
 from ateam.errors import Code, EvictionPolicyRefused, RedisPermissionDenied
 
 __all__ = [
@@ -45,8 +45,6 @@ log = logging.getLogger(__name__)
 
 SAFE_POLICY = "noeviction"
 """The one ``maxmemory-policy`` under which a server with a memory limit evicts nothing."""
-ALLOW_EVICTION_ENV = "ATEAM_ALLOW_EVICTION"
-"""Set to ``1`` (``true``, ``yes``, ``on``) to start on a server that may evict keys."""
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
 

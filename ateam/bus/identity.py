@@ -50,11 +50,17 @@ class AgentIdentity:
 
     Pass :attr:`token` as the RPC ``auth`` of the agent's own ``team.input`` calls, under
     the caller :attr:`caller`; the heartbeat publishes :attr:`digest`.
+
+    Args:
+        agent: the agent id ``P/NAME``.
+        token: the token of an instance that is running already, for a process it
+            handed its token to (its coding agent's ``ateam mcp --as``, which acts for
+            it); ``None`` makes a new instance's token.
     """
 
-    def __init__(self, agent: str) -> None:
+    def __init__(self, agent: str, token: str | None = None) -> None:
         self.agent = agent
-        self.token = secrets.token_hex(32)
+        self.token = secrets.token_hex(32) if token is None else token
         self.digest = token_digest(self.token)
 
     def __repr__(self) -> str:  # the token stays out of logs and tracebacks

@@ -1,14 +1,36 @@
-"""``ateam mcp``: the team as a Model Context Protocol server (stdio, or HTTP + token)."""
+"""``ateam mcp``: the team as a Model Context Protocol server (stdio, or HTTP + token).
+
+With ``--as NAME`` the server acts as agent ``P/NAME`` (its coding agent's runtime is the
+client): the agent hands its instance's identity token down in ``ATEAM_AGENT_TOKEN``
+(:mod:`ateam.agent.acp.teammate`), and a server without a valid one does not start.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+from dataclasses import dataclass, field
 
 from ateam.cli._run import run_verb
 from ateam.cli._verb import add_redis_option, port_number
 from ateam.client import Team, local_redactor
 from ateam.config import project_name
-from ateam.errors import UsageError
+from ateam.config.schema import TeamSpec, check_name
+from ateam.constants import AGENT_MAX_HOPS_ENV, AGENT_TOKEN_ENV
+from ateam.errors import IdentityRefused, UsageError
+
+
+@dataclass(frozen=True)
+class _ActingAs:
+    """``--as``: the agent, the token its instance handed down, its ``team.max_hops``."""
+
+    agent: str
+    token: str = field(repr=False)
+    max_hops: int
+
+    @property
+    def project(self) -> str:
+        return self.agent.partition("/")[0]
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -28,15 +50,65 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             token_from=args.token_file,
             **token,
         )
+    acting = _acting_as(args.as_agent, args.project) if args.as_agent else None
     try:  # the default project: --project, else the nearest one, else each call names one
-        project: str | None = project_name(args.project)
+        project: str | None = acting.project if acting else project_name(args.project)
     except UsageError:
         project = None
 
     async def work(team: Team) -> int:
-        return await serve(team, project, http=http)
+        member = None
+        if acting is not None:
+            member = team.member(acting.agent, acting.token, max_hops=acting.max_hops)
+            await member.check()  # refused at start: no server acts unproven
+        return await serve(team, project, http=http, acting=member)
 
     return run_verb(args, "mcp", work, redactor=local_redactor())
+
+
+def _acting_as(name: str, project: str | None) -> _ActingAs:
+    """The agent ``--as`` names (``NAME`` in ``--project`` or the nearest project, or
+    ``P/NAME``), with the token and hop limit its agent put in this environment.
+
+    The token is taken out of the environment once read: nothing this process starts
+    (an embedded server started on demand) inherits it.
+
+    Raises:
+        UsageError: a malformed name, a project that differs from ``--project``, no
+            project at all, or a hop limit that is not a number from 1 to 64.
+        IdentityRefused: no token (the agent's own runtime is always given one).
+    """
+    their_project, slash, bare = name.rpartition("/")
+    if slash and project is not None and their_project != project:
+        raise UsageError(f"--as {name} is an agent of {their_project}, not of --project {project}")
+    agent_project = their_project if slash else project_name(project)
+    try:
+        check_name(agent_project, "project")
+        check_name(bare, "agent")
+    except ValueError as exc:
+        raise UsageError(f"--as: {exc}") from None
+    agent = f"{agent_project}/{bare}"
+    token = os.environ.pop(AGENT_TOKEN_ENV, "").strip()
+    if not token:
+        raise IdentityRefused(
+            f"--as {agent} needs the identity token of {agent}'s running instance in "
+            f"{AGENT_TOKEN_ENV}; the agent gives it to the MCP server its coding agent starts",
+            detail={"agent": agent},
+        )
+    return _ActingAs(agent, token, _max_hops())
+
+
+def _max_hops() -> int:
+    """``ATEAM_AGENT_MAX_HOPS``, else the default ``team.max_hops`` of an agent."""
+    given = os.environ.get(AGENT_MAX_HOPS_ENV, "").strip()
+    if not given:
+        return TeamSpec().max_hops
+    try:
+        return TeamSpec(max_hops=int(given)).max_hops
+    except ValueError:  # not a number, or out of range (pydantic's is a ValueError too)
+        raise UsageError(
+            f"{AGENT_MAX_HOPS_ENV} must be a number of hops from 1 to 64; got {given!r}"
+        ) from None
 
 
 def mcp_args(p: argparse.ArgumentParser) -> None:
@@ -45,6 +117,14 @@ def mcp_args(p: argparse.ArgumentParser) -> None:
         "--project",
         metavar="NAME",
         help="the project tools mean when they name none (default: the nearest .ateam/)",
+    )
+    p.add_argument(
+        "--as",
+        dest="as_agent",
+        metavar="NAME",
+        help="act as agent NAME of the project (or PROJECT/NAME): its claims, posts and "
+        f"sends; needs its running instance's token in {AGENT_TOKEN_ENV} (what an agent "
+        "gives its coding agent's runtime)",
     )
     p.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
     p.add_argument("--host", metavar="ADDR", help="with --http (default 127.0.0.1)")

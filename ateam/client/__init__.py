@@ -24,6 +24,7 @@ from ateam.client.agent import (
     PlanApi,
 )
 from ateam.client.board import TasksApi
+from ateam.client.member import TeamMember
 from ateam.client.notices import RESUMED, Notice, NoticeKind, Notices
 from ateam.client.redaction import local_redactor, project_at, redactor_for, secrets_notice
 from ateam.client.server import server_command
@@ -89,6 +90,7 @@ __all__ = [
     "TaskStatus",
     "TasksApi",
     "Team",
+    "TeamMember",
     "ToolEnd",
     "ToolStart",
     "Turn",

@@ -22,6 +22,7 @@ from ateam.bus.board import TaskBoard
 from ateam.bus.connection import ensure_reachable, make_client
 from ateam.bus.context_items import ContextStore
 from ateam.bus.guard import check_eviction
+from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
 from ateam.bus.snapshot import build_snapshot
@@ -31,6 +32,7 @@ from ateam.client.acl import create_user
 from ateam.client.agent import AgentHandle
 from ateam.client.board import TasksApi
 from ateam.client.listing import AgentListing
+from ateam.client.member import TeamMember
 from ateam.client.notices import Notices
 from ateam.client.redaction import Masked, local_redactor, same_fields
 from ateam.client.tail import Tail
@@ -260,6 +262,19 @@ class Team:
     def agent(self, agent_id: str) -> AgentHandle:
         """A handle on ``agent_id`` (``project/name``); nothing is checked yet."""
         return AgentHandle(self._session, agent_id)
+
+    def member(self, agent_id: str, token: str, *, max_hops: int) -> TeamMember:
+        """This session acting as agent ``agent_id``, proven by its running instance's token.
+
+        What ``ateam mcp --as`` is for a coding agent's runtime: nothing is checked
+        yet; :meth:`TeamMember.check` does, and every action of the member checks again.
+
+        Args:
+            agent_id: ``P/NAME``.
+            token: the identity token the agent's instance handed down (never logged).
+            max_hops: the agent's ``team.max_hops``.
+        """
+        return TeamMember(self._session, AgentIdentity(agent_id, token), max_hops=max_hops)
 
     def tail(self, *, on_connection: ConnectionWatcher | None = None) -> Tail:
         """A reader of several agents' events (add and remove them while reading)."""

@@ -5,6 +5,7 @@ agents, give them work and read their events, read and post team context, and us
 task board — all through :mod:`ateam.client`, never the bus. The layout::
 
     bridge.py     the work: one method per tool or resource, on a Team session
+    acting.py     --as NAME: the tools that act, acting as agent P/NAME (its token)
     tools.py      the tools' names, arguments and descriptions (SPEC §9 field names)
     resources.py  the session snapshot, the active tasks, the newest decisions
     server.py     the SDK's MCPServer wired to the bridge; errors carry ateam's codes
@@ -15,6 +16,7 @@ Needs the ``mcp`` extra (``pip install 'ateam[mcp]'``). See ``docs/mcp.md``.
 
 from __future__ import annotations
 
+from ateam.mcp.acting import AgentBridge
 from ateam.mcp.bridge import TeamBridge, runtime_name
 from ateam.mcp.http import DEFAULT_PORT, HttpOptions, read_token
 from ateam.mcp.resources import DECISIONS_URI, SESSION_URI, TASKS_URI
@@ -27,6 +29,7 @@ __all__ = [
     "SESSION_URI",
     "TASKS_URI",
     "TOOL_NAMES",
+    "AgentBridge",
     "AteamServer",
     "HttpOptions",
     "TeamBridge",

@@ -1,7 +1,8 @@
 """The MCP server itself: the SDK's ``MCPServer`` with ateam's tools, resources and errors.
 
 :func:`build_server` is the composition root: it takes a :class:`TeamBridge` (a team
-session and a default project) and wires the tools and resources to it.
+session and a default project) and wires the tools and resources to it; with an
+:class:`~ateam.mcp.acting.AgentBridge` (``--as``) the tools that act do so as that agent.
 :func:`serve` runs it on stdio, or on streamable HTTP behind a bearer token
 (:mod:`ateam.mcp.http`).
 
@@ -23,8 +24,9 @@ from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
 from ateam import __version__
-from ateam.client import Team
+from ateam.client import Team, TeamMember
 from ateam.errors import AteamError, Code
+from ateam.mcp.acting import AgentBridge
 from ateam.mcp.bridge import TeamBridge
 from ateam.mcp.http import HttpOptions, serve_http
 from ateam.mcp.resources import register_resources
@@ -41,6 +43,12 @@ does (agent_tail); read and post team context items (context_read, context_post,
 context_search); and use the project's task board (tasks_list, task_add, task_claim,
 task_done). Agent ids are PROJECT/NAME. Errors start with a stable code such as
 ownership.denied, agent.not_found, task.claimed or bad_request.
+"""
+
+ACTING = """\
+You are agent {me} of project {project}, and these tools act as {me}: the tasks you
+claim, add and finish, the context items you post and the work you give teammates with
+agent_send are {me}'s own, as if its built-in tools had done them.
 """
 
 _ERRORS_SHOWN = 5
@@ -93,23 +101,36 @@ class AteamServer(MCPServer[Any]):
             raise ToolError(text) from None
 
 
-def build_server(bridge: TeamBridge) -> AteamServer:
-    """The MCP server with every tool and resource wired to ``bridge``."""
+def build_server(bridge: TeamBridge, acting: AgentBridge | None = None) -> AteamServer:
+    """The MCP server with every tool and resource wired to ``bridge``; the tools that
+    act do so as ``acting``'s agent when given (``--as``)."""
+    instructions = INSTRUCTIONS
+    if acting is not None:
+        instructions = ACTING.format(me=acting.me, project=acting.project) + instructions
     app = AteamServer(
         "ateam",
-        title="ateam",
+        title="ateam" if acting is None else f"ateam (as {acting.me})",
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=instructions,
         log_level="WARNING",
     )
-    register_tools(app, bridge)
+    register_tools(app, bridge, acting)
     register_resources(app, bridge)
     return app
 
 
-async def serve(team: Team, project: str | None, *, http: HttpOptions | None = None) -> int:
-    """Serve the team on stdio (default) or streamable HTTP until the client or a signal ends it."""
-    app = build_server(TeamBridge(team, project))
+async def serve(
+    team: Team,
+    project: str | None,
+    *,
+    http: HttpOptions | None = None,
+    acting: TeamMember | None = None,
+) -> int:
+    """Serve the team on stdio (default) or streamable HTTP until the client or a signal
+    ends it; as the agent ``acting`` stands for, when given (its project is the default)."""
+    bridge = TeamBridge(team, acting.project if acting is not None else project)
+    agent = None if acting is None else AgentBridge(team, acting, bridge)
+    app = build_server(bridge, agent)
     if http is None:
         await app.run_stdio_async()
     else:

@@ -6,6 +6,11 @@ tool answers a JSON object. The SDK builds each tool's input schema from its
 signature, so the annotations here are what a client sees (and what is checked
 before a call reaches the bridge).
 
+Two sets of faces for the tools that act: an external runtime's (the client is
+``mcp:RUNTIME``), and, with ``--as``, an agent's (:class:`~ateam.mcp.acting.AgentBridge`:
+the client is agent ``P/NAME``, and each description says so). The names and their
+order (:data:`TOOL_NAMES`) are the same either way.
+
 The annotations must name module-level objects: the SDK resolves them with
 ``typing.get_type_hints`` against this module's globals.
 """
@@ -21,6 +26,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from ateam.client import bus_errors
+from ateam.mcp.acting import AgentBridge
 from ateam.mcp.bridge import CONTEXT_LIMIT_MAX, TAIL_LIMIT_MAX, TeamBridge, runtime_name
 
 __all__ = ["TOOL_NAMES", "register_tools", "runtime_of"]
@@ -42,6 +48,19 @@ ScopeArg = Literal["task", "project", "global"]
 KbScopeArg = Literal["agent", "project", "user"]
 StatusArg = Literal["open", "claimed", "done", "failed"]
 Tags = Annotated[list[str], Field(description="Short labels (letters, digits, . _ -).")]
+Teammate = Annotated[
+    str, Field(description="A teammate: NAME or PROJECT/NAME, an agent of this project.")
+]
+Myself = Annotated[
+    str | None,
+    Field(description="Leave out: this server acts as one agent only (see the description)."),
+]
+KbAgent = Annotated[
+    str | None,
+    Field(description="Another agent's knowledge base, PROJECT/NAME; default: your own."),
+]
+Face = tuple[Callable[..., Awaitable[Any]], ToolAnnotations, str]
+"""A tool: its function (named as the tool), its hints and its description."""
 
 TOOL_NAMES = (
     "agents_list",
@@ -75,26 +94,44 @@ async def _run(work: Awaitable[T]) -> T:
         return await work
 
 
-def _registrar(app: MCPServer[Any]) -> Callable[[ToolAnnotations], Callable[[F], F]]:
-    """``@tool(hints)``: add the function as a tool of ``app``."""
+class _Faces(dict[str, Face]):
+    """Called as ``@tool(hints)``: collects a function as a tool; its docstring (without its
+    indentation, with ``{me}``/``{project}`` filled in) is what the client's model reads."""
 
-    def tool(hints: ToolAnnotations) -> Callable[[F], F]:
-        def register(fn: F) -> F:
-            # The docstring is what the client's model reads: without its indentation.
-            app.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=hints)
+    def __init__(self, **fill: str) -> None:
+        super().__init__()
+        self._fill = fill
+
+    def __call__(self, hints: ToolAnnotations) -> Callable[[F], F]:
+        def collect(fn: F) -> F:
+            text = inspect.cleandoc(fn.__doc__ or "")
+            self[fn.__name__] = (fn, hints, text.format(**self._fill) if self._fill else text)
             return fn
 
-        return register
-
-    return tool
+        return collect
 
 
-def register_tools(app: MCPServer[Any], bridge: TeamBridge) -> None:
-    """Add every tool of :data:`TOOL_NAMES` to ``app``, each calling ``bridge``.
+def register_tools(
+    app: MCPServer[Any], bridge: TeamBridge, acting: AgentBridge | None = None
+) -> None:
+    """Add every tool of :data:`TOOL_NAMES` to ``app``, in that order.
+
+    The tools that act do so as ``acting``'s agent when given, else as the client.
+    """
+    faces = _runtime_faces(bridge)
+    if acting is not None:
+        faces.update(_agent_faces(acting))
+    for name in TOOL_NAMES:
+        fn, hints, description = faces[name]
+        app.add_tool(fn, description=description, annotations=hints)
+
+
+def _runtime_faces(bridge: TeamBridge) -> _Faces:
+    """Every tool, the client acting as an external runtime (``mcp:RUNTIME``).
 
     One flat list of short closures: each is the tool's schema and description.
     """
-    tool = _registrar(app)
+    tool = _Faces()
 
     @tool(_READ)
     async def agents_list(project: Project = None) -> Json:
@@ -247,3 +284,98 @@ def register_tools(app: MCPServer[Any], bridge: TeamBridge) -> None:
         """Search an agent's knowledge base (its own notes, the project's or the user's)
         for passages about the query, best first."""
         return await _run(bridge.kb_search(agent, query, scope, k))
+
+    return tool
+
+
+def _agent_faces(acting: AgentBridge) -> _Faces:
+    """The tools that act, as agent ``acting.me`` (``--as``): its claims, posts and sends.
+
+    The descriptions name the agent and its project, so the model reads who it is here.
+    """
+    tool = _Faces(me=acting.me, project=acting.project)
+
+    @tool(_WRITE)
+    async def agent_send(
+        agent: Teammate,
+        text: Annotated[str, Field(description="The task, complete enough to do alone.")],
+    ) -> Json:
+        """Give a teammate (another agent of project {project}) work, as {me}: queue text
+        as its next task, like {me}'s own team.send. It arrives marked as from {me}. Hand
+        off a piece of work, not a chat: a thread may pass between agents only a few times
+        (team.max_hops, else team.hop_limit). Returns the task id; follow it with
+        agent_tail."""
+        return await _run(acting.agent_send(agent, text))
+
+    @tool(_WRITE)
+    async def context_post(
+        type: TypeArg,
+        title: Annotated[str, Field(description="One line.")],
+        content: Annotated[str, Field(description="The details.")] = "",
+        summary: Annotated[str, Field(description="A short summary of long content.")] = "",
+        urgency: UrgencyArg = "background",
+        scope: ScopeArg = "project",
+        tags: Tags | None = None,
+    ) -> Json:
+        """Tell the team of project {project} something, as {me} (recorded as its source):
+        subscribed agents get it in their next turn, consoles show attention and blocking
+        items as banners. Secrets are masked first; `redacted` says how many were
+        replaced."""
+        return await _run(
+            acting.context_post(
+                type=type,
+                title=title,
+                content=content,
+                summary=summary,
+                urgency=urgency,
+                scope=scope,
+                tags=tags or [],
+            )
+        )
+
+    @tool(_WRITE)
+    async def task_add(
+        title: Annotated[str, Field(description="One line.")],
+        detail: str = "",
+        priority: Annotated[int, Field(description="Higher first.")] = 0,
+        depends_on: Annotated[
+            list[str] | None, Field(description="Task ids that must be done first.")
+        ] = None,
+    ) -> Json:
+        """Put an open task on project {project}'s board, created by {me}, for any
+        teammate (or {me}) to claim. Secrets are masked first; `redacted` says how many
+        were replaced."""
+        return await _run(
+            acting.task_add(
+                title=title, detail=detail, priority=priority, depends_on=depends_on or []
+            )
+        )
+
+    @tool(_WRITE)
+    async def task_claim(task_id: TaskId, agent: Myself = None) -> Json:
+        """Claim an open task of project {project}'s board as {me}: {me} becomes its one
+        assignee. Of racing claims exactly one wins; the others get task.claimed, and an
+        unfinished dependency gives task.blocked. Finish it with task_done."""
+        return await _run(acting.task_claim(task_id, agent))
+
+    @tool(_WRITE)
+    async def task_done(
+        task_id: TaskId,
+        result: Annotated[str, Field(description="What came of it, where to find it.")] = "",
+        agent: Myself = None,
+    ) -> Json:
+        """Mark a task {me} holds as done, with what came of it; only its assignee may."""
+        return await _run(acting.task_done(task_id, agent, result))
+
+    @tool(_READ)
+    async def kb_search(
+        query: Annotated[str, Field(description="What to look for, in words.")],
+        scope: KbScopeArg = "agent",
+        k: Annotated[int, Field(description="At most this many passages.")] = 8,
+        agent: KbAgent = None,
+    ) -> Json:
+        """Search {me}'s knowledge base (scope agent: its own notes; project: project
+        {project}'s; user: the user's) for passages about the query, best first."""
+        return await _run(acting.kb_search(agent, query, scope, k))
+
+    return tool

@@ -211,6 +211,8 @@ class QueueEntry(Result):
     trace_id: str | None = None
     attempts: int = 0
     kills: int = 0
+    hops: int = 0
+    """Agent-to-agent steps that brought it (``team.send``); 0 for a person's input."""
     reason: str | None = None
     """Why a dead-lettered item was given up on."""
     dead_at: float | None = None
@@ -220,6 +222,13 @@ class QueueListResult(Result):
     current: QueueEntry | None = None
     pending: Annotated[list[QueueEntry], _rows_of(QueueEntry)] = []
     dead: Annotated[list[QueueEntry], _rows_of(QueueEntry)] = []
+
+
+class QueueCurrentResult(Result):
+    """``queue.current``: the item being worked on (the thread a ``team.send`` made now
+    continues), or None when idle."""
+
+    current: QueueEntry | None = None
 
 
 class QueueClearResult(Result):

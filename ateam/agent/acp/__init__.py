@@ -6,5 +6,6 @@ stdio. Here ateam is the editor. :mod:`.runner` runs a queued item as one prompt
 session; :mod:`.editor` answers the runtime's requests for files, terminals
 (:mod:`.terminals`) and permissions; :mod:`.stream` turns its updates into events and
 history; :mod:`.provider` is the router's handle on a runtime; :mod:`.catalog` knows
-the well-known runtimes.
+the well-known runtimes; :mod:`.teammate` builds the ateam MCP server every session
+gets, acting as the agent.
 """

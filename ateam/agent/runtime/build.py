@@ -35,6 +35,7 @@ import redis.asyncio as aioredis
 from ateam._fs import DamageLog, DamageMemory
 from ateam.agent.acp.provider import RuntimeProvider
 from ateam.agent.acp.runner import AcpRunner
+from ateam.agent.acp.teammate import ateam_mcp_server
 from ateam.agent.context.compaction import MARKER_FILE, Compactor, read_marker
 from ateam.agent.context.handoff import HandoffStore
 from ateam.agent.context.prompts import Prompts
@@ -456,6 +457,7 @@ def build_parts(
             exec_limits=exec_limits,
             policy=policy,
             approvals=approvals,
+            mcp_servers=[ateam_mcp_server(config, target, identity)],
             on_mode=status.runtime_mode,
             on_alert=status.runtime_alert,
         ),

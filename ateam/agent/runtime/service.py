@@ -53,6 +53,7 @@ from ateam.wire.results import (
     PromptShowResult,
     PromptVersionResult,
     QueueClearResult,
+    QueueCurrentResult,
     QueueListResult,
     QueueRetryResult,
     Result,
@@ -245,6 +246,14 @@ class AgentService:
                 "pending": [item.to_dict() for item in self.port.intake.queue.pending()],
                 "dead": self.port.intake.queue.dead_items(),
             }
+        )
+
+    async def queue_current(self, call: Call) -> QueueCurrentResult:
+        """The item in hand only: what ``ateam mcp --as`` reads for the hops and the trace
+        of a message its runtime sends as this agent (the whole queue may be large)."""
+        current = self.port.intake.queue.current
+        return QueueCurrentResult.model_validate(
+            {"current": current.to_dict() if current else None}
         )
 
     async def queue_clear(self, call: Call) -> QueueClearResult:
@@ -526,6 +535,14 @@ def build_methods(port: ServicePort) -> dict[str, Method]:
             QueueListResult,
             False,
             "current, pending and dead-lettered items",
+        ),
+        (
+            "queue.current",
+            svc.queue_current,
+            NoParams,
+            QueueCurrentResult,
+            False,
+            "the item being worked on (hops, trace_id), or null",
         ),
         (
             "queue.clear",

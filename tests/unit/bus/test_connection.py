@@ -22,8 +22,9 @@ from redis.exceptions import AuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
-from ateam.bus.connection import RedisTarget, make_client, resolve_target
+from ateam.bus.connection import RedisTarget, make_client, resolve_target, target_environment
 from ateam.bus.embedded import find_redis_server
+from ateam.bus.guard import eviction_allowed
 from ateam.constants import DEFAULT_NAMESPACE
 from ateam.errors import RedisUnavailable, UsageError
 from tests._wait import wait_for
@@ -402,3 +403,83 @@ async def test_rediss_with_acl_user_and_password(acl_redis: RedisProcess, certs:
         )
 
         assert await whoami(target) == b"alice"
+
+
+# -- the bus handed to a child that resolves it alone (target_environment) -------------------
+
+CHILD_SECRET = "pa:ss@w/rd"
+"""A password with every character a URL's user part must escape."""
+
+
+def resolved_from(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> RedisTarget:
+    """What a child given ``env``, with no --redis and no tools.yaml of its own, resolves."""
+    for name in ("ATEAM_REDIS_URL", "ATEAM_NAMESPACE", "ATEAM_ALLOW_EVICTION"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    target = resolve_target(None)
+    assert target is not None
+    return target
+
+
+async def test_a_child_reaches_the_same_server_as_the_same_user_over_tls(
+    acl_redis: RedisProcess, certs: Certs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    admin_url = f"redis://alice:secret@127.0.0.1:{acl_redis.port}/0"
+    with redis.Redis.from_url(admin_url) as admin:
+        admin.execute_command(
+            "ACL", "SETUSER", "bob", "on", f">{CHILD_SECRET}", "~*", "&*", "+@all"
+        )
+    async with tls_proxy(acl_redis.port, certs) as port:
+        parent = RedisTarget(
+            f"rediss://localhost:{port}/0",
+            "tools.yaml",
+            username="bob",
+            password=CHILD_SECRET,
+            ca_file=str(certs.ca),
+            namespace="proj:",
+            allow_eviction=True,
+        )
+        child = resolved_from(target_environment(parent), monkeypatch)
+
+        assert (child.source, child.namespace) == ("ATEAM_REDIS_URL", "proj:")
+        assert await whoami(child) == b"bob"
+        assert CHILD_SECRET not in child.describe()
+        assert eviction_allowed(child) == "ATEAM_ALLOW_EVICTION is set"
+
+
+async def test_a_child_reaches_a_unix_socket_with_its_password(
+    unix_redis: UnixRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parent = RedisTarget(f"unix://{unix_redis.socket}", "tools.yaml", password=unix_redis.password)
+    child = resolved_from(target_environment(parent), monkeypatch)
+
+    assert await round_trip(child) == b"round-trip"
+    assert child.namespace == DEFAULT_NAMESPACE
+
+
+def test_what_a_url_holds_already_stays_and_the_embedded_server_is_not_copied() -> None:
+    given = RedisTarget(
+        "rediss://carol:mine@db:6380/0?ssl_ca_certs=/mine.pem",
+        "--redis",
+        username="bob",
+        password="theirs",
+        ca_file="/theirs.pem",
+        cert_file="/client.pem",
+    )
+    assert target_environment(given)["ATEAM_REDIS_URL"] == (
+        "rediss://carol:mine@db:6380/0?ssl_ca_certs=/mine.pem&ssl_certfile=/client.pem"
+    )
+    embedded = RedisTarget("unix:///run/r.sock", "embedded", password="s3cret", namespace="p:")
+    assert target_environment(embedded) == {"ATEAM_NAMESPACE": "p:"}
+
+
+def test_the_environments_namespace_wins_over_the_projects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ATEAM_NAMESPACE", "team1")
+    target = resolve_target("redis://h:1/0", transport=transport(namespace="t:"), namespace="q:")
+    assert target is not None and target.namespace == "team1:"
+    monkeypatch.setenv("ATEAM_NAMESPACE", "team 1")
+    with pytest.raises(UsageError, match="ATEAM_NAMESPACE"):
+        resolve_target("redis://h:1/0")

@@ -65,6 +65,7 @@ async def test_every_method_replies_what_its_model_declares(
         await call("interrupt")
         await call("cancel", {"hard": True})
         await call("queue.list")
+        await call("queue.current")
         await call("queue.clear", {"confirm": True})
         await call("queue.retry")
         await call("alert.ack")
