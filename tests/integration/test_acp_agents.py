@@ -114,6 +114,15 @@ def test_a_task_runs_as_one_prompt_streamed_recorded_and_accounted(
     (end,) = wait_task_end(bus, "p/zeus")
     assert end["ok"] is True and end["task_id"] == task_id
 
+    # The session got ateam's MCP server acting as this agent, its proof in the
+    # environment only, never on the command line.
+    (created,) = project.sent("session/new")
+    (server,) = created["params"]["mcpServers"]
+    assert server["name"] == "ateam"
+    assert server["args"][-4:] == ["--project", "p", "--as", "zeus"]
+    env = {var["name"]: var["value"] for var in server["env"]}
+    assert len(env["ATEAM_AGENT_TOKEN"]) >= 32
+    assert env["ATEAM_AGENT_TOKEN"] not in " ".join(server["args"])
     # One queued input = one session/prompt, carrying the input after the agent's role.
     (prompt,) = project.sent("session/prompt")
     assert prompt["text"].endswith("build it")
