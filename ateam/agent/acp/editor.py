@@ -127,9 +127,15 @@ class EditorClient:
         **kwargs: Any,
     ) -> schema.RequestPermissionResponse:
         stream, control = self._task()
-        tool = tool_for_kind(tool_call.kind)
-        kind, args, extra = _request_shape(tool_call, tool)
-        title = tool_call.title or tool
+        known = stream.calls.get(tool_call.tool_call_id)
+        call_kind = tool_call.kind or (known.kind if known is not None else None)
+        call_kind = call_kind or _kind_from_meta(tool_call.field_meta)
+        tool = tool_for_kind(call_kind)
+        kind, args, extra = _request_shape(tool_call, tool, call_kind)
+        if kind == "tool" and tool == "fs.patch":
+            extra = await asyncio.to_thread(_file_change, self._sandbox, tool_call)
+            kind = "diff" if extra else kind
+        title = tool_call.title or (known.title if known is not None else tool)
         decision = await self._decide(tool, title, kind, args, extra, stream, control)
         chosen = _pick(options, decision)
         if chosen is None:
@@ -378,31 +384,60 @@ def _pick(options: list[schema.PermissionOption], decision: Decision | None) -> 
 
 
 def _request_shape(
-    call: schema.ToolCallUpdate, tool: str
+    call: schema.ToolCallUpdate, tool: str, kind: str | None
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """How a permission request shows in the console: a diff for an edit, else the call."""
     raw = call.raw_input if isinstance(call.raw_input, dict) else {}
+    args: dict[str, Any] = {"title": call.title, "kind": kind}
     diffs = [part for part in call.content or () if getattr(part, "type", None) == "diff"]
     if diffs:
         first = diffs[0]
         text = "".join(unified(d.old_text or "", d.new_text, d.path) for d in diffs)
-        return "diff", {"title": call.title, "kind": call.kind}, {"path": first.path, "diff": text}
-    args: dict[str, Any] = {"title": call.title, "kind": call.kind}
+        return "diff", args, {"path": first.path, "diff": text}
     command = raw.get("command") or raw.get("cmd")
     if command is not None:
         args["command"] = command if isinstance(command, str) else " ".join(map(str, command))
     elif raw:
         args["input"] = raw
-    if tool == "fs.patch" and "file_path" in raw and "new_string" in raw:
-        return (
-            "diff",
-            args,
-            {
-                "path": str(raw["file_path"]),
-                "diff": unified(str(raw.get("old_string", "")), str(raw["new_string"]), "edit"),
-            },
-        )
     return "tool", args, {}
+
+
+# Claude Code names its tools in ``_meta`` and leaves ``kind`` out of a permission
+# request; its names say the kind.
+_KIND_OF_TOOL: dict[str, str] = {
+    "Bash": "execute",
+    "Write": "edit",
+    "Edit": "edit",
+    "MultiEdit": "edit",
+    "NotebookEdit": "edit",
+    "Read": "read",
+}
+
+
+def _kind_from_meta(meta: dict[str, Any] | None) -> str | None:
+    claude = meta.get("claudeCode") if isinstance(meta, dict) else None
+    name = claude.get("toolName") if isinstance(claude, dict) else None
+    if not isinstance(name, str):
+        return None
+    return _KIND_OF_TOOL.get(name.rpartition("__")[2])
+
+
+def _file_change(sandbox: Sandbox, call: schema.ToolCallUpdate) -> dict[str, Any]:
+    """The diff an edit would make, from its input (``file_path`` with ``content``, or
+    ``old_string``/``new_string``): what the owner reads before ``/apply``."""
+    raw = call.raw_input if isinstance(call.raw_input, dict) else {}
+    path = raw.get("file_path") or raw.get("path")
+    if not isinstance(path, str):
+        return {}
+    old = _old_text(sandbox, path)
+    if isinstance(raw.get("content"), str):
+        new = str(raw["content"])
+    elif isinstance(raw.get("new_string"), str):
+        before = str(raw.get("old_string", ""))
+        new = old.replace(before, str(raw["new_string"]), 1) if before else str(raw["new_string"])
+    else:
+        return {}
+    return {"path": path, "diff": unified(old, new, path)}
 
 
 def _old_text(sandbox: Sandbox, path: str) -> str:

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,9 @@ INIT_TIMEOUT_S = 30.0
 """How long ``initialize`` and opening a session may take (a runtime that hangs there)."""
 
 _AUTH_REQUIRED = -32000
+
+AFTER_ERROR_S = 0.5
+"""The pause before a prompt that follows a failed one on the same session."""
 
 # What a runtime's error says decides how the router treats it; runtimes report a
 # provider's 429 or 529 only in words (the code is a generic -32603).
@@ -165,6 +169,7 @@ class RuntimeSession:
         self.mode: str | None = None
         self.loaded = False
         """Whether the session was loaded (the runtime remembers the conversation)."""
+        self._failed_at = float("-inf")
         extra = entry.settings.model_extra or {}
         self.init_timeout_s = float(extra.get("init_timeout_s", INIT_TIMEOUT_S))
 
@@ -318,10 +323,18 @@ class RuntimeSession:
 
     async def prompt(self, blocks: list[Any]) -> schema.PromptResponse:
         assert self.conn is not None and self.session_id is not None
+        since = time.monotonic() - self._failed_at
+        if since < AFTER_ERROR_S:
+            # codex-acp 0.16 may drop, unanswered, a prompt sent right after one that
+            # failed (its failed turn is still ending); a moment's wait avoids it.
+            await asyncio.sleep(AFTER_ERROR_S - since)
         try:
             return await self.conn.prompt(session_id=self.session_id, prompt=blocks)
-        except (ConnectionError, RequestError) as exc:
-            if isinstance(exc, ConnectionError) and self.process is not None:
+        except RequestError as exc:
+            self._failed_at = time.monotonic()
+            raise self.failure(exc) from None
+        except ConnectionError as exc:
+            if self.process is not None:
                 await self.process.reaped(1.0)  # its exit status explains the end
             raise self.failure(exc) from None
 

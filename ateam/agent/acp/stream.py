@@ -74,6 +74,8 @@ class ToolCallState:
     """The end of everything shown as its output (content and terminal output)."""
     diffs: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    announced: bool = False
+    """Whether its ``tool.start`` went out."""
     ended: bool = False
 
     def shown(self, text: str) -> None:
@@ -177,26 +179,12 @@ class PromptStream:
     def _tool_call(self, update: schema.ToolCallStart) -> None:
         known = self.calls.get(update.tool_call_id)
         if known is not None:  # a second start for one id: treat it as an update
-            self._merge(known, update)
-            self._progress(known)
+            self._progress(known, self._merge(known, update))
             return
         call = ToolCallState(id=update.tool_call_id, title=update.title or "tool")
         self.calls[call.id] = call
         self._order.append(call.id)
-        self._merge(call, update)
-        self._flush_text(with_call=call)
-        self._thoughts.flush()
-        self._tokens.flush()  # what it said before the call is shown before it
-        self._events.emit(
-            EventType.TOOL_START,
-            call_id=call.id,
-            name=call.title,
-            kind=call.kind,
-            input=_jsonable(call.raw_input),
-            paths=call.paths or None,
-            **self.ids,
-        )
-        self._progress(call)
+        self._progress(call, self._merge(call, update))
 
     def _tool_update(self, update: schema.ToolCallProgress) -> None:
         call = self.calls.get(update.tool_call_id)
@@ -214,23 +202,24 @@ class PromptStream:
             )
             self._tool_call(start)
             return
-        self._merge(call, update)
-        self._progress(call)
+        self._progress(call, self._merge(call, update))
 
-    def _merge(self, call: ToolCallState, update: Any) -> None:
+    def _merge(self, call: ToolCallState, update: Any) -> str:
+        """Take what ``update`` says of ``call``; returns its new output text."""
         if update.title:
             call.title = update.title
         if update.kind:
             call.kind = str(update.kind)
         if update.status:
             call.status = str(update.status)
-        if update.raw_input is not None:
+        if update.raw_input is not None and update.raw_input != {}:
             call.raw_input = update.raw_input
         if update.raw_output is not None:
             call.raw_output = update.raw_output
         for location in update.locations or ():
             if location.path not in call.paths:
                 call.paths.append(location.path)
+        fresh = ""
         if update.content is not None:
             # Content replaces what the call showed before (ACP): what extends the last
             # report is new output; anything else is new content as a whole.
@@ -239,14 +228,34 @@ class PromptStream:
                 joined = "".join(texts)
                 fresh = joined[len(call.content) :] if joined.startswith(call.content) else joined
                 call.content = joined
-                if fresh:
-                    self.output(call.id, fresh.encode())
             if diffs:
                 call.diffs = diffs
+        return fresh
 
-    def _progress(self, call: ToolCallState) -> None:
+    def _progress(self, call: ToolCallState, fresh: str = "") -> None:
+        # A call is announced once it says what it does: Claude Code first reports a
+        # bare "Terminal" and its command a moment later.
+        if not call.announced and (_described(call) or fresh or call.status in _DONE):
+            self._announce(call)
+        if fresh:
+            self.output(call.id, fresh.encode())
         if call.status in _DONE and not call.ended:
             self._end(call)
+
+    def _announce(self, call: ToolCallState) -> None:
+        call.announced = True
+        self._flush_text(with_call=call)
+        self._thoughts.flush()
+        self._tokens.flush()  # what it said before the call is shown before it
+        self._events.emit(
+            EventType.TOOL_START,
+            call_id=call.id,
+            name=call.title,
+            kind=call.kind,
+            input=_jsonable(call.raw_input),
+            paths=call.paths or None,
+            **self.ids,
+        )
 
     def terminal_output(self, call_id: str | None, data: bytes) -> None:
         """Output of a command ateam runs for the runtime, under the call it belongs to."""
@@ -256,6 +265,8 @@ class PromptStream:
         """Output of ``call_id`` (``None``: of no call), framed and masked as native output."""
         call = self.calls.get(call_id) if call_id is not None else None
         if call is not None:
+            if not call.announced:
+                self._announce(call)
             call.shown(data.decode("utf-8", "replace"))
         framer = self._outputs.get(call_id)
         if framer is None:
@@ -275,6 +286,8 @@ class PromptStream:
             framer.close()
 
     def _end(self, call: ToolCallState) -> None:
+        if not call.announced:
+            self._announce(call)
         call.ended = True
         self._close_output(call.id)  # its last output goes before its end
         ok = call.status == "completed"
@@ -368,6 +381,11 @@ _HANDLERS: dict[str, Callable[[PromptStream, Any], None]] = {
     "usage_update": PromptStream._usage,
     "current_mode_update": PromptStream._mode,
 }
+
+
+def _described(call: ToolCallState) -> bool:
+    """Whether a call says what it does yet (its input, its files, its content)."""
+    return bool(call.raw_input) or bool(call.paths) or bool(call.diffs) or bool(call.content)
 
 
 def _block_text(block: Any) -> str:
