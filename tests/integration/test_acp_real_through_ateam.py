@@ -147,12 +147,13 @@ def test_claude_code_answers_runs_bash_in_ateams_pty_and_asks_before_a_write(
     console.wait_line("Wrote the notes.", timeout=60)
     assert notes.read_text() == "written by claude\n"
 
-    # /reject leaves the file as it is.
-    again = {"file_path": str(notes), "content": "overwritten\n"}
-    anthropic.reply_tool_use(WireToolUse("mcp__acp__Write", again), text="Writing again.")
+    # An Edit is asked the same way, its diff against the file; /reject leaves the file.
+    edit = {"file_path": str(notes), "old_string": "written", "new_string": "edited"}
+    anthropic.reply_tool_use(WireToolUse("mcp__acp__Edit", edit), text="Editing.")
     anthropic.reply_text("Left it alone.")
-    console.send("overwrite the notes")
-    console.wait_line("+overwritten", timeout=60)
+    console.send("edit the notes")
+    console.wait_line("+edited by claude", timeout=60)
+    console.wait_line("-written by claude")
     console.send("/reject")
     console.wait_line("Left it alone.", timeout=60)
     assert notes.read_text() == "written by claude\n"
