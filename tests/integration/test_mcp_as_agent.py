@@ -177,7 +177,7 @@ async def test_the_runtime_acts_as_the_agent_with_a_server_started_as_the_entry_
     hera = start_agent("proj/hera", cwd=project)
     agent = zeus.agent
     entry = ateam_mcp_server(agent.parts.config, agent.parts.target, agent.parts.identity)
-    assert agent.parts.acp._mcp == [entry]  # what zeus's runtime gets in session/new
+    assert agent.parts.tasks.acp._mcp == [entry]  # what zeus's runtime gets in session/new
     elsewhere = tmp_path / "elsewhere"  # no project around: the entry must say it all
     elsewhere.mkdir()
     params = StdioServerParameters(

@@ -125,6 +125,17 @@ class Compactor:
         self._last_idle = now
         return True
 
+    async def periodic_summary(self) -> JsonObject | None:
+        """The summary every few tasks (SPEC §8); none while a coding agent is the model.
+
+        A coding agent keeps and compacts its own context, and a summary through it
+        would be a whole session of its own between two tasks (seconds, and a model
+        call): its turns stay in the history, where a handoff reads them.
+        """
+        if self._router.is_runtime():
+            return None
+        return await self.summarize("every 5 tasks")
+
     async def summarize(self, why: str) -> JsonObject:
         """Re-summarise the working context from recent history (SPEC §8)."""
         outcome = await self.summarize_turns(self._history.turns(200))

@@ -125,6 +125,8 @@ class ModelSwitcher:
 
     async def check_context_fill(self) -> None:
         """Context at or over ``switch_at``: summarise; still full, a larger window (SPEC §7)."""
+        if self._router.is_runtime():
+            return  # a coding agent compacts its own context
         entry = self._status.entry
         threshold = 100 * self._config.spec.switching.switch_at
         if entry.ctx_pct < threshold:

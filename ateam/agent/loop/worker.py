@@ -507,7 +507,7 @@ class Worker:
         entry.queue_len = len(self._queue)
         self._status.touch()
         if self._remember("task count", self._workctx.note_task_done):
-            await self._step("summary", self._compactor.summarize("every 5 tasks"))
+            await self._step("summary", self._compactor.periodic_summary())
         self._compactor.update_ctx_pct()
         await self._step("context check", self._switcher.check_context_fill())
         self._status.touch()

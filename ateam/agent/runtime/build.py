@@ -28,14 +28,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.asyncio as aioredis
 
 from ateam._fs import DamageLog, DamageMemory
-from ateam.agent.acp.provider import RuntimeProvider
-from ateam.agent.acp.runner import AcpRunner
-from ateam.agent.acp.teammate import ateam_mcp_server
 from ateam.agent.context.compaction import MARKER_FILE, Compactor, read_marker
 from ateam.agent.context.handoff import HandoffStore
 from ateam.agent.context.prompts import Prompts
@@ -90,6 +87,9 @@ from ateam.tools.exec_values import ExecLimits
 from ateam.tools.fs import Sandbox
 from ateam.tools.registry import ToolPolicy, ToolRegistry
 from ateam.wire.registry import AgentEntry
+
+if TYPE_CHECKING:
+    from ateam.agent.acp.runner import AcpRunner
 
 __all__ = ["Parts", "ReplRunner", "RpcFactory", "build_parts", "model_factory"]
 
@@ -147,10 +147,10 @@ class Parts:
     switcher: ModelSwitcher
     runner: NativeRunner
     """ateam's own loop, for model APIs."""
-    acp: AcpRunner
-    """The loop of coding agents over ACP (Claude Code, Codex ...), for ``provider: acp``."""
     tasks: ModelDispatch
-    """What the worker runs tasks with: one of the two above, by the current model."""
+    """What the worker runs tasks with: the native runner above, or the runner of coding
+    agents over ACP (``tasks.acp``, built at its first use: the ACP SDK takes a second
+    to import, which an agent that never runs one does not pay)."""
     stall: StallWatch
     reloader: PromptReloader
     upkeep: BusUpkeep
@@ -442,9 +442,13 @@ def build_parts(
             approval_timeout_s=config.spec.tools.approval_timeout_s,
         ),
     )
-    acp = swap(
-        "acp",
-        lambda: AcpRunner(
+
+    def acp_runner() -> AcpRunner:
+        # Imported here: see Parts.tasks.
+        from ateam.agent.acp.runner import AcpRunner
+        from ateam.agent.acp.teammate import ateam_mcp_server
+
+        return AcpRunner(
             config=config,
             events=events,
             history=history,
@@ -460,9 +464,9 @@ def build_parts(
             mcp_servers=[ateam_mcp_server(config, target, identity)],
             on_mode=status.runtime_mode,
             on_alert=status.runtime_alert,
-        ),
-    )
-    tasks = swap("tasks", lambda: ModelDispatch(router, runner, acp))
+        )
+
+    tasks = swap("tasks", lambda: ModelDispatch(router, runner, acp_runner))
     watch = config.spec.watchdog
     stall = swap(
         "stall",
@@ -612,7 +616,6 @@ def build_parts(
         compactor=compactor,
         switcher=switcher,
         runner=runner,
-        acp=acp,
         tasks=tasks,
         stall=stall,
         reloader=reloader,
@@ -636,6 +639,8 @@ def model_factory(config: AgentConfig) -> Callable[[ModelEntry], Provider]:
 
     def build(entry: ModelEntry) -> Provider:
         if entry.is_runtime:
+            from ateam.agent.acp.provider import RuntimeProvider  # see Parts.tasks
+
             return RuntimeProvider(entry, cwd=config.cwd, limits=_exec_limits(config))
         return build_provider(entry)
 

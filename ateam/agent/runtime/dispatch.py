@@ -10,12 +10,17 @@ in the other one, its handoff due, without starting again.
 
 from __future__ import annotations
 
-from ateam.agent.acp.runner import AcpRunner
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.task import HandOver, TaskOutcome
 from ateam.agent.models.router import ModelRouter
 from ateam.agent.native.runner import NativeRunner
 from ateam.agent.state.queue_item import QueueItem
+
+if TYPE_CHECKING:
+    from ateam.agent.acp.runner import AcpRunner
 
 __all__ = ["ModelDispatch"]
 
@@ -23,10 +28,30 @@ __all__ = ["ModelDispatch"]
 class ModelDispatch:
     """The worker's :class:`~ateam.agent.loop.task.TaskRunner`: native or ACP, by the model."""
 
-    def __init__(self, router: ModelRouter, native: NativeRunner, acp: AcpRunner) -> None:
+    def __init__(
+        self, router: ModelRouter, native: NativeRunner, make_acp: Callable[[], AcpRunner]
+    ) -> None:
         self._router = router
         self.native = native
-        self.acp = acp
+        self._make_acp = make_acp
+        self._acp: AcpRunner | None = None
+
+    @property
+    def acp(self) -> AcpRunner:
+        """The ACP runner, built at its first use (the SDK is slow to import)."""
+        if self._acp is None:
+            self._acp = self._make_acp()
+        return self._acp
+
+    def check_at_start(self) -> None:
+        """A coding agent that is the model and is not installed shows in ``ps`` at once."""
+        if self._router.is_runtime():
+            self.acp.check_at_start()
+
+    async def close(self) -> None:
+        """Stop every coding agent's process this agent started."""
+        if self._acp is not None:
+            await self._acp.close()
 
     async def run(self, item: QueueItem, control: TaskControl) -> TaskOutcome:
         # Each hand-over is a switch the router made, and it never switches to a model

@@ -206,7 +206,7 @@ class Agent:
         # What the model would see now, rebuilt from disk: after a restart /ctx and
         # memory.stats are right before the first task runs.
         parts.compactor.remeasure()
-        parts.tasks.acp.check_at_start()  # a coding agent not installed shows in ps at once
+        parts.tasks.check_at_start()
         status.set(AgentState.REGISTERED)
         await parts.heartbeat.beat()
         self.rpc = parts.rpc(parts.port)
@@ -236,7 +236,7 @@ class Agent:
             await cancel_quietly(task)
         await cancel_quietly(self._worker)
         parts = self.parts
-        await _bounded(parts.tasks.acp.close(), 5.0)
+        await _bounded(parts.tasks.close(), 5.0)
         await parts.stall.aclose()
         await parts.snapshot.aclose()
         with contextlib.suppress(Exception):
@@ -284,7 +284,7 @@ class Agent:
                 self._status.control.interrupt(hard=True)
                 await asyncio.wait({self._worker}, timeout=SHUTDOWN_HARD_S)
             await cancel_quietly(self._worker)
-        await _bounded(parts.tasks.acp.close(), 5.0)  # the coding agents' process groups
+        await _bounded(parts.tasks.close(), 5.0)  # the coding agents' process groups
         parts.upkeep.save_usage()
         parts.history.close()
         parts.queue.close()

@@ -105,4 +105,4 @@ def test_the_agent_gives_its_runtime_the_entry_with_its_own_identity(
     config = standalone_agent("proj", "zeus", tmp_path)
     parts = build_parts(config, target, EchoProvider())
     # What every ACP session of this agent gets in `session/new` (runner's own field).
-    assert parts.acp._mcp == [ateam_mcp_server(config, target, parts.identity)]
+    assert parts.tasks.acp._mcp == [ateam_mcp_server(config, target, parts.identity)]
