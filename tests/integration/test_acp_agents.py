@@ -488,3 +488,20 @@ def test_a_runtime_that_takes_board_tasks_records_its_answer_as_the_result(
     assert task["result"] == "Fixed the flaky test in ci.yml."
     (prompt,) = project.sent("session/prompt")
     assert "Fix the flaky test" in prompt["text"]
+
+
+def test_a_runtime_agent_makes_no_summary_sessions_between_tasks(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path, own_redis: Any
+) -> None:
+    # Every fifth task a native agent summarises its working context with its model;
+    # through a coding agent that would be a whole session of its own between two tasks.
+    script = {"prompts": [{"steps": [{"text": f"answer {i}"}]} for i in range(6)]}
+    project = write_acp_project(tmp_path / "q", "q", script)
+    start_agent("q/zeus", cwd=project.root)
+    for i in range(6):
+        send(project.root, "q/zeus", f"task {i}", own_redis.url)
+        wait_task_end(bus, "q/zeus", i + 1)
+    assert all(end["ok"] for end in bus.task_end_list("q/zeus"))
+    assert len(project.sent("initialize")) == 1  # one runtime process, no probes
+    assert len(project.sent("session/prompt")) == 6
+    assert not [c for c in of_type(bus, "q/zeus", "context") if c.get("action") == "summarized"]

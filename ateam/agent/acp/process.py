@@ -128,7 +128,7 @@ class RuntimeProcess:
                 cwd=self._cwd,
                 start_new_session=True,
                 preexec_fn=_tie_to_parent,
-                limit=2**16,
+                limit=2**20,  # one read for a message of up to 1 MiB
             )
         except (FileNotFoundError, PermissionError) as exc:
             raise RuntimeMissing(
