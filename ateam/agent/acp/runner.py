@@ -42,7 +42,7 @@ from ateam.agent.acp.session import McpServer, RuntimeSession
 from ateam.agent.acp.stream import PromptStream
 from ateam.agent.context.window import HISTORY_CANDIDATES, ContextSources, ContextWindow
 from ateam.agent.loop.control import TaskControl
-from ateam.agent.loop.task import HandOver, TaskOutcome
+from ateam.agent.loop.task import HandOver, TaskOutcome, end_task
 from ateam.agent.models.router import Action, ModelRouter, Reason
 from ateam.agent.state.history import History
 from ateam.agent.state.plan import PLAN_FILE
@@ -264,28 +264,17 @@ class AcpRunner:
             self._events.emit(EventType.ERROR, msg=progress.error, code="internal", **ids)
         finally:
             self._ids = {}
-        error = progress.error
-        if control.interrupted.is_set() and error is None:
-            error = control.reason or ("cancelled" if control.hard else "interrupted")
-        if error is not None:
-            error = self._hooks.scrub_text(error)
-        self._events.emit(
-            EventType.TASK_END,
-            ok=error is None,
-            error=error,
-            duration_s=round(time.monotonic() - started, 4),
+        return end_task(
+            self._events,
+            control,
+            ids,
+            started=started,
+            error=progress.error,
+            text=progress.text,
             tokens_in=progress.tokens_in,
             tokens_out=progress.tokens_out,
             iterations=progress.prompts,
-            **ids,
-        )
-        return TaskOutcome(
-            error is None,
-            error,
-            progress.text,
-            progress.tokens_in,
-            progress.tokens_out,
-            progress.prompts,
+            scrub=self._hooks.scrub_text,
         )
 
     async def _run(
@@ -466,10 +455,7 @@ class AcpRunner:
         self._on_mode(mode)
 
     def _has_user_turn(self, task_id: str) -> bool:
-        return any(
-            turn.task_id == task_id and turn.role == "user"
-            for turn in self._history.turns(HISTORY_CANDIDATES)
-        )
+        return self._history.has_input(task_id, HISTORY_CANDIDATES)
 
     def _record(self, turn: Turn, item: QueueItem) -> None:
         clean = self._hooks.scrub_turn(turn)

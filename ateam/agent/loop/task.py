@@ -11,13 +11,17 @@ by the composition root, without the loop knowing which it has.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from ateam.agent.loop.control import TaskControl
-from ateam.agent.state.queue_item import QueueItem
+from ateam.agent.state.queue_item import QueueItem, TaskIds
+from ateam.bus.events import EventType
+from ateam.bus.publisher import EventPublisher
 
-__all__ = ["HandOver", "TaskOutcome", "TaskRunner"]
+__all__ = ["HandOver", "TaskOutcome", "TaskRunner", "end_task"]
 
 
 class HandOver(Exception):
@@ -59,3 +63,40 @@ class TaskRunner(Protocol):
         failure is an outcome with ``ok`` false.
         """
         ...
+
+
+def end_task(
+    events: EventPublisher,
+    control: TaskControl,
+    ids: TaskIds,
+    *,
+    started: float,
+    error: str | None,
+    text: str,
+    tokens_in: int,
+    tokens_out: int,
+    iterations: int,
+    scrub: Callable[[str], str],
+) -> TaskOutcome:
+    """How every runner ends a task: ``task.end`` emitted and the outcome returned.
+
+    A task stopped from outside without an error of its own ends ``interrupted`` (or
+    ``cancelled``, or the reason the stop gave); the error is masked, since it goes on
+    to the queue file, the registry and the working context. ``started`` is the task's
+    ``time.monotonic()`` at its start.
+    """
+    if control.interrupted.is_set() and error is None:
+        error = control.reason or ("cancelled" if control.hard else "interrupted")
+    if error is not None:
+        error = scrub(error)
+    events.emit(
+        EventType.TASK_END,
+        ok=error is None,
+        error=error,
+        duration_s=round(time.monotonic() - started, 4),
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        iterations=iterations,
+        **ids,
+    )
+    return TaskOutcome(error is None, error, text, tokens_in, tokens_out, iterations)

@@ -40,7 +40,7 @@ from ateam._json import JsonObject
 from ateam.agent.context import rebuild as ctxbuild
 from ateam.agent.context.window import HISTORY_CANDIDATES, ContextWindow
 from ateam.agent.loop.control import TaskControl
-from ateam.agent.loop.task import HandOver, TaskOutcome
+from ateam.agent.loop.task import HandOver, TaskOutcome, end_task
 from ateam.agent.models.router import Action, ModelRouter, Reason
 from ateam.agent.models.router import Decision as RouteDecision
 from ateam.agent.native.toolcall import ToolCaller, ToolHooks, describe_error
@@ -227,29 +227,17 @@ class NativeRunner:
             log.exception("task %s failed unexpectedly", item.id)
             progress.error = f"internal error: {describe_error(exc)}"
             self._events.emit(EventType.ERROR, msg=progress.error, code="internal", **ids)
-        error = progress.error
-        if control.interrupted.is_set() and error is None:
-            error = control.reason or ("cancelled" if control.hard else "interrupted")
-        if error is not None:
-            # It goes on to the queue file, the registry and the working context.
-            error = self._hooks.scrub_text(error)
-        self._events.emit(
-            EventType.TASK_END,
-            ok=error is None,
-            error=error,
-            duration_s=round(time.monotonic() - started, 4),
+        return end_task(
+            self._events,
+            control,
+            ids,
+            started=started,
+            error=progress.error,
+            text=progress.text,
             tokens_in=progress.tokens_in,
             tokens_out=progress.tokens_out,
             iterations=progress.iterations,
-            **ids,
-        )
-        return TaskOutcome(
-            error is None,
-            error,
-            progress.text,
-            progress.tokens_in,
-            progress.tokens_out,
-            progress.iterations,
+            scrub=self._hooks.scrub_text,
         )
 
     async def _loop(
@@ -419,10 +407,7 @@ class NativeRunner:
         self.window.expect_handoff()
 
     def _has_user_turn(self, task_id: str) -> bool:
-        return any(
-            turn.task_id == task_id and turn.role == "user"
-            for turn in self._history.turns(HISTORY_CANDIDATES)
-        )
+        return self._history.has_input(task_id, HISTORY_CANDIDATES)
 
     async def _stream(
         self,

@@ -140,6 +140,11 @@ class History:
         self._write(data)
         self._count += len(turns)
 
+    def has_input(self, task_id: str, within: int) -> bool:
+        """Whether the input of task ``task_id`` is among the newest ``within`` turns: a
+        task run again (after a crash, a shutdown) goes on rather than asks again."""
+        return any(t.task_id == task_id and t.role == "user" for t in self.turns(within))
+
     def turns(self, n: int) -> list[Turn]:
         """The newest ``n`` lines that are turns, oldest first, as :meth:`tail` finds them.
 
