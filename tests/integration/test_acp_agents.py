@@ -8,7 +8,10 @@ and plan files, ``ps``, and what the runtime itself received (its ``--log``).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -505,3 +508,42 @@ def test_a_runtime_agent_makes_no_summary_sessions_between_tasks(
     assert len(project.sent("initialize")) == 1  # one runtime process, no probes
     assert len(project.sent("session/prompt")) == 6
     assert not [c for c in of_type(bus, "q/zeus", "context") if c.get("action") == "summarized"]
+
+
+def test_offload_of_a_runtime_agent_starts_a_new_one_on_the_runtime_with_the_handoff(
+    start_agent: AgentFactory, start_console: ConsoleFactory, bus: Bus, tmp_path: Path
+) -> None:
+    from .test_fleet import SPAWN_TIMEOUT_S, keepers, mark, wait_after
+
+    script = {
+        "prompts": [
+            {"steps": [{"text": "Refactoring."}, {"hang": True}]},
+            {"steps": [{"echo_prompt": True}]},  # the new agent's first prompt
+        ]
+    }
+    project = write_acp_project(tmp_path / "o", "o", script)
+    try:
+        start_agent("o/zeus", cwd=project.root)
+        console = start_console()
+        attach_and_send(console, "o/zeus", "refactor the parser")
+        wait_for(lambda: "Refactoring." in text_of(bus, "o/zeus"), 20, "zeus at work")
+        console.send("/offload")
+        start = mark(console)
+        wait_after(console, start, "o/zeus proposes this agent to take over its work")
+        console.send("yes")
+        wait_after(console, start, "spawned o/zeus-2", timeout=SPAWN_TIMEOUT_S)
+        entry = bus.entry("o/zeus-2")
+        assert entry is not None and entry["model"] == "coder"
+
+        def offloaded() -> dict[str, Any] | None:
+            prompts = [p for p in project.sent("session/prompt") if "offloaded by" in p["text"]]
+            return prompts[0] if prompts else None
+
+        # The new agent's runtime got a session of its own, its first prompt the handoff.
+        prompt = wait_for(offloaded, 30, "o/zeus-2's runtime to get its first prompt")
+        assert "refactor the parser" in prompt["text"]
+        assert len(project.sent("session/new")) == 2
+    finally:
+        for pid in keepers(tmp_path):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
