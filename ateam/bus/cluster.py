@@ -34,13 +34,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import redis.asyncio as aioredis
-from redis.asyncio.cluster import ClusterNode, ClusterPipeline, ClusterPubSub, RedisCluster
+from redis.asyncio.cluster import (
+    ClusterNode,
+    ClusterPipeline,
+    ClusterPubSub,
+    NodesManager,
+    RedisCluster,
+)
 from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
 from redis.commands.core import ManagementCommands, PubSubCommands
 from redis.crc import key_slot
@@ -209,12 +216,30 @@ class ClusterUnavailable(RedisConnectionError):
     """
 
 
+_LEARN_SLOTS = NodesManager.initialize.__code__
+
+
+def _learning_slots(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while the client learnt the slot map.
+
+    Only then does a ``RedisClusterException`` mean a cluster that is down: the same
+    class also says "these keys are in different slots" or "this command names no key",
+    which no waiting cures. redis-py learns the map in ``NodesManager.initialize``,
+    called from the client's ``initialize`` up to 8.1 and, from 8.2, also straight from
+    a command that found its slot uncovered.
+    """
+    return any(frame.f_code is _LEARN_SLOTS for frame, _ in traceback.walk_tb(exc.__traceback__))
+
+
 @contextlib.contextmanager
-def _unavailable(kind: type[Exception]) -> Iterator[None]:
-    """Raise a ``kind`` error of redis-py's cluster code as :class:`ClusterUnavailable`."""
+def _unavailable() -> Iterator[None]:
+    """Raise redis-py's errors of a cluster that is down as :class:`ClusterUnavailable`:
+    a slot still uncovered after its retries, or a slot map it could not learn."""
     try:
         yield
-    except kind as exc:
+    except RedisClusterException as exc:
+        if not isinstance(exc, SlotNotCoveredError) and not _learning_slots(exc):
+            raise
         raise ClusterUnavailable(f"Redis Cluster unavailable: {exc}") from exc
 
 
@@ -233,7 +258,7 @@ class _Pipeline(ClusterPipeline):
     time = ManagementCommands.time
 
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
-        with _unavailable(SlotNotCoveredError):
+        with _unavailable():
             return await super().execute(*args, **kwargs)
 
 
@@ -248,11 +273,11 @@ class _Cluster(RedisCluster):
         # Learning the slot map is where a cluster that is down (every seed unreachable,
         # slots uncovered, nodes disagreeing mid-change) shows; commands, pipelines and
         # pub/sub all come through here first.
-        with _unavailable(RedisClusterException):
+        with _unavailable():
             return await super().initialize(*args, **kwargs)
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
-        with _unavailable(SlotNotCoveredError):  # still uncovered after redis-py's retries
+        with _unavailable():
             return await super().execute_command(*args, **kwargs)
 
     def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
@@ -274,7 +299,7 @@ class _PubSub(ClusterPubSub):
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         if self.connection is None and self.connection_pool is None:
             await self.cluster.initialize()
-        with _unavailable(SlotNotCoveredError):
+        with _unavailable():
             return await super().execute_command(*args, **kwargs)
 
 
