@@ -352,9 +352,7 @@ def _sentinel_client(topology: Topology, kwargs: dict[str, Any]) -> aioredis.Red
     for name in _SENTINEL_QUERY:
         if query.get(name):
             sentinel_kwargs[name.removeprefix("sentinel_")] = query[name]
-    sentinel = _Sentinel(  # type: ignore[no-untyped-call]
-        list(topology.nodes), sentinel_kwargs=sentinel_kwargs, **kwargs
-    )
+    sentinel = _Sentinel(list(topology.nodes), sentinel_kwargs=sentinel_kwargs, **kwargs)
     assert topology.master is not None
     client = sentinel.master_for(topology.master, redis_class=_SentinelMaster, db=topology.db)
     client.node_options = {**kwargs, "db": topology.db}

@@ -71,5 +71,5 @@ async def listen_forever(
         finally:
             listening.clear()
             with contextlib.suppress(*CONNECTION_ERRORS, RuntimeError):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                await pubsub.aclose()
         await asyncio.sleep(backoff.next_delay())

@@ -226,4 +226,4 @@ async def _pattern_allowed(pubsub: PubSub, ns: str) -> bool:
 
 async def _close(pubsub: PubSub) -> None:
     with contextlib.suppress(Exception):  # closing a dead link must not mask why it died
-        await pubsub.aclose()  # type: ignore[no-untyped-call]
+        await pubsub.aclose()
