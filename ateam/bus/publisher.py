@@ -484,7 +484,7 @@ class EventPublisher:
         written = max(self._written, self._maybe_written)
         args: list[Any] = [self._maxlen, fence, written, self._max_bytes, self.lock_value]
         for offset, payload in batch:
-            args.extend((offset, payload))
+            args.extend((offset, memoryview(payload)))
         keys = [
             self._stream,
             self._keys.fence(self._agent),
