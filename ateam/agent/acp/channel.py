@@ -83,11 +83,10 @@ class LineChannel:
             if line is None:
                 self.closed = True
                 return None
-            stripped = line.strip()
-            if not stripped:
+            if not line or line.isspace():
                 continue
             try:
-                message = json.loads(stripped)
+                message = json.loads(line)  # whitespace around it is JSON's own
             except ValueError:
                 message = None
             if isinstance(message, dict):
@@ -99,7 +98,7 @@ class LineChannel:
                     self._on_garbage(f"runtime {self._name} sent {unknown}, left alone")
                 continue
             self.garbage += 1
-            preview = stripped[:_PREVIEW].decode("utf-8", "replace")
+            preview = line.strip()[:_PREVIEW].decode("utf-8", "replace")
             self._on_garbage(f"runtime {self._name} wrote a line that is not JSON-RPC: {preview}")
 
     async def _line(self) -> bytes | None:

@@ -79,7 +79,10 @@ class ToolCallState:
     ended: bool = False
 
     def shown(self, text: str) -> None:
-        self.tail = (self.tail + text)[-RESULT_CHARS:]
+        if len(text) >= RESULT_CHARS:  # a flood's piece: no copy of what it replaces
+            self.tail = text[-RESULT_CHARS:]
+        else:
+            self.tail = (self.tail + text)[-RESULT_CHARS:]
 
     def result_text(self) -> str:
         parts = [self.tail]
@@ -238,7 +241,7 @@ class PromptStream:
         if not call.announced and (_described(call) or fresh or call.status in _DONE):
             self._announce(call)
         if fresh:
-            self.output(call.id, fresh.encode())
+            self.output(call.id, fresh.encode(), fresh)
         if call.status in _DONE and not call.ended:
             self._end(call)
 
@@ -261,13 +264,14 @@ class PromptStream:
         """Output of a command ateam runs for the runtime, under the call it belongs to."""
         self.output(call_id, data)
 
-    def output(self, call_id: str | None, data: bytes) -> None:
-        """Output of ``call_id`` (``None``: of no call), framed and masked as native output."""
+    def output(self, call_id: str | None, data: bytes, text: str | None = None) -> None:
+        """Output of ``call_id`` (``None``: of no call), framed and masked as native output;
+        ``text`` is ``data`` as text, where the caller has it."""
         call = self.calls.get(call_id) if call_id is not None else None
         if call is not None:
             if not call.announced:
                 self._announce(call)
-            call.shown(data.decode("utf-8", "replace"))
+            call.shown(text if text is not None else data.decode("utf-8", "replace"))
         framer = self._outputs.get(call_id)
         if framer is None:
             name = call.title if call is not None else "terminal"
