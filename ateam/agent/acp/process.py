@@ -16,8 +16,8 @@ megabyte on one line harms neither.
 
 Its stdout, where every message comes, is a pipe of ateam's own making rather than
 asyncio's: widened to :data:`PIPE_BYTES`, so a runtime streaming a command's output runs
-ahead of the agent by a megabyte instead of stopping at every 64 KiB, and read
-:data:`READ_BYTES` at a time (see there why not asyncio's 256 KiB).
+ahead of the agent by a megabyte instead of stopping at every 64 KiB, and read into
+one buffer that is kept (:class:`_PipeReader`, which says why not asyncio's transport).
 """
 
 from __future__ import annotations
@@ -53,12 +53,6 @@ joined from pieces, up to :data:`~ateam.agent.acp.channel.MAX_MESSAGE_BYTES`).""
 PIPE_BYTES = 2**20
 """The runtime's stdout pipe is widened to this (Linux; the default is 64 KiB, and a
 user may widen a pipe up to ``/proc/sys/fs/pipe-max-size``, 1 MiB by default)."""
-
-READ_BYTES = 64 * 1024
-"""Bytes read from the runtime's stdout at a time. asyncio reads 256 KiB at a time, and
-a buffer that large is above glibc's mmap threshold: every read maps fresh pages and
-faults each one in as the kernel fills it, which cost more than the rest of reading (a
-flood read 256 KiB at a time: 1.8 ms of CPU per MiB; 64 KiB at a time: 0.4 ms)."""
 
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux; named in fcntl from 3.10
 
@@ -131,7 +125,7 @@ class RuntimeProcess:
         self._guard_pipe: int | None = None
         """The write end of the guard's stdin: held by this process only."""
         self._stderr_task: asyncio.Task[None] | None = None
-        self._stdout: asyncio.ReadTransport | None = None
+        self._stdout: _PipeReader | None = None
         self.stderr_tail: list[str] = []
         """The last lines it wrote to stderr: an exit is explained with them."""
 
@@ -177,15 +171,8 @@ class RuntimeProcess:
         return self.proc.stdin, stdout
 
     async def _open_stdout(self, fd: int) -> asyncio.StreamReader:
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=MESSAGE_BYTES, loop=loop)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
-            os.fdopen(fd, "rb", buffering=0),
-        )
-        if hasattr(transport, "max_size"):  # asyncio's read size, not a public setting
-            transport.max_size = READ_BYTES
-        self._stdout = transport
+        reader = asyncio.StreamReader(limit=MESSAGE_BYTES)
+        self._stdout = _PipeReader(fd, reader)
         return reader
 
     def _start_guard(self, pgid: int) -> None:
@@ -301,6 +288,63 @@ class RuntimeProcess:
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(task, 1.0)
         task.cancel()
+
+
+class _PipeReader:
+    """Feeds a :class:`asyncio.StreamReader` from a pipe, read into one buffer reused.
+
+    asyncio's own pipe transport reads into a new 256 KiB buffer each time, above
+    glibc's mmap threshold: every read maps fresh pages and faults each one in as the
+    kernel fills it. Reading into a buffer that stays mapped costs the copy alone, and
+    a read takes all the widened pipe holds (up to a megabyte) in one call. The reader
+    pauses and resumes it as it does a transport: reading stops while a megabyte or
+    two waits unread, so a runtime that writes faster than the agent reads is held up
+    by the pipe, never by the agent's memory.
+    """
+
+    def __init__(self, fd: int, reader: asyncio.StreamReader) -> None:
+        self._fd = fd
+        self._reader = reader
+        self._loop = asyncio.get_running_loop()
+        self._buffer = bytearray(PIPE_BYTES)
+        self._view = memoryview(self._buffer)
+        self._reading = False
+        self._closed = False
+        os.set_blocking(fd, False)
+        reader.set_transport(self)  # type: ignore[arg-type]  # it calls pause/resume only
+        self.resume_reading()
+
+    def pause_reading(self) -> None:
+        if self._reading and not self._closed:
+            self._loop.remove_reader(self._fd)
+            self._reading = False
+
+    def resume_reading(self) -> None:
+        if not self._reading and not self._closed:
+            self._loop.add_reader(self._fd, self._ready)
+            self._reading = True
+
+    def _ready(self) -> None:
+        try:
+            size = os.readv(self._fd, [self._buffer])
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._reader.set_exception(exc)
+            self.close()
+            return
+        if size == 0:
+            self._reader.feed_eof()
+            self.close()
+            return
+        self._reader.feed_data(self._view[:size])  # copied into the reader's buffer
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.pause_reading()
+        self._closed = True
+        os.close(self._fd)
 
 
 def _signal_name(number: int) -> str:
