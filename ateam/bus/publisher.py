@@ -220,9 +220,9 @@ return {0, skipped, foreign, first, last}
 """
 )
 GATHER_TURNS = 8
-"""Turns of the event loop a batch waits at most for more large events (``_gather``)."""
+"""Turns of the loop a batch of large frames waits at most for more (``_gather``)."""
 GATHER_FROM_BYTES = 8 * 1024
-"""An event this large (a full frame of output) waits for others to join its batch."""
+"""A frame this large (a full one of output) waits for others to join its batch."""
 _OWN_SCAN_PAGE = 256
 """Entries per page when a starting publisher looks back for its newest own entry."""
 
@@ -474,17 +474,9 @@ class EventPublisher:
                 )
 
     async def _gather(self) -> None:
-        """Let the events on their way join the batch about to go.
-
-        Each batch is one script call, whose fixed cost (redis-py's command path, the
-        script's setup, a round trip) is about 100 µs. Under a flood of tool output,
-        whose frames are large, the agent's own work between two calls left batches of
-        one or two frames: the loop runs once more, up to :data:`GATHER_TURNS` times,
-        while such frames keep arriving. (A flood through a coding agent's runtime: 9
-        calls per MiB before, 4 after, and the agent's CPU per MiB down by a sixth.)
-        Small events are left to go at once: hundreds of them already share a call
-        when they come fast, and holding them back only delays them.
-        """
+        """Let large frames on their way join the batch: a call costs ~100 µs, and a flood
+        of output left one or two frames a call (a runtime's flood: 9 calls per MiB, now
+        4). Small events go at once: hundreds share a call when they come fast."""
         for _ in range(GATHER_TURNS):
             waiting = len(self._buffer)
             if waiting >= PUBLISH_BATCH_MAX or len(self._buffer[-1][1]) < GATHER_FROM_BYTES:
