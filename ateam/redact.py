@@ -23,8 +23,9 @@ Cost:
     ``sk-``), so CPython's engine skips with a C loop to where a secret could be: about
     70-95 MB/s over source code, logs and listings, about 1 MB/s in the worst case
     (text packed with ``token=``). Texts of 512 characters or more are first checked
-    for the triggers every built-in match holds (:func:`may_hold_secret`), at 200-450
-    MB/s; most tool output has none and skips the regex, and :meth:`Redactor.redact_bytes`
+    for the triggers every built-in match holds (:func:`may_hold_secret`), all of them
+    in one pass (:mod:`ateam._scan`: Hyperscan, about 5 GB/s, or RE2, about 0.75 GB/s);
+    most tool output has none and skips the regex, and :meth:`Redactor.redact_bytes`
     then returns the bytes without decoding them. ``redact.yaml`` patterns add a pass.
 
 Where to apply it:
@@ -53,8 +54,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import re2
-
+from ateam._scan import Scanner, scanner
 from ateam.config.schema import RedactPattern
 
 if TYPE_CHECKING:
@@ -263,49 +263,45 @@ _PREFILTER_FROM = 512
 """Shorter texts go straight to the regex: the check would cost more than it saves."""
 
 
-def _trigger_regex() -> re2._Regexp:
-    """One RE2 regex over UTF-8 bytes that matches wherever a built-in match could be.
+# Stand-ins for ASCII letters that a case-insensitive regex may take and ASCII folding
+# does not (UTF-8): U+017F for s, U+0130 and U+0131 for i, U+212A for k.
+_K = rb"(?:k|\xe2\x84\xaa)"
+_S = rb"(?:s|\xc5\xbf)"
+_I = rb"(?:i|\xc4[\xb0\xb1])"
 
-    Every built-in match holds one of these triggers (the tests check it rule by rule).
-    RE2 runs them all in one pass of its DFA, linear in the input whatever it holds:
-    the flood of a tool's output is checked at 0.7-1 GB/s, where CPython's engine,
-    trying each trigger's literal at every place it occurs, took eleven passes (220 MB/s
-    over text where the literals are common). The case-insensitive part folds as
-    Unicode does, so it also takes U+017F for ``s`` and U+212A for ``k``, as the full
-    regex does; U+0130 and U+0131, which the full regex takes for ``i`` and Unicode
-    folding does not, are spelled out. Invalid UTF-8 matches no letter of a trigger,
-    just as the decoded text's surrogates match none in the full regex.
-    """
-    i = "[i\\x{130}\\x{131}]"
-    plain = (
-        "-----BEGIN",  # pem_private_key
-        "://",  # url_password
-        "Bearer",  # bearer_token (case matters in that rule)
-        # The tails below ask for what every match has after its trigger (or the end,
-        # where the rest may be on its way): without them, random bytes trip the check
-        # in one 64 KiB read in ten, and each costs a full pass of the redactor.
-        "eyJ(?:[A-Za-z0-9_-]{7}|[A-Za-z0-9_-]*\\z)",  # jwt
-        "x(?:o?\\z|ox(?:[abpr]-|[abpr]?\\z))",  # slack_token
-        "A(?:[KS]IA|Iza)",  # AWS key ids, Google API keys
-        "g(?:h[opsur]_|ithub_pat_)",  # GitHub tokens
-    )
-    folded = (
-        "token",  # token_assignment
-        # sk- (OpenAI, Anthropic), sk_ and rk_ (Stripe; their case matters in their
-        # rules: a superset here): 16 and more key characters after the dash.
-        "[sr]k[-_](?:[a-z0-9_-]{16}|[a-z0-9_-]*\\z)",
-        f"ap{i}[-_]?key",  # api_key_assignment
-        "ecret",  # secret_assignment, aws_secret_access_key
-        "author",  # authorization_header ("authoriz")
-        "passw",  # password_assignment (either s may be U+017F, which (?i) folds)
-    )
-    pattern = "|".join(plain) + "|(?i:" + "|".join(folded) + ")"
-    options = re2.Options()
-    options.never_capture = True
-    return re2.compile(pattern.encode(), options)
+_TRIGGERS_EXACT: tuple[bytes, ...] = (
+    rb"-----BEGIN",  # pem_private_key
+    rb"://",  # url_password
+    rb"Bearer",  # bearer_token (case matters in that rule)
+    # The tails below ask for what every match has after its trigger (or the end, where
+    # the rest may be on its way): without them, random bytes trip the check in one
+    # 64 KiB read in ten, and each costs a full pass of the redactor.
+    rb"eyJ(?:[A-Za-z0-9_-]{7}|[A-Za-z0-9_-]*\z)",  # jwt
+    rb"x(?:o?\z|ox(?:[abpr]-|[abpr]?\z))",  # slack_token
+    rb"A(?:[KS]IA|Iza)",  # AWS key ids, Google API keys
+    rb"g(?:h[opsur]_|ithub_pat_)",  # GitHub tokens
+)
+"""Triggers whose case matters; with :data:`_TRIGGERS_FOLDED`, every built-in match
+holds one of them (the tests check it rule by rule)."""
+
+_TRIGGERS_FOLDED: tuple[bytes, ...] = (
+    rb"to" + _K + rb"en",  # token_assignment
+    # sk- (OpenAI, Anthropic), sk_ and rk_ (Stripe; their case matters in their rules:
+    # a superset here): 16 and more key characters after the dash.
+    rb"(?:" + _S + rb"|r)" + _K + rb"[-_](?:[a-z0-9_-]{16}|[a-z0-9_-]*\z)",
+    rb"ap" + _I + rb"[-_]?" + _K + rb"ey",  # api_key_assignment
+    rb"ecret",  # secret_assignment, aws_secret_access_key
+    rb"author",  # authorization_header ("authoriz")
+    rb"pa" + _S + _S + rb"w",  # password_assignment
+)
+"""Triggers in any case (ASCII letters folded; the other stand-ins spelled out)."""
 
 
-_TRIGGERS = _trigger_regex()
+@functools.cache
+def _triggers() -> Scanner:
+    """The trigger scanner, built at the first check (no cost to a process that never
+    checks): Hyperscan where it loads, else RE2, one pass either way (:mod:`ateam._scan`)."""
+    return scanner(_TRIGGERS_EXACT, _TRIGGERS_FOLDED)
 
 
 def _may_hold_builtin(text: str) -> bool:
@@ -319,7 +315,9 @@ def may_hold_secret(data: bytes) -> bool:
     ``False`` means no built-in secret is in it, nor begins in it with only its name or
     prefix so far; a streaming framer keeps a piece that says ``True`` with what follows.
     """
-    return _TRIGGERS.search(data) is not None
+    # Invalid UTF-8 matches no letter of a trigger, as the decoded text's surrogates
+    # match none in the full regex.
+    return _triggers().found(data)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Fixtures several unit packages share: an in-process echo agent and a team session.
+"""Fixtures several unit packages share: an in-process echo agent, a team session, and
+each engine of the secret check in turn.
 
 A test module that needs another agent defines its own `agent` fixture, which wins.
 """
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ateam import redact
+from ateam._scan import Engine, scanner
 from ateam.agent.runtime.process import Agent
 from ateam.client import Target, Team
 from ateam.config import standalone_agent
@@ -30,3 +33,14 @@ async def agent(target: Target, tmp_path: Path) -> AsyncIterator[Agent]:
 async def team(target: Target) -> AsyncIterator[Team]:
     async with await Team.connect(target, redactor=Redactor(), takeover_grace_s=0.1) as t:
         yield t
+
+
+@pytest.fixture(params=list(Engine))
+def trigger_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Engine:
+    """The redactor's trigger check on each engine (Hyperscan, RE2): both must say yes to
+    every secret. No skip: CI installs both, so an engine that fails to load fails here."""
+    engine: Engine = request.param
+    built = scanner(redact._TRIGGERS_EXACT, redact._TRIGGERS_FOLDED, engine)
+    assert built.engine is engine
+    monkeypatch.setattr(redact, "_triggers", lambda: built)
+    return engine

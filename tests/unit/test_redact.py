@@ -29,6 +29,8 @@ from ateam.redact import (
     from_config,
 )
 
+pytestmark = pytest.mark.usefixtures("trigger_engine")  # each check engine in turn
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -7,10 +7,14 @@ Each fast path must answer exactly as the full pass would: the trigger check may
 from __future__ import annotations
 
 import os
+import platform
 import random
+import sys
 
 import pytest
 
+from ateam import redact
+from ateam._scan import Engine, scanner
 from ateam.config.schema import RedactPattern
 from ateam.redact import (
     _BUILTIN_RE,
@@ -22,6 +26,8 @@ from ateam.redact import (
 )
 
 from .test_redact import NEAR_MISSES, OPENAI, SAMPLES
+
+pytestmark = pytest.mark.usefixtures("trigger_engine")  # each check engine in turn
 
 FILLER = "[ 42%] Building CXX object src/net/client_pool.cpp.o\n" * 12
 """Build-log lines, over 512 characters: long enough for the trigger check to run."""
@@ -156,3 +162,11 @@ def test_payload_keys_still_mask_their_values_whole() -> None:
 )
 def test_may_hold_secret_names_the_pieces_a_framer_must_keep(data: bytes, expected: bool) -> None:
     assert may_hold_secret(data) is expected
+
+
+def test_the_check_runs_on_hyperscan_where_its_wheel_installs() -> None:
+    # pyproject.toml installs Hyperscan on Linux x86_64; RE2 is the engine elsewhere.
+    built = scanner(redact._TRIGGERS_EXACT, redact._TRIGGERS_FOLDED)
+    wheel = sys.platform.startswith("linux") and platform.machine() == "x86_64"
+    assert built.engine is (Engine.HYPERSCAN if wheel else Engine.RE2)
+    assert built.found(b"export OPENAI_API_KEY=sk-") and not built.found(FILLER.encode())

@@ -27,6 +27,8 @@ from ateam.tools.pty import run_command
 
 from .test_redact import SAMPLES
 
+pytestmark = pytest.mark.usefixtures("trigger_engine")  # each check engine in turn
+
 pytestmark = pytest.mark.timeout(60)
 
 RNG = random.Random(22)

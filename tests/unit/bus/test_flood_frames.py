@@ -14,6 +14,7 @@ import asyncio
 import random
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from ateam.bus.coalesce import Coalescer
@@ -124,6 +125,7 @@ async def test_binary_frames_are_redacted_as_bytes_by_the_framer() -> None:
     assert joined(frames) == noise + b" key=" + MASK.encode() + b" " + noise
 
 
+@pytest.mark.usefixtures("trigger_engine")
 def test_random_bytes_rarely_look_like_a_secret() -> None:
     # Each trigger that fires makes a whole frame go through the slow pass. The checks
     # ask for what follows a trigger in every real key (sk- and 16 key characters): 64
