@@ -157,6 +157,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "ateam.paths",
         "ateam._fs",
         "ateam._proc",
+        "ateam._scan",
     ),
     ("ateam._json",),
     ("ateam._cmdline",),
