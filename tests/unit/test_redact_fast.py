@@ -170,3 +170,10 @@ def test_the_check_runs_on_hyperscan_where_its_wheel_installs() -> None:
     wheel = sys.platform.startswith("linux") and platform.machine() == "x86_64"
     assert built.engine is (Engine.HYPERSCAN if wheel else Engine.RE2)
     assert built.found(b"export OPENAI_API_KEY=sk-") and not built.found(FILLER.encode())
+
+
+def test_without_hyperscan_the_check_runs_on_re2(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "hyperscan", None)  # as on a platform with no wheel
+    built = scanner(redact._TRIGGERS_EXACT, redact._TRIGGERS_FOLDED)
+    assert built.engine is Engine.RE2
+    assert built.found(b"export OPENAI_API_KEY=sk-") and not built.found(FILLER.encode())
