@@ -27,6 +27,9 @@ class CommandInput(Input):
         # characters ahead of it in this widget's queue are typed. _on_key runs it in
         # turn, and stops the key there so the screen's Tab does not move the focus.
         Binding("tab", "complete", show=False),
+        # On an empty bar there is no line to move in: Home and End read the stream.
+        Binding("home", "home_or_top", show=False),
+        Binding("end", "end_or_bottom", show=False),
     ]
 
     virtual_size = Reactive(Size(0, 0), layout=False)
@@ -67,6 +70,18 @@ class CommandInput(Input):
         done = self.cycler.press(self.value, self.cursor_position)
         if done is not None:
             self.value, self.cursor_position = done
+
+    async def action_home_or_top(self) -> None:
+        if self.value:
+            self.action_home()
+        else:
+            await self.app.run_action("stream('home')")
+
+    async def action_end_or_bottom(self) -> None:
+        if self.value:
+            self.action_end()
+        else:
+            await self.app.run_action("stream('end')")
 
     def remember(self, line: str) -> None:
         if line and (not self.history or self.history[-1] != line):

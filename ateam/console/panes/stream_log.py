@@ -1,10 +1,15 @@
-"""The stream pane: a :class:`RichLog` whose kept rows cost the garbage collector nothing."""
+"""The stream pane: a :class:`RichLog` whose kept rows cost the garbage collector nothing.
+
+It also keeps its reader's place: scrolled back (keys, the mouse wheel, a search), new
+rows do not move the view; they are counted (:attr:`StreamLog.unseen`) until the reader
+is back at the end, and the log follows again.
+"""
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Self, cast, overload
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, NamedTuple, Self, cast, overload
 
 from rich.cells import cell_len
 from rich.console import ConsoleOptions, RenderableType
@@ -14,6 +19,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.geometry import Size
+from textual.message import Message
 from textual.reactive import Reactive
 from textual.strip import Strip
 from textual.widgets import RichLog
@@ -25,6 +31,17 @@ LINE_CACHE = 256
 
 Row = tuple[str | int, ...]
 """One row of the stream pane: each segment's text followed by its style's number."""
+FOUND = Style(reverse=True, bold=True)
+"""How the text a search found is marked in its row."""
+
+
+class Found(NamedTuple):
+    """Where a search found its text: a row (counted from the first row ever written,
+    so trimming the oldest does not move it) and the cells of the match in it."""
+
+    row: int
+    start: int
+    end: int
 
 
 def _pairs(row: Row) -> Iterator[tuple[str, int]]:
@@ -53,7 +70,15 @@ class StreamLog(RichLog):
 
     virtual_size = Reactive(Size(0, 0), layout=False)
 
+    class Moved(Message):
+        """The reader left the end of the log or came back to it, or rows came unseen."""
+
     def __init__(self, **kwargs: Any) -> None:
+        self.following = True
+        """At the end of the log, where new rows are shown as they come."""
+        self.unseen = 0
+        """Rows written while the reader was scrolled back."""
+        self.found: Found | None = None
         self._rows: list[Row] = []
         self._styles: list[Style | None] = []
         self._style_ids: dict[Style | None, int] = {}
@@ -139,6 +164,7 @@ class StreamLog(RichLog):
             return
         self._rows.extend(row for row, _ in rows)
         self._widest_line_width = max(self._widest_line_width, *(cells for _, cells in rows), 0)
+        excess = 0
         if self.max_lines is not None and len(self._rows) > self.max_lines:
             excess = len(self._rows) - self.max_lines
             self._start_line += excess
@@ -147,6 +173,76 @@ class StreamLog(RichLog):
         self._set_virtual_size(Size(self._widest_line_width, len(self._rows)))
         if self.auto_scroll if scroll_end is None else scroll_end:
             self.scroll_end(animate=animate, immediate=False, x_axis=False)
+            return
+        # Scrolled back: the reader stays on the rows they were reading, even as the
+        # oldest rows are trimmed from above them, and is told how much came below.
+        if excess:
+            self.scroll_to(y=max(0, self.scroll_y - excess), animate=False, immediate=True)
+        self.unseen += len(rows)
+        self.post_message(self.Moved())
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        # Only the reader scrolls back (the log itself only ever scrolls to the end),
+        # so a position short of the end is theirs to keep.
+        following = round(new_value) >= self.max_scroll_y
+        if following != self.following:
+            self.following = following
+            if following:
+                self.unseen = 0
+            self.post_message(self.Moved())
+
+    # reading back -------------------------------------------------------------------------
+
+    def page(self, where: str) -> None:
+        """Scroll by keyboard: ``page_up``, ``page_down``, ``home`` (the oldest row) or
+        ``end`` (the newest, following again)."""
+        _PAGES[where](self)
+
+    def row_text(self, y: int) -> str:
+        """Row ``y``'s text (0 is the oldest kept)."""
+        return "".join(cast("tuple[str, ...]", self._rows[y][0::2]))
+
+    def find(self, text: str, *, older: bool = True, again: bool = False) -> Found | None:
+        """Find ``text`` (any case), from the newest row up, or from the last match on.
+
+        Without ``again`` the search starts at the bottom of the rows on screen (the
+        newest when following), so typing refines the match nearest to where the reader
+        is; with it, the next match past the last one, ``older`` or newer. The match is
+        marked and scrolled into the middle of the pane; None when there is none.
+        """
+        needle = text.casefold()
+        if not needle or not self._rows:
+            return None
+        count = len(self._rows)
+        if again and self.found is not None:
+            here = self.found.row - self._start_line
+            start = here - 1 if older else here + 1
+        else:
+            bottom = int(self.scroll_y) + max(self.scrollable_content_region.height, 1) - 1
+            start = min(bottom, count - 1) if older else 0
+        order = range(start, -1, -1) if older else range(max(start, 0), count)
+        for y in order:
+            if 0 <= y < count and (at := self.row_text(y).casefold().find(needle)) >= 0:
+                return self._mark(y, at, len(needle))
+        return None
+
+    def _mark(self, y: int, at: int, length: int) -> Found:
+        plain = self.row_text(y)
+        start = cell_len(plain[:at])
+        found = Found(y + self._start_line, start, start + cell_len(plain[at : at + length]))
+        self.found = found
+        self._line_cache.clear()
+        self.refresh()
+        height = max(self.scrollable_content_region.height, 1)
+        self.scroll_to(y=max(0, y - height // 2), animate=False, immediate=True)
+        return found
+
+    def clear_found(self) -> None:
+        if self.found is not None:
+            self.found = None
+            self._line_cache.clear()
+            self.refresh()
 
     def _render_width(
         self, renderable: RenderableType, options: ConsoleOptions, *, expand: bool, shrink: bool
@@ -196,6 +292,7 @@ class StreamLog(RichLog):
         return Strip([Segment(text, styles[i]) for text, i in _pairs(self._rows[y])])
 
     def clear(self) -> Self:
+        self.found = None
         self._rows.clear()
         self._styles.clear()
         self._style_ids.clear()
@@ -220,9 +317,23 @@ class StreamLog(RichLog):
         key = (y + self._start_line, scroll_x, width, self._widest_line_width)
         line = self._line_cache.get(key)
         if line is None:
-            line = self.strip(y).crop_extend(scroll_x, scroll_x + width, self.rich_style)
+            strip = self.strip(y)
+            found = self.found
+            if found is not None and found.row == key[0]:
+                before, match, after = strip.divide([found.start, found.end, strip.cell_length])
+                strip = Strip.join([before, match.apply_style(FOUND), after])
+            line = strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
             self._line_cache[key] = line
         return line
+
+
+_PAGES: dict[str, Callable[[StreamLog], None]] = {
+    "page_up": lambda log: log.scroll_page_up(animate=False),
+    "page_down": lambda log: log.scroll_page_down(animate=False),
+    "home": lambda log: log.scroll_home(animate=False, x_axis=False),
+    "end": lambda log: log.scroll_end(animate=False, x_axis=False),
+}
+"""The keys that move through the stream, by the name the app's bindings give them."""
 
 
 class _Strips(Sequence[Strip]):

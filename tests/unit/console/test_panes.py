@@ -194,7 +194,7 @@ async def test_palette_filters_agents_and_enter_attaches(
         await async_wait_for(lambda: controller.attached == "proj/hera")
         assert not isinstance(app.screen, PaletteScreen)
         await async_wait_for(
-            lambda: "proj/hera · writer" in str(app.query_one("#centre").border_title)
+            lambda: "proj/hera · idle · writer" in str(app.query_one("#centre").border_title)
         )
         assert "▸ proj/hera" in agent_row(app, "proj/hera")
 
@@ -351,7 +351,9 @@ async def test_takeover_turns_the_pane_read_only(
     async with app.run_test(size=SIZE):
         controller = await started(app)
         await app.run_line("/attach proj/zeus")
-        await async_wait_for(lambda: app.query_one("#centre").border_title == "proj/zeus · writer")
+        await async_wait_for(
+            lambda: app.query_one("#centre").border_title == "proj/zeus · idle · writer"
+        )
         assert not app.query_one("#readonly").display
         other = ConsoleController(target, NullView(), session="console:test:other")
         other.ownership._grace_s = 0.1
@@ -360,7 +362,7 @@ async def test_takeover_turns_the_pane_read_only(
             await other.execute("/attach proj/zeus --takeover")
             await async_wait_for(lambda: controller.read_only)
             await async_wait_for(lambda: app.query_one("#centre").has_class("read-only"))
-            assert app.query_one("#centre").border_title == "proj/zeus · READ-ONLY"
+            assert app.query_one("#centre").border_title == "proj/zeus · idle · READ-ONLY"
             assert app.query_one("#readonly").display
             assert "another console owns proj/zeus" in static_text(app, "#readonly")
             placeholder = app.query_one("#command", Input).placeholder
