@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.key_binding import KeyBindings
 
-    from ateam.completion import CommandCompleter
+    from ateam.completion import CommandCompleter, ShellTab
 
 
 def prefix(agent: str) -> str:
@@ -352,7 +352,11 @@ class PromptInput:
         self.palette = False
         """F1 opened the agent palette: the menu follows typing until the line is sent."""
         # Imported here: scripts on a pipe never pay for loading prompt-toolkit.
+        from ateam.completion import ShellTab
+
         self.completer: CommandCompleter = completer(controller)
+        self.tab: ShellTab = ShellTab(self.completer)
+        """TAB as in a shell (and as in panes mode): extend, list, then step."""
         self.session = self._session()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -400,11 +404,29 @@ class PromptInput:
         return f"{agent} (read-only)> " if self.controller.read_only else f"{agent}> "
 
     def _bindings(self) -> KeyBindings:
+        from prompt_toolkit.application import run_in_terminal
         from prompt_toolkit.document import Document
         from prompt_toolkit.filters import Condition
         from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
+        from ateam.completion import columns
+
         bindings = KeyBindings()
+
+        @bindings.add("tab", filter=~Condition(lambda: self.palette))
+        def _tab(event: KeyPressEvent) -> None:
+            # Bound here, over prompt-toolkit's own TAB (which opens a menu and cycles):
+            # the same keys as panes mode and a shell.
+            buffer = event.current_buffer
+            done = self.tab.press(buffer.text, buffer.cursor_position)
+            if done is None:
+                event.app.output.bell()
+                return
+            buffer.document = Document(done.line, done.cursor)
+            if done.candidates:
+                listing = columns(done.candidates, event.app.output.get_size().columns)
+                # Printed above the prompt, which is drawn again under it, as in a shell.
+                run_in_terminal(lambda: print("\n".join(listing)))
 
         @bindings.add("f1")
         def _palette(event: KeyPressEvent) -> None:

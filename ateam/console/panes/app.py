@@ -41,7 +41,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, Static
 
 from ateam.client import AgentStatus
-from ateam.completion import TabCycler
+from ateam.completion import ShellTab, columns
 from ateam.console.commands import command_line, completer, palette_entries
 from ateam.console.controller import ConsoleController
 from ateam.console.panes.agent_list import STATE_STYLES, AgentList
@@ -75,6 +75,8 @@ FRAME_BUDGET_S = 0.008
 """Time one frame may spend drawing stream lines; the rest waits for the next frame."""
 DRAW_CHUNK = 200
 QUIT_CONFIRM_S = 3.0
+CANDIDATE_ROWS = 4
+"""Rows of TAB's matches shown above the command bar; more are counted, not listed."""
 
 
 ControllerFactory = Callable[[ConsoleView], ConsoleController]
@@ -208,7 +210,7 @@ class ConsoleApp(App[str]):
         controller.auto_tail_limit = self._auto_tails  # the right column: the rest of the team
         controller.agents_changed = self._agents_changed
         self.controller = controller
-        self.query_one("#command", CommandInput).cycler = TabCycler(completer(controller))
+        self.query_one("#command", CommandInput).tab = ShellTab(completer(controller))
         try:
             await controller.start()
         except AteamError as exc:
@@ -280,6 +282,18 @@ class ConsoleApp(App[str]):
         bar = self.query_one("#find", FindBar)
         bar.add_class("open")
         bar.focus()
+
+    @on(CommandInput.Candidates)
+    def _candidates(self, event: CommandInput.Candidates) -> None:
+        """The matches a TAB could not choose between, in columns above the bar."""
+        message = self.query_one("#message", Static)
+        rows = columns(event.candidates, max(message.content_region.width, 20))
+        if len(rows) > CANDIDATE_ROWS:
+            # Laid out down then across: row r holds the matches whose index is r mod rows.
+            kept = CANDIDATE_ROWS - 1
+            more = sum(1 for i in range(len(event.candidates)) if i % len(rows) >= kept)
+            rows = [*rows[:kept], f"… and {more} more: type more of the name"]
+        message.update(Text("\n".join(rows), "dim", no_wrap=True, overflow="ellipsis"))
 
     def _tell(self, text: str) -> None:
         self.query_one("#message", Static).update(Text(text, "italic", no_wrap=True))
