@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ateam.client import Event, Gap, Target
 from ateam.console.commands import command_line, completer
 from ateam.console.controller import ConsoleController
+from ateam.console.hints import console_line
 from ateam.console.render import Chunk, Line, Tone, render, render_gap
 from ateam.console.tables import table_lines
 from ateam.errors import AteamError, cli_exit_code
@@ -294,7 +295,7 @@ async def _run_plain(
             try:
                 await controller.execute(line)
             except AteamError as exc:
-                view.error(exc.one_line())
+                view.error(console_line(exc, line, controller.attached))
                 if not interactive:
                     code = cli_exit_code(exc)
                     break

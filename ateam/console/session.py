@@ -353,7 +353,7 @@ class ConsoleSession:
         agent = self.require_attached()
         if self.read_only:
             raise OwnershipDenied(
-                f"this console is read-only for {agent}; /attach {agent} --takeover to write"
+                f"this console is read-only for {agent}: another console took it over"
             )
         return agent
 

@@ -44,6 +44,7 @@ from ateam.client import AgentStatus
 from ateam.completion import ShellTab, columns
 from ateam.console.commands import command_line, completer, palette_entries
 from ateam.console.controller import ConsoleController
+from ateam.console.hints import console_line
 from ateam.console.panes.agent_list import STATE_STYLES, AgentList
 from ateam.console.panes.ask import AskScreen
 from ateam.console.panes.command_input import CommandInput
@@ -335,7 +336,7 @@ class ConsoleApp(App[str]):
         try:
             await controller.execute(line)
         except AteamError as exc:
-            self.show_error(exc.one_line())
+            self.show_error(console_line(exc, line, controller.attached))
         except Exception as exc:  # a bug behind one command must not end the console
             self.show_error(f"error [internal]: {line.split()[0]} failed: {exc!r}")
         # Attached, detached, tailed or read-only now: the titles and tails may change.
@@ -364,7 +365,7 @@ class ConsoleApp(App[str]):
         try:
             await controller.execute(line)
         except AteamError as exc:
-            self.show_error(exc.one_line())
+            self.show_error(console_line(exc, line, controller.attached))
 
     async def ask(self, question: str) -> str:
         """Show ``question`` in a modal and wait for the answer ("" when dismissed)."""
