@@ -1,4 +1,4 @@
-"""The real ``ateam console`` in panes mode on an 80×24 pseudo-terminal, with a real agent.
+"""The real ``ateam console`` in panes mode on an 80x24 pseudo-terminal, with a real agent.
 
 What the console draws is fed to a terminal emulator (pyte), so the test reads the
 screen a user would see, row by row, rather than the escape sequences that paint it.
@@ -27,7 +27,7 @@ SAID = "please repeat this sentence, which needs most of a terminal that is eigh
 
 
 class Terminal:
-    """A console on a pty of ``COLUMNS``×``ROWS``, its output drawn by a terminal emulator."""
+    """A console on a pty of ``COLUMNS`` x ``ROWS``, its output drawn by a terminal emulator."""
 
     def __init__(self, redis_url: str, cwd: Path) -> None:
         self.screen = pyte.Screen(COLUMNS, ROWS)
