@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from rich.console import Console
+from rich.text import Text
 from textual import events
 from textual.pilot import Pilot
 
@@ -28,6 +30,7 @@ from ateam.console.panes.layout import (
     sides_for,
     toggled,
 )
+from ateam.console.panes.stream_log import NEXT_AFTER_SPACE, START, _wrapped
 from tests._wait import async_wait_for
 from tests.unit.console.test_panes import (
     agent_ids,
@@ -299,3 +302,45 @@ def on_screen_row(log: StreamLog) -> str:
     """The text of the row the search marked."""
     found = log.found
     return "" if found is None else log.row_text(found.row - log._start_line)
+
+
+def test_wrapping_remembers_the_spaces_it_drops() -> None:
+    console = Console(width=80)
+    text = Text("aaaa bbbb cc dd eeeeeeeeee f")
+    for width in (4, 5, 6, 7):
+        rows = list(_wrapped(text, console, console.options.update_width(width)))
+        joined = ""
+        for segments, join in rows:
+            joined += (" " if join == NEXT_AFTER_SPACE else "") + "".join(s.text for s in segments)
+        assert joined == text.plain, (width, rows)
+        assert rows[0][1] == START and all(join != START for _, join in rows[1:])
+
+
+async def test_wrapped_lines_are_wrapped_again_when_the_stream_narrows_and_widens(
+    target: RedisTarget, client: aioredis.Redis
+) -> None:
+    app, _ = await attached_app(target, client)
+    said = " ".join(f"word{i:02d}" for i in range(24))  # 167 cells: 3 rows at 78
+    async with app.run_test(size=(80, 24)) as pilot:
+        await started(app)
+        await app.run_line("/attach proj/zeus")
+        log = app.query_one("#stream", StreamLog)
+        app.view.event(Event("proj/zeus", 1, "token", 0.0, {"text": said + "\n"}))
+        await drawn(app)
+
+        def rows_of_said() -> list[str]:
+            texts = [log.row_text(y) for y in range(len(log.lines))]
+            first = next(y for y, row in enumerate(texts) if row.startswith("word00"))
+            last = next(y for y, row in enumerate(texts) if "word23" in row)
+            return texts[first : last + 1]
+
+        wide = rows_of_said()
+        assert len(wide) == 3
+        await pilot.press("f3")  # the side panes take 46 columns: the line rewraps
+        await async_wait_for(lambda: len(rows_of_said()) > 4)
+        narrow = rows_of_said()
+        assert max(len(row.rstrip()) for row in narrow) <= log.scrollable_content_region.width
+        assert " ".join(row.strip() for row in narrow) == said  # no word cut or lost
+        await pilot.press("f3")
+        await async_wait_for(lambda: len(rows_of_said()) == 3)
+        assert rows_of_said() == wide
