@@ -344,3 +344,14 @@ async def test_wrapped_lines_are_wrapped_again_when_the_stream_narrows_and_widen
         await pilot.press("f3")
         await async_wait_for(lambda: len(rows_of_said()) == 3)
         assert rows_of_said() == wide
+
+
+async def test_help_ends_with_the_keys_f3_among_them(target: RedisTarget) -> None:
+    app = make_app(target)
+    async with app.run_test(size=(80, 24)):
+        await started(app)
+        await app.run_line("/help")
+        await drawn(app)
+        log = app.query_one("#stream", StreamLog)
+        text = " ".join(log.row_text(y) for y in range(len(log.lines)))
+        assert "F3 side panes" in text and "Ctrl+F find" in text
