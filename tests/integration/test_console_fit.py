@@ -16,7 +16,7 @@ import pexpect
 import pyte
 import pytest
 
-from .conftest import AgentFactory, subprocess_env, write_project
+from .conftest import AgentFactory, run_ateam, subprocess_env, write_project
 
 pytestmark = pytest.mark.integration
 
@@ -104,3 +104,15 @@ def test_at_80x24_the_attached_stream_is_not_cut_to_a_narrow_column(
     terminal.child.expect(pexpect.EOF, timeout=TIMEOUT_S)
     terminal.child.close()
     assert terminal.child.exitstatus == 0
+
+
+def test_a_piped_console_suggests_console_commands(
+    own_redis: Any, redis_url: str, tmp_path: Path
+) -> None:
+    done = run_ateam("console", "--no-ui", "--redis", redis_url, input="/attach ghost\n")
+    assert done.returncode == 4, done.stderr
+    (line,) = [text for text in done.stdout.splitlines() if text.startswith("error [")]
+    assert line == (
+        "error [agent.not_found]: no agent 'ghost' on this bus — "
+        "/ps lists the agents on this bus, /agents the configured ones"
+    )
