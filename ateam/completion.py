@@ -7,9 +7,10 @@ literal words and ``--options`` a command's usage lists, and filesystem paths (t
 quotes and spaces). Quoting follows :func:`shlex.split`, which is how the controller
 reads a command line, so a completed argument always parses back to the real value.
 
-:class:`TabCycler` gives a front end without its own menu (the panes mode) the
-"first TAB completes, next TAB cycles" behaviour; :class:`PromptToolkitCompleter`
-adapts the completer to prompt-toolkit, which draws its own menu.
+:class:`ShellTab` gives both consoles TAB as a shell has it: the first press completes
+or extends the word to what its matches share, the next lists them, and further presses
+step through them. :class:`PromptToolkitCompleter` adapts the completer to
+prompt-toolkit's menu (the plain console's F1 palette).
 """
 
 from __future__ import annotations
@@ -376,18 +377,43 @@ def _quote(value: str, quote: str | None, *, close: bool) -> str:
     return shlex.quote(value)
 
 
-class TabCycler:
-    """TAB for front ends without a menu: the first press completes, the next ones cycle.
+@dataclass(frozen=True)
+class Tab:
+    """What one TAB did: the line and cursor after it, and candidates to show, if any."""
 
-    ``press(line, cursor)`` returns the new line and cursor, or None when there is
-    nothing to complete. Pressing again on the line this cycler produced moves to the
-    next completion (wrapping round); any other line starts afresh.
+    line: str
+    cursor: int
+    candidates: tuple[str, ...] = ()
+    """Set when this TAB lists the choices instead of changing the line."""
+
+
+def common_prefix(texts: Iterable[str]) -> str:
+    """The longest string every one of ``texts`` starts with."""
+    items = list(texts)
+    if not items:
+        return ""
+    low, high = min(items), max(items)  # the two that differ soonest, in sort order
+    size = 0
+    while size < len(low) and low[size] == high[size]:
+        size += 1
+    return low[:size]
+
+
+class ShellTab:
+    """TAB as a shell has it, for front ends that draw their own line (both consoles).
+
+    The first press completes a word with one match, or extends it to what all its
+    matches share; a press that cannot extend it lists the matches (:attr:`Tab.candidates`,
+    for the front end to show); pressing again then steps through them, one per press,
+    wrapping round. Any other line starts afresh. ``press(line, cursor)`` returns None
+    when there is nothing to complete.
     """
 
     def __init__(self, completer: CommandCompleter) -> None:
         self.completer = completer
         self.completions: list[Completion] = []
         self.index = -1
+        """The completion last put in the line, or -1 while none is (listed only)."""
         self._origin: tuple[str, int] | None = None
         self._produced: tuple[str, int] | None = None
 
@@ -395,20 +421,62 @@ class TabCycler:
         self.completions, self.index = [], -1
         self._origin = self._produced = None
 
-    def press(self, line: str, cursor: int | None = None) -> tuple[str, int] | None:
+    def press(self, line: str, cursor: int | None = None) -> Tab | None:
         at = len(line) if cursor is None else cursor
-        if self._produced != (line, at) or self._origin is None or not self.completions:
-            self.reset()
-            self.completions = self.completer.complete(line, at)
-            if not self.completions:
-                return None
-            self._origin = (line, at)
-            self.index = 0
-        else:
-            self.index = (self.index + 1) % len(self.completions)
-        origin_line, origin_cursor = self._origin
-        self._produced = self.completions[self.index].apply(origin_line, origin_cursor)
-        return self._produced
+        if self._produced == (line, at) and self._origin is not None and self.completions:
+            return self._step()
+        self.reset()
+        found = self.completer.complete(line, at)
+        if not found:
+            return None
+        if len(found) == 1:
+            return self._done(*found[0].apply(line, at))
+        extended = _extension(found, line, at)
+        if extended is not None:
+            return self._done(*extended)
+        # Nothing more to add: list them, and let the next press start stepping.
+        self.completions, self._origin = found, (line, at)
+        self._produced = (line, at)
+        return Tab(line, at, tuple(item.display for item in found))
+
+    def _step(self) -> Tab:
+        assert self._origin is not None
+        self.index = (self.index + 1) % len(self.completions)
+        line, cursor = self.completions[self.index].apply(*self._origin)
+        self._produced = (line, cursor)
+        return Tab(line, cursor)
+
+    def _done(self, line: str, cursor: int) -> Tab:
+        self._produced = (line, cursor)
+        return Tab(line, cursor)
+
+
+def _extension(found: list[Completion], line: str, cursor: int) -> tuple[str, int] | None:
+    """The line with the word extended to what every match shares, if that adds to it.
+
+    What is shared may differ from what was typed and still add to it: ``ze`` matches
+    ``proj/zeus`` and ``proj/zephyr`` by their bare names, and becomes ``proj/ze``.
+    """
+    starts = {item.start for item in found}
+    if len(starts) != 1:
+        return None
+    start = starts.pop()
+    shared = common_prefix(item.text for item in found)
+    typed = line[start:cursor]
+    if len(shared) <= len(typed) or shared == typed:
+        return None
+    return Completion(shared, start, shared).apply(line, cursor)
+
+
+def columns(items: Iterable[str], width: int) -> list[str]:
+    """``items`` laid out in columns across ``width`` cells, down then across, as ``ls``."""
+    names = list(items)
+    if not names:
+        return []
+    cell = max(len(name) for name in names) + 2
+    across = max(1, width // cell)
+    rows = -(-len(names) // across)
+    return ["".join(name.ljust(cell) for name in names[row::rows]).rstrip() for row in range(rows)]
 
 
 class PromptToolkitCompleter(Completer):

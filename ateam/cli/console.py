@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import secrets
 import sys
+from pathlib import Path
 
 from ateam.cli._run import project_or_none, target
 from ateam.cli._verb import add_redis_option, port_number
@@ -39,15 +41,56 @@ def _console_web(args: argparse.Namespace, bus: Target) -> int:
         port = DEFAULT_PORT if args.port is None else port_number(args.port)
     except (ValueError, argparse.ArgumentTypeError):
         raise UsageError(f"--port {args.port}: a port is a number from 0 to 65535") from None
+    token: dict[str, str] = {}
+    if args.token_file is not None:
+        token["token"], said = token_from_file(args.token_file)
+        print(f"ateam console: {said}", flush=True)
     options = WebOptions(
         host=args.host or "127.0.0.1",
         port=port,
-        token_file=args.token_file,
         read_only=args.read_only,
         redis_url=args.redis,
+        **token,
     )
     asyncio.run(serve(options, bus))
     return 0
+
+
+TOKEN_MIN_CHARS = 16
+"""A shorter token in a token file is refused: it could be guessed."""
+
+
+def token_from_file(path: str) -> tuple[str, str]:
+    """``--token-file F``: the token in ``F`` if it exists, else a new one written to it.
+
+    A new file is created with mode 0600 (never readable by others, not even for a
+    moment), and a symlink in its place is not followed. Returns the token and a line
+    saying which of the two happened.
+
+    Raises:
+        UsageError: the file cannot be read or written, or holds no usable token.
+    """
+    file = Path(path)
+    if file.exists():
+        try:
+            lines = file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--token-file {path}: {exc}") from None
+        found = lines[0].strip() if lines else ""
+        if len(found) < TOKEN_MIN_CHARS or any(ch.isspace() for ch in found):
+            raise UsageError(
+                f"--token-file {path}: the first line must be a token of at least "
+                f"{TOKEN_MIN_CHARS} characters without spaces (or remove the file for a new one)"
+            )
+        return found, f"read the token from {path}"
+    made = secrets.token_urlsafe(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(made + "\n")
+    except OSError as exc:
+        raise UsageError(f"--token-file {path}: {exc.strerror or exc}") from None
+    return made, f"wrote a new token to {path} (mode 0600)"
 
 
 def console_args(p: argparse.ArgumentParser) -> None:
@@ -58,7 +101,12 @@ def console_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", metavar="ADDR", help="with --web (default 127.0.0.1)")
     # A string, checked by the handler: a bad port is a one-line error with a code.
     p.add_argument("--port", metavar="N", help="with --web (default 8765; 0: any free port)")
-    p.add_argument("--token-file", metavar="FILE", help="with --web: also write the token here")
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --web: the token to ask for, read from FILE if it exists, "
+        "else a new one written there (mode 0600)",
+    )
     p.add_argument("--read-only", action="store_true", help="with --web: tabs only watch")
 
 

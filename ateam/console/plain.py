@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ateam.client import Event, Gap, Target
 from ateam.console.commands import command_line, completer
 from ateam.console.controller import ConsoleController
+from ateam.console.hints import console_line
 from ateam.console.render import Chunk, Line, Tone, render, render_gap
 from ateam.console.tables import table_lines
 from ateam.errors import AteamError, cli_exit_code
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.key_binding import KeyBindings
 
-    from ateam.completion import CommandCompleter
+    from ateam.completion import CommandCompleter, ShellTab
 
 
 def prefix(agent: str) -> str:
@@ -294,7 +295,7 @@ async def _run_plain(
             try:
                 await controller.execute(line)
             except AteamError as exc:
-                view.error(exc.one_line())
+                view.error(console_line(exc, line, controller.attached))
                 if not interactive:
                     code = cli_exit_code(exc)
                     break
@@ -352,7 +353,11 @@ class PromptInput:
         self.palette = False
         """F1 opened the agent palette: the menu follows typing until the line is sent."""
         # Imported here: scripts on a pipe never pay for loading prompt-toolkit.
+        from ateam.completion import ShellTab
+
         self.completer: CommandCompleter = completer(controller)
+        self.tab: ShellTab = ShellTab(self.completer)
+        """TAB as in a shell (and as in panes mode): extend, list, then step."""
         self.session = self._session()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -400,11 +405,29 @@ class PromptInput:
         return f"{agent} (read-only)> " if self.controller.read_only else f"{agent}> "
 
     def _bindings(self) -> KeyBindings:
+        from prompt_toolkit.application import run_in_terminal
         from prompt_toolkit.document import Document
         from prompt_toolkit.filters import Condition
         from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
+        from ateam.completion import columns
+
         bindings = KeyBindings()
+
+        @bindings.add("tab", filter=~Condition(lambda: self.palette))
+        def _tab(event: KeyPressEvent) -> None:
+            # Bound here, over prompt-toolkit's own TAB (which opens a menu and cycles):
+            # the same keys as panes mode and a shell.
+            buffer = event.current_buffer
+            done = self.tab.press(buffer.text, buffer.cursor_position)
+            if done is None:
+                event.app.output.bell()
+                return
+            buffer.document = Document(done.line, done.cursor)
+            if done.candidates:
+                listing = columns(done.candidates, event.app.output.get_size().columns)
+                # Printed above the prompt, which is drawn again under it, as in a shell.
+                run_in_terminal(lambda: print("\n".join(listing)))
 
         @bindings.add("f1")
         def _palette(event: KeyPressEvent) -> None:

@@ -46,6 +46,7 @@ from ateam.client.listing import Change
 from ateam.console.banners import ContextBanners
 from ateam.console.editor import Editor, edit_text
 from ateam.console.offsets import OffsetStore
+from ateam.console.owners import OwnerFold
 from ateam.console.roster import agent_banners, auto_tails
 from ateam.constants import (
     BACKOFF_WARN_AFTER,
@@ -67,6 +68,7 @@ OFFSETS_SAVE_S = 0.25
 """Least time between two writes of the console's offsets file."""
 REGISTRY_NEWS_MIN_S = 0.2
 """Least time between two full registry reads asked for by notices (missed news)."""
+_REGISTRY_NEWS = {"join": "joined", "leave": "left"}
 
 
 class ConsoleView(Protocol):
@@ -131,6 +133,7 @@ class ConsoleSession:
         self.keys = self.team.keys
         self.rpc = AgentCalls(self.team)
         self.tail = self.team.tail(on_connection=self._on_connection)
+        self.owners = OwnerFold()
         # Keyed by Redis endpoint too: the same agent id on another bus is another stream.
         self.offsets = offsets or OffsetStore(f"{target.describe()} {target.namespace}")
         self.attached: str | None = None
@@ -212,10 +215,8 @@ class ConsoleSession:
             return
         exc = task.exception()
         if exc is not None:
-            self.view.banner(
-                f"console task {task.get_name()} failed: {exc!r}; restart the console",
-                level="warn",
-            )
+            failed = f"console task {task.get_name()} failed: {exc!r}; restart the console"
+            self.view.banner(failed, level="warn")
 
     async def aclose(self) -> None:
         if self.banners.catch_up is not None:
@@ -352,7 +353,7 @@ class ConsoleSession:
         agent = self.require_attached()
         if self.read_only:
             raise OwnershipDenied(
-                f"this console is read-only for {agent}; /attach {agent} --takeover to write"
+                f"this console is read-only for {agent}: another console took it over"
             )
         return agent
 
@@ -427,7 +428,8 @@ class ConsoleSession:
 
     def _show(self, event: Event) -> None:
         try:
-            self.view.event(event)
+            if self.owners.shown(event):  # a one-call claim's come and go is left out
+                self.view.event(event)
         except Exception as exc:  # one bad event must not end the stream
             self.view.banner(
                 f"could not show event {event.offset} of {event.agent}: {exc!r}", level="warn"
@@ -459,11 +461,9 @@ class ConsoleSession:
             self._NOTICES[notice.kind](self, notice)
 
     def _on_registry(self, notice: Notice) -> None:
-        if notice.event == "join":
-            self.view.banner(f"agent {notice.agent} joined")
-            self._tasks_changed.set()
-        elif notice.event == "leave":
-            self.view.banner(f"agent {notice.agent} left")
+        said = _REGISTRY_NEWS.get(notice.event)
+        if said is not None:
+            self.view.banner(f"agent {notice.agent} {said}")
             self._tasks_changed.set()
         self._changed(self.listing.apply(notice))
         if self.listing.stale:

@@ -179,6 +179,8 @@ class PromptChange(Payload):
 class OwnershipChange(Payload):
     owner: str | None = None
     previous: str | None = None
+    kind: str | None = None
+    """The new owner's claim: ``console`` or ``call`` (one call); None when nobody owns it."""
 
 
 class ContextChange(Payload):

@@ -148,6 +148,27 @@ def test_tab_completes_a_partial_agent_id(
     screen.wait_for(f"{AGENT}>", after=at)  # the prompt names the attached agent
 
 
+def test_tab_extends_lists_then_steps_like_a_shell(
+    screen: Screen, start_agent: AgentFactory, tmp_path: Path
+) -> None:
+    at = _ready(screen)
+    project = write_project(tmp_path / "proj", "proj", agents=("zeus", "zephyr"))
+    start_agent(AGENT, cwd=project)
+    start_agent("proj/zephyr", cwd=project)
+    screen.wait_for("agent proj/zephyr joined", after=at)
+    screen.send("/attach ze")
+    at = screen.wait_for("/attach ze", after=at)
+    screen.send("\t")  # what both ids share
+    at = screen.wait_for("proj/ze", after=at)
+    screen.send("\t")  # nothing more to add: both listed above the prompt
+    listed = re.compile(r"proj/zephyr\s+proj/zeus")
+    at = screen.wait_for(listed, after=at)
+    screen.send("\t")  # then one per press
+    at = screen.wait_for("proj/zephyr", after=at)
+    screen.send("\r")
+    screen.wait_for("*** attached to proj/zephyr as its writer", after=at)
+
+
 def test_tab_completes_a_path_with_a_space_quoted(
     screen: Screen, start_agent: AgentFactory, tmp_path: Path
 ) -> None:

@@ -338,3 +338,29 @@ def test_another_host_is_told_tls_belongs_in_a_proxy(tmp_path: Path, start_web: 
     assert wide.stop() == 0
     (warning,) = wide.console.stderr_path.read_text().splitlines()
     assert "warning: listening on 0.0.0.0" in warning and "TLS reverse proxy" in warning
+
+
+def test_a_token_file_is_read_if_it_exists_else_written_and_it_says_which(
+    tmp_path: Path, start_web: WebFactory, redis_url: str
+) -> None:
+    token_file = tmp_path / "web.token"
+    first = start_web(tmp_path, "--token-file", str(token_file))
+    assert first.console.wait_line(f"wrote a new token to {token_file} (mode 0600)")
+    assert token_file.read_text().strip() == first.token
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert first.stop() == 0
+    # Started again with the same file: the same token, so a bookmark keeps working.
+    again = start_web(tmp_path, "--token-file", str(token_file))
+    assert again.console.wait_line(f"read the token from {token_file}")
+    assert again.token == first.token
+    assert again.get(f"/?token={first.token}")[0] in (200, 302, 303)
+    assert again.stop() == 0
+    # A file that holds no usable token is refused in one line, and left alone.
+    token_file.write_text("short\n")
+    done = run_ateam(
+        "console", "--web", "--redis", redis_url, "--port", "0", "--token-file", str(token_file),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 4
+    assert "error [bad_request]: --token-file" in done.stderr and "Traceback" not in done.stderr
+    assert token_file.read_text() == "short\n"

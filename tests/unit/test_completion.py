@@ -14,7 +14,10 @@ from ateam.completion import (
     CommandCompleter,
     Completion,
     PromptToolkitCompleter,
-    TabCycler,
+    ShellTab,
+    Tab,
+    columns,
+    common_prefix,
 )
 
 
@@ -234,35 +237,69 @@ def test_unreadable_or_missing_directories_give_nothing(completer: CommandComple
 # cycling -----------------------------------------------------------------------------
 
 
-def test_tab_cycler_completes_then_cycles_and_wraps(completer: CommandCompleter) -> None:
-    cycler = TabCycler(completer)
-    assert cycler.press("/attach proj/") == ("/attach proj/hera", 17)
-    assert cycler.press("/attach proj/hera") == ("/attach proj/zeus", 17)
-    assert cycler.press("/attach proj/zeus") == ("/attach proj/hera", 17)
+def test_tab_extends_to_the_shared_prefix_then_lists_then_steps(
+    completer: CommandCompleter,
+) -> None:
+    tab = ShellTab(completer)
+    # "ze" matches proj/zeus and lab/zephyr by their bare names: nothing is shared.
+    assert tab.press("/attach z") == Tab(
+        "/attach z", 9, ("lab/zephyr", "proj/zeus")
+    )  # listed, line unchanged
+    assert tab.press("/attach z") == Tab("/attach lab/zephyr", 18)  # then one per press
+    assert tab.press("/attach lab/zephyr") == Tab("/attach proj/zeus", 17)
+    assert tab.press("/attach proj/zeus") == Tab("/attach lab/zephyr", 18)  # wrapping round
+    # What the matches share is added first, even when it is not what was typed.
+    tab.reset()
+    assert tab.press("/attach proj/") == Tab("/attach proj/", 13, ("proj/hera", "proj/zeus"))
+    tab.reset()
+    assert tab.press("/sp") == Tab("/spawn ", 7)
 
 
-def test_tab_cycler_resets_when_the_line_changes(completer: CommandCompleter) -> None:
-    cycler = TabCycler(completer)
-    assert cycler.press("/a") == ("/agents", 7)
-    assert cycler.press("/agents") == ("/attach", 7)
+def test_tab_extends_a_bare_name_to_the_full_ids_it_shares(tmp_path: Path) -> None:
+    team = CommandCompleter(lambda: USAGES, lambda: ["proj/zeus", "proj/zephyr"], cwd=tmp_path)
+    tab = ShellTab(team)
+    assert tab.press("/attach ze") == Tab("/attach proj/ze", 15)
+    assert tab.press("/attach proj/ze") == Tab("/attach proj/ze", 15, ("proj/zephyr", "proj/zeus"))
+    assert tab.press("/attach proj/ze") == Tab("/attach proj/zephyr", 19)
+
+
+def test_tab_lists_commands_that_share_only_what_was_typed(completer: CommandCompleter) -> None:
+    tab = ShellTab(completer)
+    assert tab.press("/a") == Tab("/a", 2, ("/agents", "/attach"))
+    assert tab.press("/a") == Tab("/agents", 7)
     # The user typed something: start again from the new line.
-    assert cycler.press("/attach ze") == ("/attach lab/zephyr", 18)
-    assert cycler.press("/attach lab/zephyr") == ("/attach proj/zeus", 17)
-    cycler.reset()
+    assert tab.press("/att") == Tab("/attach ", 8)
     # A full id still gets the space that ends it.
-    assert cycler.press("/attach proj/zeus") == ("/attach proj/zeus ", 18)
+    assert tab.press("/attach proj/zeus") == Tab("/attach proj/zeus ", 18)
 
 
-def test_tab_cycler_with_a_unique_match_and_none(completer: CommandCompleter) -> None:
-    cycler = TabCycler(completer)
-    assert cycler.press("/att") == ("/attach ", 8)
-    assert cycler.press("/zz") is None
+def test_tab_with_no_match_and_text_after_the_cursor(completer: CommandCompleter) -> None:
+    tab = ShellTab(completer)
+    assert tab.press("/zz") is None
+    assert tab.press("/a --takeover", 2) == Tab("/a --takeover", 2, ("/agents", "/attach"))
+    assert tab.press("/a --takeover", 2) == Tab("/agents --takeover", 7)
+    assert tab.press("/agents --takeover", 7) == Tab("/attach --takeover", 7)
 
 
-def test_tab_cycler_keeps_text_after_the_cursor(completer: CommandCompleter) -> None:
-    cycler = TabCycler(completer)
-    assert cycler.press("/a --takeover", 2) == ("/agents --takeover", 7)
-    assert cycler.press("/agents --takeover", 7) == ("/attach --takeover", 7)
+def test_tab_extends_a_quoted_path_to_what_its_matches_share(
+    completer: CommandCompleter, files: Path
+) -> None:
+    (files / "my dir2").mkdir()
+    tab = ShellTab(completer)
+    done = tab.press("/input ./my")
+    assert done == Tab("/input './my dir", 16)
+    assert shlex.split(done.line + "'") == ["/input", "./my dir"]
+
+
+def test_common_prefix_and_columns() -> None:
+    assert common_prefix(["proj/zeus", "proj/zephyr"]) == "proj/ze"
+    assert common_prefix(["a", "b"]) == "" == common_prefix([])
+    assert columns(["one", "two", "three", "four", "five"], 20) == [
+        "one    four",
+        "two    five",
+        "three",
+    ]
+    assert columns(["a", "b"], 5) == ["a", "b"]
 
 
 # prompt-toolkit adapter --------------------------------------------------------------

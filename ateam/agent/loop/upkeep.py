@@ -104,13 +104,15 @@ class BusUpkeep:
         check runs this on every mutating call.
         """
         key = self._keys.owner(self._status.id)
-        raw, digest, external = await self._client.hmget(
-            key, ["session", "token_sha256", "external"]
+        raw, digest, external, kind = await self._client.hmget(
+            key, ["session", "token_sha256", "external", "kind"]
         )
         owner = raw.decode() if isinstance(raw, bytes) else None
         self.owner_allows_external = owner is None or external == b"1"
         if owner != self.owner:
-            self._events.emit(EventType.OWNERSHIP, owner=owner, previous=self.owner)
+            # The claim's kind lets a console fold a one-call claim's come and go.
+            claim = kind.decode() if isinstance(kind, bytes) and owner is not None else None
+            self._events.emit(EventType.OWNERSHIP, owner=owner, previous=self.owner, kind=claim)
             self.owner = owner
             self._status.entry.owner = owner
             self._status.touch()

@@ -21,6 +21,23 @@ async def help_(call: Call) -> None:
     for command in call.table.values():
         call.view.info(f"{command.usage:<28} {command.help}")
     call.view.info("plain text is sent to the attached agent")
+    keys = KEYS.get(call.console.front_end)
+    if keys:
+        call.view.info(keys)
+
+
+KEYS = {
+    "panes": (
+        "keys: F1 agents · F2 tasks · F3 side panes · TAB complete (again: list, then step) · "
+        "PageUp/PageDown, Ctrl+Home/Ctrl+End scroll · Ctrl+F find · Ctrl+C interrupt · "
+        "Ctrl+Q quit"
+    ),
+    "plain": (
+        "keys (on a terminal): TAB complete (again: list, then step) · F1 agents · "
+        "Ctrl+C interrupt · Ctrl+D leave"
+    ),
+}
+"""The keys of each front end, as ``/help`` ends with them."""
 
 
 async def ps(call: Call) -> None:

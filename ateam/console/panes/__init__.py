@@ -1,4 +1,4 @@
-"""Panes mode (SPEC §6): the console as a Textual app, one module per widget or screen.
+"""Panes mode: the console as a Textual app, one module per widget or screen.
 
 Layout::
 
@@ -11,9 +11,13 @@ Layout::
     ├──────────────┴───────────────────────────────────────────┴───────────────┤
     │ last error or notice (one line)                                          │
     │ > command bar                                                            │
-    └ footer: F1 agents · ^C interrupt · ^Q quit ──────────────────────────────┘
+    └ footer: F1 agents · F3 side panes · ^F find · ^C interrupt · ^Q quit ──────┘
+
+The side panes shrink with the terminal and fold away below 100 columns (tails first,
+below 120), leaving the stream the width; F3 brings them back (:mod:`.layout`).
 
 - :mod:`.app`: :class:`ConsoleApp`, the layout, frame timer and command worker.
+- :mod:`.layout`: the side panes' widths for a terminal's width; :mod:`.find`: Ctrl+F.
 - :mod:`.view`: :class:`PanesView`, events into buffered lines (no widget touched).
 - :mod:`.lines`, :mod:`.assembler`: text utilities; streamed text joined into lines.
 - :mod:`.stream_log`, :mod:`.command_input`, :mod:`.agent_list`: the widgets.

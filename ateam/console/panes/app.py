@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 from rich.ansi import AnsiDecoder
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -41,12 +41,15 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, Static
 
 from ateam.client import AgentStatus
-from ateam.completion import TabCycler
+from ateam.completion import ShellTab, columns
 from ateam.console.commands import command_line, completer, palette_entries
 from ateam.console.controller import ConsoleController
+from ateam.console.hints import console_line
 from ateam.console.panes.agent_list import STATE_STYLES, AgentList
 from ateam.console.panes.ask import AskScreen
 from ateam.console.panes.command_input import CommandInput
+from ateam.console.panes.find import FindBar
+from ateam.console.panes.layout import SidesChoice, sides_for, toggled
 from ateam.console.panes.lines import Kind, Lines, fit, visible
 from ateam.console.panes.palette import PaletteScreen
 from ateam.console.panes.stream_log import StreamLog
@@ -73,6 +76,8 @@ FRAME_BUDGET_S = 0.008
 """Time one frame may spend drawing stream lines; the rest waits for the next frame."""
 DRAW_CHUNK = 200
 QUIT_CONFIRM_S = 3.0
+CANDIDATE_ROWS = 4
+"""Rows of TAB's matches shown above the command bar; more are counted, not listed."""
 
 
 ControllerFactory = Callable[[ConsoleView], ConsoleController]
@@ -97,21 +102,32 @@ class ConsoleApp(App[str]):
     #banners { height: auto; max-height: 4; padding: 0 1; background: $boost; }
     #body { height: 1fr; }
     #agents { width: 34; height: 1fr; border: round $secondary; }
+    #agents.folded, #tails.folded { display: none; }
     #centre { width: 1fr; height: 1fr; border: round $primary; }
     #centre.read-only { border: round $error; }
     #readonly { height: auto; display: none; background: $error-darken-2; padding: 0 1; }
     #centre.read-only #readonly { display: block; }
     #stream { height: 1fr; scrollbar-size-vertical: 1; }
     #live { height: auto; max-height: 4; }
+    #below { height: 1; display: none; background: $boost; color: $warning; padding: 0 1; }
+    #centre.scrolled #below { display: block; }
     #centre.attached #live { min-height: 1; }
     #tails { width: 32; height: 1fr; border: round $secondary; }
     #tails-text { text-wrap: nowrap; text-overflow: ellipsis; }
     #agents { text-wrap: nowrap; text-overflow: ellipsis; }
-    #message { height: 1; padding: 0 1; }
+    #message { height: auto; max-height: 4; padding: 0 1; }
+    #find { display: none; }
+    #find.open { display: block; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f1", "palette", "agents", priority=True),
         Binding("f2", "tasks", "tasks", show=False),
+        Binding("f3", "sides", "side panes"),
+        Binding("ctrl+f", "find", "find"),
+        Binding("pageup", "stream('page_up')", "scroll", show=False),
+        Binding("pagedown", "stream('page_down')", show=False),
+        Binding("ctrl+home", "stream('home')", show=False),
+        Binding("ctrl+end", "stream('end')", show=False),
         Binding("ctrl+c", "interrupt", "interrupt", priority=True),
         Binding("ctrl+q", "quit", "quit", priority=True),
     ]
@@ -156,6 +172,8 @@ class ConsoleApp(App[str]):
         self._froze = False
         self._tails_drawn_at = 0.0
         self._frame_timer: Timer | None = None
+        self.sides = SidesChoice.AUTO
+        """Side panes as the user chose with F3 (``auto``: by the terminal's width)."""
 
     # layout ---------------------------------------------------------------------------
 
@@ -166,10 +184,12 @@ class ConsoleApp(App[str]):
             with Vertical(id="centre"):
                 yield Static(id="readonly")
                 yield StreamLog(id="stream", max_lines=self.scrollback, wrap=True, min_width=1)
+                yield Static(id="below")
                 yield Static(id="live")
             with VerticalScroll(id="tails"):
                 yield Static(id="tails-text")
         yield Static(id="message")
+        yield FindBar(lambda: self.query_one("#stream", StreamLog), self._tell, id="find")
         yield CommandInput(id="command", placeholder="connecting…")
         yield Footer()
 
@@ -177,6 +197,8 @@ class ConsoleApp(App[str]):
         self.query_one("#agents").border_title = "agents"
         self.query_one("#tails").border_title = "tails"
         self.query_one("#centre").border_title = "not attached"
+        self.query_one("#find", FindBar).on_close = self._focus_command
+        self._fit_sides()
         self._frame_timer = self.set_interval(FRAME_S, self._frame)
         self._start()
         self._run_commands()
@@ -189,7 +211,7 @@ class ConsoleApp(App[str]):
         controller.auto_tail_limit = self._auto_tails  # the right column: the rest of the team
         controller.agents_changed = self._agents_changed
         self.controller = controller
-        self.query_one("#command", CommandInput).cycler = TabCycler(completer(controller))
+        self.query_one("#command", CommandInput).tab = ShellTab(completer(controller))
         try:
             await controller.start()
         except AteamError as exc:
@@ -221,6 +243,71 @@ class ConsoleApp(App[str]):
         gc.freeze()
         self._froze = True
 
+    def on_resize(self, event: events.Resize) -> None:
+        # Before App's own handler has taken the new size: the event's is the one.
+        self._fit_sides(event.size.width)
+
+    def _fit_sides(self, width: int | None = None) -> None:
+        """Give the side panes the widths the terminal's width (and F3) leave them."""
+        sides = sides_for(self.size.width if width is None else width, self.sides)
+        for selector, width in (("#agents", sides.agents), ("#tails", sides.tails)):
+            pane = self.query_one(selector)
+            pane.set_class(not width, "folded")
+            if width:
+                pane.styles.width = width
+        # Folded, the panes are one key away: the stream's frame says which.
+        centre = self.query_one("#centre")
+        centre.border_subtitle = "" if sides.agents and sides.tails else "F3 agents · tails"
+        self.view.status_dirty = True
+        self.wake()
+
+    def _focus_command(self) -> None:
+        self.query_one("#command").focus()
+
+    def action_sides(self) -> None:
+        """F3: bring the side panes back when folded, put them away when shown."""
+        self.sides = toggled(self.size.width, self.sides)
+        self._fit_sides()
+
+    # reading back -----------------------------------------------------------------------
+
+    def action_stream(self, where: str) -> None:
+        """PageUp/PageDown, Ctrl+Home/Ctrl+End (and Home/End on an empty command bar)."""
+        if len(self.screen_stack) == 1:
+            self.query_one("#stream", StreamLog).page(where)
+
+    def action_find(self) -> None:
+        """Ctrl+F: the find bar, over the command bar until Esc."""
+        if len(self.screen_stack) > 1:
+            return
+        bar = self.query_one("#find", FindBar)
+        bar.add_class("open")
+        bar.focus()
+
+    @on(CommandInput.Candidates)
+    def _candidates(self, event: CommandInput.Candidates) -> None:
+        """The matches a TAB could not choose between, in columns above the bar."""
+        message = self.query_one("#message", Static)
+        rows = columns(event.candidates, max(message.content_region.width, 20))
+        if len(rows) > CANDIDATE_ROWS:
+            # Laid out down then across: row r holds the matches whose index is r mod rows.
+            kept = CANDIDATE_ROWS - 1
+            more = sum(1 for i in range(len(event.candidates)) if i % len(rows) >= kept)
+            rows = [*rows[:kept], f"… and {more} more: type more of the name"]
+        message.update(Text("\n".join(rows), "dim", no_wrap=True, overflow="ellipsis"))
+
+    def _tell(self, text: str) -> None:
+        self.query_one("#message", Static).update(Text(text, "italic", no_wrap=True))
+
+    @on(StreamLog.Moved)
+    def _draw_below(self) -> None:
+        """The line under a stream the reader scrolled back in: how much came since."""
+        log = self.query_one("#stream", StreamLog)
+        self.query_one("#centre").set_class(not log.following, "scrolled")
+        new = log.unseen
+        what = f"↓ {new} new line{'s' if new != 1 else ''} below" if new else "↑ scrolled back"
+        self.query_one("#below", Static).update(f"{what} — PageDown or Ctrl+End to follow")
+
     # commands ---------------------------------------------------------------------------
 
     @on(Input.Submitted, "#command")
@@ -249,7 +336,7 @@ class ConsoleApp(App[str]):
         try:
             await controller.execute(line)
         except AteamError as exc:
-            self.show_error(exc.one_line())
+            self.show_error(console_line(exc, line, controller.attached))
         except Exception as exc:  # a bug behind one command must not end the console
             self.show_error(f"error [internal]: {line.split()[0]} failed: {exc!r}")
         # Attached, detached, tailed or read-only now: the titles and tails may change.
@@ -278,7 +365,7 @@ class ConsoleApp(App[str]):
         try:
             await controller.execute(line)
         except AteamError as exc:
-            self.show_error(exc.one_line())
+            self.show_error(console_line(exc, line, controller.attached))
 
     async def ask(self, question: str) -> str:
         """Show ``question`` in a modal and wait for the answer ("" when dismissed)."""
@@ -432,7 +519,7 @@ class ConsoleApp(App[str]):
     def _draw_stream(self) -> None:
         view = self.view
         log = self.query_one("#stream", StreamLog)
-        follow = log.scroll_offset.y >= log.max_scroll_y
+        follow = log.following
         # Wrap at the pane's width: left to itself RichLog measures against the whole
         # console, which is not the pane.
         width = log.scrollable_content_region.width or None
@@ -570,7 +657,11 @@ class ConsoleApp(App[str]):
     def _draw_status(self, controller: ConsoleController) -> None:
         last = self.view.banners[-1] if self.view.banners else None
         waiting = self.query_one("#agents", AgentList).waiting
-        key = (tuple(sorted(waiting)), last, controller.attached, controller.read_only)
+        known = controller.known.get(controller.attached) if controller.attached else None
+        # The attached agent's state rides in the stream's title: it must show when the
+        # agent list is folded away (a narrow terminal).
+        state = self._state_of(known) if known is not None else "gone"
+        key = (tuple(sorted(waiting)), last, controller.attached, controller.read_only, state)
         if key == self._drawn_status:
             return
         self._drawn_status = key
@@ -593,7 +684,7 @@ class ConsoleApp(App[str]):
             centre.border_title = "not attached"
             command.placeholder = "/attach ID or F1 to pick an agent; /help lists commands"
         elif read_only:
-            centre.border_title = f"{agent} · READ-ONLY"
+            centre.border_title = f"{agent} · {state} · READ-ONLY"
             command.placeholder = f"read-only for {agent}: /attach {agent} --takeover to write"
             self.query_one("#readonly", Static).update(
                 Text(
@@ -602,5 +693,5 @@ class ConsoleApp(App[str]):
                 )
             )
         else:
-            centre.border_title = f"{agent} · writer"
+            centre.border_title = f"{agent} · {state} · writer"
             command.placeholder = f"message for {agent} (Enter sends); /help lists commands"

@@ -7,10 +7,11 @@ from typing import Any, ClassVar
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Size
+from textual.message import Message
 from textual.reactive import Reactive
 from textual.widgets import Input
 
-from ateam.completion import TabCycler
+from ateam.completion import ShellTab
 
 
 class CommandInput(Input):
@@ -27,6 +28,9 @@ class CommandInput(Input):
         # characters ahead of it in this widget's queue are typed. _on_key runs it in
         # turn, and stops the key there so the screen's Tab does not move the focus.
         Binding("tab", "complete", show=False),
+        # On an empty bar there is no line to move in: Home and End read the stream.
+        Binding("home", "home_or_top", show=False),
+        Binding("end", "end_or_bottom", show=False),
     ]
 
     virtual_size = Reactive(Size(0, 0), layout=False)
@@ -39,7 +43,7 @@ class CommandInput(Input):
         super().__init__(**kwargs)
         self.history: list[str] = []
         self._at = 0
-        self.cycler: TabCycler | None = None
+        self.tab: ShellTab | None = None
         """Set once the controller exists: the same completion as plain mode."""
 
     async def _on_key(self, event: events.Key) -> None:
@@ -60,13 +64,35 @@ class CommandInput(Input):
         self.value = ""
         self.post_message(self.Submitted(self, line))
 
+    class Candidates(Message):
+        """A TAB that could not choose: the matches, for the app to show."""
+
+        def __init__(self, candidates: tuple[str, ...]) -> None:
+            super().__init__()
+            self.candidates = candidates
+
     def action_complete(self) -> None:
-        """TAB completes commands, agent ids and paths; a second TAB cycles."""
-        if self.cycler is None:
+        """TAB as in a shell: complete or extend the word, list the matches, then step."""
+        if self.tab is None:
             return
-        done = self.cycler.press(self.value, self.cursor_position)
-        if done is not None:
-            self.value, self.cursor_position = done
+        done = self.tab.press(self.value, self.cursor_position)
+        if done is None:
+            self.app.bell()  # nothing matches, as a shell says it
+            return
+        self.value, self.cursor_position = done.line, done.cursor
+        self.post_message(self.Candidates(done.candidates))
+
+    async def action_home_or_top(self) -> None:
+        if self.value:
+            self.action_home()
+        else:
+            await self.app.run_action("stream('home')")
+
+    async def action_end_or_bottom(self) -> None:
+        if self.value:
+            self.action_end()
+        else:
+            await self.app.run_action("stream('end')")
 
     def remember(self, line: str) -> None:
         if line and (not self.history or self.history[-1] != line):

@@ -194,7 +194,7 @@ async def test_palette_filters_agents_and_enter_attaches(
         await async_wait_for(lambda: controller.attached == "proj/hera")
         assert not isinstance(app.screen, PaletteScreen)
         await async_wait_for(
-            lambda: "proj/hera · writer" in str(app.query_one("#centre").border_title)
+            lambda: "proj/hera · idle · writer" in str(app.query_one("#centre").border_title)
         )
         assert "▸ proj/hera" in agent_row(app, "proj/hera")
 
@@ -222,7 +222,7 @@ async def test_palette_lists_the_command_table_after_a_slash(target: RedisTarget
         assert app.query_one("#command", CommandInput).value == "/plan "
 
 
-async def test_tab_completes_commands_and_agent_ids_and_cycles(
+async def test_tab_extends_then_lists_then_steps_like_a_shell(
     target: RedisTarget, client: aioredis.Redis
 ) -> None:
     keys = Keys(target.namespace)
@@ -238,12 +238,16 @@ async def test_tab_completes_commands_and_agent_ids_and_cycles(
         await pilot.press("tab")
         await async_wait_for(lambda: bar.value == "/attach ")
         await pilot.press(*"ze")
+        await pilot.press("tab")  # what both share
+        await async_wait_for(lambda: bar.value == "/attach proj/ze")
+        await pilot.press("tab")  # nothing more to add: the matches are listed
+        await async_wait_for(lambda: "proj/zephyr" in static_text(app, "#message"))
+        assert "proj/zeus" in static_text(app, "#message")
+        assert bar.value == "/attach proj/ze"
+        await pilot.press("tab")  # then each in turn
+        await async_wait_for(lambda: bar.value == "/attach proj/zephyr")
         await pilot.press("tab")
-        await async_wait_for(lambda: bar.value in ("/attach proj/zephyr", "/attach proj/zeus"))
-        first = bar.value
-        await pilot.press("tab")  # the second TAB cycles to the other match
-        await async_wait_for(lambda: bar.value != first)
-        assert {first, bar.value} == {"/attach proj/zephyr", "/attach proj/zeus"}
+        await async_wait_for(lambda: bar.value == "/attach proj/zeus")
         assert app.focused is bar  # TAB completed instead of moving the focus
 
 
@@ -351,7 +355,9 @@ async def test_takeover_turns_the_pane_read_only(
     async with app.run_test(size=SIZE):
         controller = await started(app)
         await app.run_line("/attach proj/zeus")
-        await async_wait_for(lambda: app.query_one("#centre").border_title == "proj/zeus · writer")
+        await async_wait_for(
+            lambda: app.query_one("#centre").border_title == "proj/zeus · idle · writer"
+        )
         assert not app.query_one("#readonly").display
         other = ConsoleController(target, NullView(), session="console:test:other")
         other.ownership._grace_s = 0.1
@@ -360,7 +366,7 @@ async def test_takeover_turns_the_pane_read_only(
             await other.execute("/attach proj/zeus --takeover")
             await async_wait_for(lambda: controller.read_only)
             await async_wait_for(lambda: app.query_one("#centre").has_class("read-only"))
-            assert app.query_one("#centre").border_title == "proj/zeus · READ-ONLY"
+            assert app.query_one("#centre").border_title == "proj/zeus · idle · READ-ONLY"
             assert app.query_one("#readonly").display
             assert "another console owns proj/zeus" in static_text(app, "#readonly")
             placeholder = app.query_one("#command", Input).placeholder
