@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import os
 import sys
+from collections.abc import Sequence
 
 from ateam.cli._run import project_or_none, target
 from ateam.cli._verb import add_redis_option, port_number
@@ -68,9 +69,12 @@ def panes_capable() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty() and term not in ("", "dumb")
 
 
-def run_console(bus: Target, *, plain: bool, force_panes: bool = False) -> int:
-    """Panes mode on a capable terminal (SPEC §6), plain line mode otherwise or on request.
+def run_console(
+    bus: Target, *, plain: bool, force_panes: bool = False, first_lines: Sequence[str] = ()
+) -> int:
+    """Panes mode on a capable terminal, plain line mode otherwise or on request.
 
+    ``first_lines`` run as if typed first (``ateam attach NAME``: ``/attach NAME``).
     ``/ui panes on|off`` ends one front end and starts the other on the same bus,
     re-attached to the agent the first one was attached to.
     """
@@ -79,7 +83,7 @@ def run_console(bus: Target, *, plain: bool, force_panes: bool = False) -> int:
     interactive = sys.stdin.isatty()
     possible = panes_capable() or force_panes
     panes = possible and not plain
-    first: list[str] = []
+    first: list[str] = list(first_lines)
     while True:
         if not panes:
             outcome = asyncio.run(
