@@ -1,4 +1,4 @@
-"""``ateam acl PROJECT``: the least-privilege Redis user of one project (issue 13)."""
+"""``ateam acl PROJECT``: the least-privilege Redis user of one project."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def _read_secret(path: str) -> str:
 
 
 def acl_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("project_name", metavar="PROJECT")
+    p.add_argument("project_name", metavar="PROJECT", help="the one project the user may reach")
     p.add_argument("--user", metavar="NAME", help="the user's name (default ateam-PROJECT)")
     p.add_argument("--password-file", metavar="FILE", help="use this password, not a random one")
     p.add_argument("--apply", action="store_true", help="run ACL SETUSER on the server now")

@@ -22,7 +22,9 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def init_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", nargs="?", default=".")
+    p.add_argument(
+        "dir", nargs="?", default=".", help="where to create .ateam/ (default: the current one)"
+    )
     p.add_argument("--name", help="the project's name (default: the directory's name)")
     p.add_argument("--agent", default="zeus", help="the first agent's name (default: zeus)")
     p.add_argument(

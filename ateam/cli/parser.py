@@ -227,7 +227,12 @@ def build_parser(verbs: Sequence[Verb] = VERBS) -> argparse.ArgumentParser:
 
 
 def _add_verbs(parser: argparse.ArgumentParser, verbs: Sequence[Verb], *, dest: str) -> None:
-    sub = parser.add_subparsers(dest=dest, required=True)
+    sub = parser.add_subparsers(
+        dest=dest,
+        required=True,
+        metavar="VERB" if dest == "command" else "ACTION",
+        help="one of these (each takes --help)",
+    )
     for verb in verbs:
         p = sub.add_parser(verb.name, help=verb.help, description=verb.help)
         verb.args(p)

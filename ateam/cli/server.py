@@ -13,4 +13,8 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 def server_args(p: argparse.ArgumentParser) -> None:
     # No --redis: this verb is about the one server ateam starts itself.
-    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument(
+        "action",
+        choices=["start", "stop", "status"],
+        help="start it (or find it running), stop it, or say how it is",
+    )

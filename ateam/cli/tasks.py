@@ -1,4 +1,4 @@
-"""``ateam tasks ls|add|claim|done|fail``: the project's task board (issue 12)."""
+"""``ateam tasks ls|add|claim|done|fail``: the project's task board."""
 
 from __future__ import annotations
 
