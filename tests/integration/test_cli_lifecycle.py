@@ -95,6 +95,11 @@ def test_start_stop_up_restart_and_down_one_agent_at_a_time(
     assert f"pid {new_pid['pid']}" in restart.stdout
     hera_log = (project / ".ateam" / "agents" / "hera" / "state" / "agent.log").read_text()
     assert "starting it again as asked" in hera_log or "exited with 0" in hera_log
+    # And as JSON, by prefix: one row, a third process.
+    bounced = rows(ateam(project, redis_url, "restart", "her", "--json"))["life/hera"]
+    assert bounced["status"] == "started"
+    assert bounced["pid"] not in (hera["pid"], new_pid["pid"])
+    assert bounced["pid"] == serving_pid(bus, "life/hera")
 
     # down: everything up and start brought up, with the supervisor.
     down = rows(ateam(project, redis_url, "down", "--json"))
