@@ -86,12 +86,15 @@ class AgentOutcome:
     """Why it failed (or the note that goes with it)."""
     log_tail: str = ""
     """For a failure without a recorded cause: the agent log's last lines, indented."""
+    how: str = ""
+    """For people only, in place of the pid and log: what ran it (a console's keeper)."""
 
     def line(self) -> str:
         """The line people read."""
-        pid = f"pid {self.pid}, " if self.pid is not None else ""
+        pid = f"pid {self.pid}" if self.pid is not None else ""
         log = f"log {self.log}" if self.log is not None else ""
-        where = f" ({pid}{log})" if pid or log else ""
+        details = self.how or ", ".join(part for part in (pid, log) if part)
+        where = f" ({details})" if details else ""
         if self.status is Outcome.FAILED:
             tail = f"; last log lines:\n{self.log_tail}" if self.log_tail else ""
             return f"{self.id}: FAILED, {self.error}{where}{tail}"
@@ -343,7 +346,10 @@ def stop_agents(project: ProjectConfig, target: RedisTarget) -> tuple[list[Agent
         elif after is not None and agent_id in after:
             note = f"not started by `ateam up` or a console: `ateam stop {agent_id}` stops it"
             rows.append(AgentOutcome(agent_id, Outcome.RUNNING, after[agent_id], error=note))
-        elif agent_id in before or agent_id in kept or agent_id in ran:
+        elif agent_id in kept:
+            how = f"started by a console, keeper pid {kept[agent_id]}"
+            rows.append(AgentOutcome(agent_id, Outcome.STOPPED, before.get(agent_id), how=how))
+        elif agent_id in before or agent_id in ran:
             rows.append(AgentOutcome(agent_id, Outcome.STOPPED, before.get(agent_id)))
         else:
             rows.append(AgentOutcome(agent_id, Outcome.NOT_RUNNING))
