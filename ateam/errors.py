@@ -25,7 +25,8 @@ The tree::
     │   ├── StorageIoError          storage.io             (an OS error reading or writing)
     │   └── StorageFull             storage.full           (ENOSPC, EDQUOT: the agent pauses)
     ├── UsageError                  bad_request            (exit 4)
-    │   └── BadRequest              (also an RpcError: the same meaning, from an agent)
+    │   ├── BadRequest              (also an RpcError: the same meaning, from an agent)
+    │   └── AmbiguousName           name.ambiguous         (exit 4: a prefix of several names)
     ├── ToolDenied                  tool.denied
     ├── FsDenied                    fs.denied
     ├── FsConflict                  fs.conflict
@@ -127,6 +128,7 @@ class Code(StrEnum):
     RUNTIME_CRASHED = "runtime.crashed"
     RUNTIME_STOPPED = "runtime.stopped"
     IDENTITY_REFUSED = "identity.refused"
+    NAME_AMBIGUOUS = "name.ambiguous"
 
 
 class AteamError(Exception):
@@ -328,6 +330,13 @@ class UsageError(AteamError):
 
     code = Code.BAD_REQUEST
     hint = "see /help or `ateam --help`"
+
+
+class AmbiguousName(UsageError):
+    """A typed prefix starts several agent or task ids; the message lists them."""
+
+    code = Code.NAME_AMBIGUOUS
+    hint = ""  # the message names the candidates: that is what to do
 
 
 class ToolDenied(AteamError):
@@ -716,6 +725,7 @@ CLI_EXIT: dict[str, Exit] = {
     # Refused like a console that does not own the agent: not the right holder.
     Code.IDENTITY_REFUSED: Exit.OWNERSHIP_DENIED,
     Code.BAD_REQUEST: Exit.USAGE,
+    Code.NAME_AMBIGUOUS: Exit.USAGE,
     Code.NO_SUCH_METHOD: Exit.USAGE,
     Code.AGENT_NOT_FOUND: Exit.USAGE,
     Code.CONFIG_INVALID: Exit.USAGE,

@@ -1,4 +1,4 @@
-"""Growing the team from a console (SPEC §11): local spawns, worktrees, the remote line.
+"""Growing the team from a console: local spawns, worktrees, the remote line.
 
 A local spawn runs ``ateam agent`` under a *keeper*, a small process of its own session
 (closing the console stops nothing) that appends the agent's output to the agent's

@@ -2,40 +2,59 @@
 
 The layout, one module per verb family over :mod:`ateam.client`::
 
-    parser.py    the table of every verb (name, help, handler, arguments, actions)
-                 and build_parser(), which walks it
-    agents.py    agent (runs ateam.agent.runtime.main), up, ps, session, send, tail, stop, ack
-    console.py   console: panes, plain lines, or a browser
-    kb.py        kb add|search|ls
-    tasks.py     tasks ls|add|claim|done|fail
-    context.py   context ls|search|post
-    acl.py       acl
-    mcp.py       mcp
-    server.py    server start|stop|status
-    init.py      init
-    _verb.py     how a verb is declared, and the options several families take
-    _run.py      the project, the bus and a team session for one verb's run
+    parser.py     the table of every verb (name, help, handler, arguments, actions)
+                  and build_parser(), which walks it
+    agents.py     agent (runs ateam.agent.runtime.main), ps, session, send, tail, stop, ack
+    lifecycle.py  a project's agents started and stopped: up, down, start, restart
+    logs.py       logs: an agent's state/agent.log
+    attach.py     attach: the console, attached to one agent
+    console.py    console: panes, plain lines, or a browser
+    kb.py         kb add|search|ls
+    tasks.py      tasks ls|add|claim|done|fail
+    context.py    context ls|search|post
+    acl.py        acl
+    mcp.py        mcp
+    server.py     server start|stop|status
+    init.py       init
+    runtimes.py   runtimes
+    completion.py completion bash|zsh|fish; _complete.py is the hidden helper it calls
+    _verb.py      how a verb is declared, and the options several families take
+    _run.py       the project, the bus, agent names and a team session for one verb's run
+    _token.py     --token-file: read a token, or write a new one
 
 Handlers raise; :func:`main` alone maps an :class:`~ateam.errors.AteamError` to its
-line and exit status. Nothing here talks to Redis: ``tests/unit/test_layers.py``
-checks that the CLI imports :mod:`ateam.client`, never :mod:`ateam.bus`.
+line and exit status, with the hint a person at a shell needs (a ``ateam …`` command,
+not a console one). Nothing here talks to Redis: ``tests/unit/test_layers.py`` checks
+that the CLI imports :mod:`ateam.client`, never :mod:`ateam.bus`.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import importlib
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ateam._cmdline import mask_own_title
 from ateam.cli._verb import Handler
-from ateam.cli.parser import VERBS, build_parser
-from ateam.errors import AteamError, Exit, cli_exit_code
+from ateam.errors import AteamError, Code, Exit, cli_exit_code
+
+if TYPE_CHECKING:
+    from ateam.cli._verb import Verb
 
 __all__ = ["VERBS", "build_parser", "main"]
 
 _BROKEN_PIPE_EXIT = 128 + 13
 """What a shell shows for a process that SIGPIPE ended: the reader of stdout left."""
+
+HIDDEN: dict[str, str] = {"__complete": "ateam.cli._complete"}
+"""Verbs for programs, not people: name → the module whose ``main(argv)`` runs it.
+
+Dispatched before the parser is built (so they start fast) and listed in no help.
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,9 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     # A closed stdout (`ateam ps | head`) is a BrokenPipeError, ended quietly below.
     if argv is None:
         mask_own_title()  # before anything slow: `ps` must not show a --redis password
+    given = sys.argv[1:] if argv is None else argv
+    if given and given[0] in HIDDEN:
+        run: Callable[[list[str]], int] = importlib.import_module(HIDDEN[given[0]]).main
+        return run(given[1:])
+    from ateam.cli.parser import build_parser
+
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(given)
     except SystemExit as exc:
         # argparse exits 2 on bad usage, which ateam reserves for "Redis unavailable".
         return Exit.USAGE if exc.code == 2 else int(exc.code or 0)
@@ -54,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handler(args)
     except AteamError as exc:
-        # One place maps every error to its line and exit status (SPEC §2): verbs raise.
-        print(exc.one_line(), file=sys.stderr)
+        # One place maps every error to its line and exit status: verbs raise.
+        print(cli_line(exc, args), file=sys.stderr)
         return cli_exit_code(exc)
     except KeyboardInterrupt:
         return Exit.INTERRUPTED
@@ -65,3 +90,47 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return _BROKEN_PIPE_EXIT
+
+
+def _verb_path(args: argparse.Namespace) -> str:
+    verb = str(getattr(args, "command", ""))
+    action = getattr(args, f"{verb}_action", None)
+    return f"{verb} {action}" if action else verb
+
+
+def _agent(args: argparse.Namespace) -> str:
+    given = getattr(args, "id", None) or (getattr(args, "ids", None) or [None])[0]
+    return str(given) if given else "NAME"
+
+
+CLI_HINTS: dict[str, Callable[[argparse.Namespace], str]] = {
+    Code.OWNERSHIP_DENIED: lambda args: (
+        f"another console owns {_agent(args)}: watch it with `ateam tail {_agent(args)}`, or "
+        f"take it over with `ateam attach {_agent(args)} --takeover` (or add --takeover here)"
+    ),
+    Code.BAD_REQUEST: lambda args: f"see `ateam {_verb_path(args)} --help`",
+}
+"""A code → the hint for a shell, where an error's own hint names console commands."""
+
+
+def cli_line(error: AteamError, args: argparse.Namespace) -> str:
+    """``error``'s one line, its hint worded for a command line.
+
+    An error that says what to do itself (an empty hint, as a refusal an agent sent
+    has) keeps it that way.
+    """
+    hint = CLI_HINTS.get(str(error.code))
+    if hint is None or not error.hint:
+        return error.one_line()
+    return f"error [{error.code}]: {error.message} — {hint(args)}"
+
+
+def __getattr__(name: str) -> Any:
+    # The verb table and the parser import every verb's module: only when asked for, so
+    # a hidden verb (shell completion) starts without them.
+    if name in ("VERBS", "build_parser"):
+        from ateam.cli import parser
+
+        found: tuple[Verb, ...] | Callable[..., argparse.ArgumentParser] = getattr(parser, name)
+        return found
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

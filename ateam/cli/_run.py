@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ateam.client import Target, Team, bus_errors, local_redactor, resolve_target, session_id
+from ateam.client.names import agent_candidates, resolve_agent
 from ateam.config import ProjectConfig, load_project, project_name
 from ateam.console.tables import table_lines
 from ateam.errors import ConfigError, Exit
@@ -38,29 +39,58 @@ def project_or_none() -> ProjectConfig | None:
         return None
 
 
-def resolve_id(args: argparse.Namespace) -> None:
-    """Turn a bare agent name (``zeus``) into ``project/zeus``; a full id stays as it is."""
-    given = getattr(args, "id", None)
-    if isinstance(given, str) and "/" not in given:
-        args.id = f"{project_name(getattr(args, 'project', None))}/{given}"
+def home_project(args: argparse.Namespace, project: ProjectConfig | None) -> str | None:
+    """The project a bare agent name belongs to: ``--project``, else the one around the cwd."""
+    given = getattr(args, "project", None)
+    if isinstance(given, str):
+        return given
+    return project.name if project is not None and project.root is not None else None
+
+
+async def resolve_names(team: Team, args: argparse.Namespace, project: str | None) -> None:
+    """Turn what was typed for ``id`` (or each of ``ids``) into full agent ids.
+
+    A bare name means that agent of ``project``; a unique prefix of a name means that
+    agent (:mod:`ateam.client.names`); a full id stays as it is.
+    """
+    given: list[str] = [args.id] if isinstance(getattr(args, "id", None), str) else []
+    given += getattr(args, "ids", None) or []
+    if not given:
+        return
+    known = await agent_candidates(team)
+    found = [resolve_agent(name, known, project=project) for name in given]
+    if isinstance(getattr(args, "id", None), str):
+        args.id = found.pop(0)
+    if getattr(args, "ids", None):
+        args.ids = found
 
 
 def run_verb(
     args: argparse.Namespace, verb: str, work: Work, *, redactor: Redactor | None = None
 ) -> int:
-    """Resolve the id and the bus, then run ``work`` on a team session; errors go to main()."""
+    """Find the bus, name the agents, then run ``work`` on a team session.
+
+    Errors go to ``main()``.
+    """
     try:
-        resolve_id(args)
-        bus = target(args, project_or_none())
-        return asyncio.run(_with_team(bus, verb, redactor or Redactor(), work))
+        project = project_or_none()
+        bus = target(args, project)
+        home = home_project(args, project)
+
+        async def named(team: Team) -> int:
+            await resolve_names(team, args, home)
+            return await work(team)
+
+        return asyncio.run(with_team(bus, verb, named, redactor=redactor))
     except KeyboardInterrupt:
         return Exit.INTERRUPTED
 
 
-async def _with_team(bus: Target, verb: str, redactor: Redactor, work: Work) -> int:
+async def with_team(bus: Target, verb: str, work: Work, *, redactor: Redactor | None = None) -> int:
+    """``work`` on a new team session on ``bus``, closed after it; Redis errors as ateam's."""
     # Host, pid and a random part in the session id (see session_id): two verbs with
     # one id would take each other's one-call claims for their own.
-    team = await Team.connect(bus, session=session_id(verb), redactor=redactor)
+    team = await Team.connect(bus, session=session_id(verb), redactor=redactor or Redactor())
     try:
         with bus_errors():
             return await work(team)

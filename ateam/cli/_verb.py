@@ -68,6 +68,11 @@ def add_project_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_json_option(p: argparse.ArgumentParser, what: str) -> None:
+    """``--json``: the verb prints its data as JSON, in the shape docs/console.md gives."""
+    p.add_argument("--json", action="store_true", help=f"print JSON instead: {what}")
+
+
 def port_number(value: str) -> int:
     """A TCP port, as argparse's ``type=``: 0 (any free port) to 65535."""
     port = int(value)
@@ -78,7 +83,7 @@ def port_number(value: str) -> int:
 
 def project_verb_options(p: argparse.ArgumentParser) -> None:
     """What every action of a verb on a whole project (``tasks``, ``context``) takes last."""
-    p.add_argument("--json", action="store_true")
+    add_json_option(p, "the task or item, or a list of them")
     add_redis_option(p)
     p.add_argument(
         "--project",

@@ -1,13 +1,14 @@
-"""``ateam acl PROJECT``: the least-privilege Redis user of one project (issue 13)."""
+"""``ateam acl PROJECT``: the least-privilege Redis user of one project."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from ateam.cli._run import project_or_none, run_verb
-from ateam.cli._verb import add_redis_option
+from ateam.cli._verb import add_json_option, add_redis_option
 from ateam.client import Team
 from ateam.client.acl import acl_setuser
 from ateam.config.schema import checked_name
@@ -24,6 +25,9 @@ def cmd_acl(args: argparse.Namespace) -> int:
         password = _read_secret(args.password_file)
     if not args.apply:
         line, user, secret = acl_setuser(project, namespace, user=args.user, password=password)
+        if args.json:
+            _print_json(project, user, None if password else secret, command=line, applied=False)
+            return 0
         print(line)
         print(
             f"# run it as an admin (redis-cli, then paste), then connect as {user}: "
@@ -34,12 +38,29 @@ def cmd_acl(args: argparse.Namespace) -> int:
 
     async def work(team: Team) -> int:
         user, secret = await team.create_project_user(project, user=args.user, password=password)
+        if args.json:
+            _print_json(project, user, None if password else secret, command=None, applied=True)
+            return 0
         shown = "<the password in the file>" if password else secret
         print(f"created Redis user {user} for project {project}")
         print(f"connect as: redis://{user}:{shown}@HOST:PORT (the password is shown only once)")
         return 0
 
     return run_verb(args, "acl", work)
+
+
+def _print_json(
+    project: str, user: str, password: str | None, *, command: str | None, applied: bool
+) -> None:
+    """The documented object; ``password`` is null when it came from --password-file."""
+    record = {
+        "project": project,
+        "user": user,
+        "password": password,
+        "command": command,
+        "applied": applied,
+    }
+    print(json.dumps(record, indent=2, sort_keys=True))
 
 
 def _read_secret(path: str) -> str:
@@ -53,8 +74,9 @@ def _read_secret(path: str) -> str:
 
 
 def acl_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("project_name", metavar="PROJECT")
+    p.add_argument("project_name", metavar="PROJECT", help="the one project the user may reach")
     p.add_argument("--user", metavar="NAME", help="the user's name (default ateam-PROJECT)")
     p.add_argument("--password-file", metavar="FILE", help="use this password, not a random one")
     p.add_argument("--apply", action="store_true", help="run ACL SETUSER on the server now")
     add_redis_option(p)
+    add_json_option(p, "project, user, password, command (the ACL SETUSER line), applied")

@@ -1,5 +1,6 @@
-"""The team's agents: run one (``agent``), start a project's (``up``), and the verbs on
-running agents (``ps``, ``session``, ``send``, ``tail``, ``stop``, ``ack``).
+"""The team's agents: run one (``agent``), and the verbs on running agents (``ps``,
+``session``, ``send``, ``tail``, ``stop``, ``ack``). Starting a project's agents is
+:mod:`ateam.cli.lifecycle`'s.
 """
 
 from __future__ import annotations
@@ -11,14 +12,12 @@ import math
 import re
 import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
-from ateam.cli._run import print_table, run_verb, target
-from ateam.cli._verb import add_project_option, add_redis_option
-from ateam.cli.console import run_console
+from ateam.cli._run import print_table, run_verb
+from ateam.cli._verb import add_json_option, add_project_option, add_redis_option
 from ateam.client import Gap, Team, local_redactor, secrets_notice
-from ateam.config import ProjectConfig, load_project
+from ateam.config import project_name
 from ateam.console.tables import PS_COLUMNS, ps_rows, table_lines
 from ateam.constants import RPC_DEFAULT_DEADLINE_S
 from ateam.errors import (
@@ -52,61 +51,39 @@ def cmd_agent(args: argparse.Namespace) -> int:
 def agent_args(p: argparse.ArgumentParser) -> None:
     add_redis_option(p)
     add_project_option(p)
-    p.add_argument("--name", required=True)
-    p.add_argument("--cwd")
-    p.add_argument("--model")
-    p.add_argument("--no-repl", action="store_true")
-    p.add_argument("--bootstrap", metavar="TOKEN")
-
-
-# up / down --------------------------------------------------------------------------------
-
-
-def cmd_up(args: argparse.Namespace) -> int:
-    root = Path(args.dir).resolve()
-    project = load_project(root)
-    bus = target(args, project)
-    if args.down:  # also agents a console started, configured or not
-        return _down(project)
-    if not project.agents:
-        raise ConfigError(f"no agents configured under {root}")
-    from ateam.supervisor import start_agents
-
-    started, failed = start_agents(project, bus, redis_url=args.redis)
-    for line in started:
-        print(line)
-    if failed is not None:  # no console: the exit status must say it
-        raise failed
-    if args.detach:
-        return 0
-    return run_console(bus, plain=args.no_ui)
-
-
-def _down(project: ProjectConfig) -> int:
-    from ateam.supervisor import stop_agents
-
-    lines, ok = stop_agents(project)
-    for line in lines:
-        print(line)
-    return 0 if ok else 1
-
-
-def up_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    p.add_argument("dir", nargs="?", default=".")
-    p.add_argument("--no-ui", action="store_true")
-    p.add_argument("--down", action="store_true", help="stop the project's agents instead")
-    p.add_argument("--detach", action="store_true", help="start the agents, open no console")
+    p.add_argument("--name", required=True, help="the agent's name within its project")
+    p.add_argument(
+        "--cwd", metavar="DIR", help="its working directory and configuration (default: here)"
+    )
+    p.add_argument("--model", metavar="ID", help="a model of models.yaml to use instead")
+    p.add_argument("--no-repl", action="store_true", help="no local prompt, even on a terminal")
+    p.add_argument(
+        "--bootstrap",
+        metavar="TOKEN",
+        help="join with a one-time token a console issued (a start on another host)",
+    )
 
 
 # ps / session -----------------------------------------------------------------------------
 
 
 def cmd_ps(args: argparse.Namespace) -> int:
+    """``ateam ps``: the project here first; ``--project`` only one, ``--all`` in id order."""
+    only = _ps_project(args)
+    here = None if args.all or only is not None else _project_here()
+
     async def work(team: Team) -> int:
-        rows = ps_rows(await team.agents(), table=not args.json)
+        views = await team.agents()
+        if only is not None:
+            views = [view for view in views if view.entry.project == only]
+        # Sorted by id already; a stable sort puts the project here in front.
+        views.sort(key=lambda view: view.entry.project != here)
+        rows = ps_rows(views, table=not args.json)
         if args.json:
             print(json.dumps(rows, indent=2, sort_keys=True))
+            return 0
+        if not rows and only is not None:
+            print(f"no agents of {only}")
             return 0
         print_table(rows, PS_COLUMNS)
         return 0
@@ -114,9 +91,38 @@ def cmd_ps(args: argparse.Namespace) -> int:
     return run_verb(args, "ps", work)
 
 
+def _ps_project(args: argparse.Namespace) -> str | None:
+    """The one project ``--project`` asks for (bare: the one here), else ``None``."""
+    if args.project is None:
+        return None
+    if args.all:
+        raise UsageError("--all lists every project; --project only one: give one of them")
+    return args.project or project_name(None)
+
+
+def _project_here() -> str | None:
+    """The name of the project around the working directory, if there is one that loads."""
+    try:
+        return project_name(None)
+    except (UsageError, ConfigError):
+        return None
+
+
 def ps_args(p: argparse.ArgumentParser) -> None:
     add_redis_option(p)
-    p.add_argument("--json", action="store_true")
+    add_json_option(p, "the registry entries, with heartbeat_age_s")
+    p.add_argument(
+        "--project",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="only the agents of project NAME (alone: of the project here)",
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="every project in id order (default: the project here first, then the others)",
+    )
 
 
 SESSION_AGENT_COLUMNS = ["id", "state", "model", "queue_len", "current_task", "host", "last_seen"]
@@ -157,7 +163,7 @@ def _print_session(document: dict[str, Any]) -> None:
 
 def session_args(p: argparse.ArgumentParser) -> None:
     add_redis_option(p)
-    p.add_argument("--json", action="store_true")
+    add_json_option(p, "the snapshot document")
     p.add_argument("--project", metavar="NAME", help="only this project (default: every one)")
 
 
@@ -212,7 +218,11 @@ def cmd_send(args: argparse.Namespace) -> int:
         except (RpcTimeout, RedisUnavailable) as exc:
             # The request may have reached the agent before the reply was lost.
             raise _unconfirmed(exc, args.id, rid, timeout) from exc
-        print(sent.id)
+        if args.json:
+            row = {"agent": args.id, **sent.model_dump(mode="json")}
+            print(json.dumps(row, indent=2, sort_keys=True))
+        else:
+            print(sent.id)
         notice = secrets_notice(sent.redacted)
         if notice:
             print(notice, file=sys.stderr)
@@ -221,12 +231,17 @@ def cmd_send(args: argparse.Namespace) -> int:
     return run_verb(args, "send", work, redactor=local_redactor())
 
 
+_AGENT_HELP = "the agent: NAME in the project here, a unique prefix of it, or PROJECT/NAME"
+_TAKEOVER_HELP = "{what} even while a console owns the agent (that console turns read-only)"
+
+
 def send_args(p: argparse.ArgumentParser) -> None:
     add_redis_option(p)
-    p.add_argument("id")
+    p.add_argument("id", metavar="NAME", help=_AGENT_HELP)
     add_project_option(p)
-    p.add_argument("text", nargs="+")
-    p.add_argument("--takeover", action="store_true")
+    p.add_argument("text", nargs="+", metavar="TEXT", help="the words to queue, as one input")
+    p.add_argument("--takeover", action="store_true", help=_TAKEOVER_HELP.format(what="send"))
+    add_json_option(p, "the queued item: id (the task id), agent, queued, created, redacted")
     p.add_argument(
         "--timeout",
         type=float,
@@ -263,36 +278,68 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 def tail_args(p: argparse.ArgumentParser) -> None:
     add_redis_option(p)
-    p.add_argument("id")
+    p.add_argument("id", metavar="NAME", help=_AGENT_HELP)
     add_project_option(p)
-    p.add_argument("--from", dest="from_offset", type=int, metavar="OFFSET")
-    p.add_argument("--follow", "-f", action="store_true")
+    p.add_argument(
+        "--from",
+        dest="from_offset",
+        type=int,
+        metavar="OFFSET",
+        help="start at this event offset; 1 replays all that is kept (default: the newest 100)",
+    )
+    p.add_argument(
+        "--follow", "-f", action="store_true", help="keep printing new events until Ctrl+C"
+    )
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
+    """``ateam stop NAME…``: each agent shuts down gracefully; a supervisor leaves it down."""
+
     async def work(team: Team) -> int:
-        if not await team.agent(args.id).stop(wait=args.wait, takeover=args.takeover):
-            print(f"{args.id} was asked to stop but is still registered", file=sys.stderr)
-            return Exit.FAILED
-        print(f"stopped {args.id}")
-        return 0
+        rows: list[dict[str, object]] = []
+        for agent in args.ids:
+            view = await team.status(agent)
+            pid = view.entry.pid if view is not None else None
+            gone = await team.agent(agent).stop(wait=args.wait, takeover=args.takeover)
+            error = None if gone else f"asked to stop, still registered after {args.wait:g} s"
+            status = "stopped" if gone else "failed"
+            rows.append({"id": agent, "status": status, "pid": pid, "log": None, "error": error})
+            if not args.json:
+                line = f"stopped {agent}" if gone else f"{agent} was {error}"
+                print(line, file=sys.stdout if gone else sys.stderr)
+        if args.json:
+            print(json.dumps(rows, indent=2, sort_keys=True))
+        return 0 if all(row["status"] == "stopped" for row in rows) else Exit.FAILED
 
     return run_verb(args, "stop", work)
 
 
 def stop_args(p: argparse.ArgumentParser) -> None:
     add_redis_option(p)
-    p.add_argument("id")
+    p.add_argument("ids", nargs="+", metavar="NAME", help=_AGENT_HELP)
     add_project_option(p)
-    p.add_argument("--takeover", action="store_true")
-    p.add_argument("--wait", type=float, default=10.0)
+    p.add_argument("--takeover", action="store_true", help=_TAKEOVER_HELP.format(what="stop it"))
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long to wait for each agent to leave the registry (default 10)",
+    )
+    add_json_option(p, "one row per agent: id, status (stopped or failed), pid, error")
 
 
 def cmd_ack(args: argparse.Namespace) -> int:
     """``ateam ack NAME``: a person has seen the agent's ALERT in ``ps``; clear it."""
 
     async def work(team: Team) -> int:
-        print((await team.acknowledge(args.id, takeover=args.takeover)).line())
+        done = await team.acknowledge(args.id, takeover=args.takeover)
+        if args.json:
+            final = None if done.exit is None else done.exit.to_wire()
+            row = {"agent": done.agent, "alerts_cleared": done.alerts, "exit_cleared": final}
+            print(json.dumps(row, indent=2, sort_keys=True))
+        else:
+            print(done.line())
         return 0
 
     return run_verb(args, "ack", work)
@@ -300,6 +347,9 @@ def cmd_ack(args: argparse.Namespace) -> int:
 
 def ack_args(p: argparse.ArgumentParser) -> None:
     add_redis_option(p)
-    p.add_argument("id")
+    p.add_argument("id", metavar="NAME", help=_AGENT_HELP)
     add_project_option(p)
-    p.add_argument("--takeover", action="store_true")
+    p.add_argument(
+        "--takeover", action="store_true", help=_TAKEOVER_HELP.format(what="clear its alerts")
+    )
+    add_json_option(p, "agent, alerts_cleared, exit_cleared (the exit record, or null)")

@@ -8,11 +8,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import secrets
 import sys
-from pathlib import Path
+from collections.abc import Sequence
 
 from ateam.cli._run import project_or_none, target
+from ateam.cli._token import token_from_file
 from ateam.cli._verb import add_redis_option, port_number
 from ateam.client import Target
 from ateam.errors import UsageError
@@ -43,8 +43,9 @@ def _console_web(args: argparse.Namespace, bus: Target) -> int:
         raise UsageError(f"--port {args.port}: a port is a number from 0 to 65535") from None
     token: dict[str, str] = {}
     if args.token_file is not None:
-        token["token"], said = token_from_file(args.token_file)
-        print(f"ateam console: {said}", flush=True)
+        found = token_from_file(args.token_file)
+        token["token"] = found.token
+        print(found.line("ateam console"), flush=True)
     options = WebOptions(
         host=args.host or "127.0.0.1",
         port=port,
@@ -54,43 +55,6 @@ def _console_web(args: argparse.Namespace, bus: Target) -> int:
     )
     asyncio.run(serve(options, bus))
     return 0
-
-
-TOKEN_MIN_CHARS = 16
-"""A shorter token in a token file is refused: it could be guessed."""
-
-
-def token_from_file(path: str) -> tuple[str, str]:
-    """``--token-file F``: the token in ``F`` if it exists, else a new one written to it.
-
-    A new file is created with mode 0600 (never readable by others, not even for a
-    moment), and a symlink in its place is not followed. Returns the token and a line
-    saying which of the two happened.
-
-    Raises:
-        UsageError: the file cannot be read or written, or holds no usable token.
-    """
-    file = Path(path)
-    if file.exists():
-        try:
-            lines = file.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"--token-file {path}: {exc}") from None
-        found = lines[0].strip() if lines else ""
-        if len(found) < TOKEN_MIN_CHARS or any(ch.isspace() for ch in found):
-            raise UsageError(
-                f"--token-file {path}: the first line must be a token of at least "
-                f"{TOKEN_MIN_CHARS} characters without spaces (or remove the file for a new one)"
-            )
-        return found, f"read the token from {path}"
-    made = secrets.token_urlsafe(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(made + "\n")
-    except OSError as exc:
-        raise UsageError(f"--token-file {path}: {exc.strerror or exc}") from None
-    return made, f"wrote a new token to {path} (mode 0600)"
 
 
 def console_args(p: argparse.ArgumentParser) -> None:
@@ -116,9 +80,12 @@ def panes_capable() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty() and term not in ("", "dumb")
 
 
-def run_console(bus: Target, *, plain: bool, force_panes: bool = False) -> int:
-    """Panes mode on a capable terminal (SPEC §6), plain line mode otherwise or on request.
+def run_console(
+    bus: Target, *, plain: bool, force_panes: bool = False, first_lines: Sequence[str] = ()
+) -> int:
+    """Panes mode on a capable terminal, plain line mode otherwise or on request.
 
+    ``first_lines`` run as if typed first (``ateam attach NAME``: ``/attach NAME``).
     ``/ui panes on|off`` ends one front end and starts the other on the same bus,
     re-attached to the agent the first one was attached to.
     """
@@ -127,7 +94,7 @@ def run_console(bus: Target, *, plain: bool, force_panes: bool = False) -> int:
     interactive = sys.stdin.isatty()
     possible = panes_capable() or force_panes
     panes = possible and not plain
-    first: list[str] = []
+    first: list[str] = list(first_lines)
     while True:
         if not panes:
             outcome = asyncio.run(

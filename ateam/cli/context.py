@@ -1,4 +1,4 @@
-"""``ateam context ls|search|post``: the team's context items (SPEC §9)."""
+"""``ateam context ls|search|post``: the team's context items."""
 
 from __future__ import annotations
 
@@ -74,19 +74,30 @@ def cmd_context_post(args: argparse.Namespace) -> int:
 
 
 def context_ls_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--urgency", choices=URGENCIES)
-    p.add_argument("--limit", type=int, default=50, metavar="N")
+    p.add_argument("--urgency", choices=URGENCIES, help="only items at least this urgent")
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N (default 50)")
 
 
 def context_search_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("query", nargs="+", metavar="WORD")
-    p.add_argument("--limit", type=int, default=20, metavar="N")
+    p.add_argument("query", nargs="+", metavar="WORD", help="what to look for, in any words")
+    p.add_argument("--limit", type=int, default=20, metavar="N", help="at most N (default 20)")
 
 
 def context_post_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("title", nargs="+", metavar="WORD")
-    p.add_argument("--type", default="status", choices=CONTEXT_TYPES)
-    p.add_argument("--urgency", choices=URGENCIES)
-    p.add_argument("--scope", default="project", choices=["task", "project", "global"])
-    p.add_argument("--tags", metavar="A,B")
-    p.add_argument("--content", default="", metavar="TEXT")
+    p.add_argument("title", nargs="+", metavar="WORD", help="the item's title")
+    p.add_argument(
+        "--type", default="status", choices=CONTEXT_TYPES, help="what kind of item (default status)"
+    )
+    p.add_argument(
+        "--urgency",
+        choices=URGENCIES,
+        help="background (default), attention (a banner) or blocking (a task for agents)",
+    )
+    p.add_argument(
+        "--scope",
+        default="project",
+        choices=["task", "project", "global"],
+        help="who sees it (default project; global: every project)",
+    )
+    p.add_argument("--tags", metavar="A,B", help="tags agents subscribe to, comma-separated")
+    p.add_argument("--content", default="", metavar="TEXT", help="the body, beyond the title")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
+from ateam.cli._verb import add_json_option
 from ateam.config.runtimes import KNOWN
 
 
@@ -12,6 +14,15 @@ def cmd_init(args: argparse.Namespace) -> int:
     from ateam.config.scaffold import init_project
 
     made = init_project(Path(args.dir), name=args.name, agent=args.agent, runtime=args.runtime)
+    if args.json:
+        record = {
+            "project": made.project,
+            "root": str(made.root),
+            "agent": made.agent,
+            "files": [str(path) for path in made.files],
+        }
+        print(json.dumps(record, indent=2, sort_keys=True))
+        return 0
     print(f"created project {made.project} in {made.root}:")
     for path in made.files:
         print(f"  {path}")
@@ -22,7 +33,9 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def init_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", nargs="?", default=".")
+    p.add_argument(
+        "dir", nargs="?", default=".", help="where to create .ateam/ (default: the current one)"
+    )
     p.add_argument("--name", help="the project's name (default: the directory's name)")
     p.add_argument("--agent", default="zeus", help="the first agent's name (default: zeus)")
     p.add_argument(
@@ -30,3 +43,4 @@ def init_args(p: argparse.ArgumentParser) -> None:
         choices=sorted(KNOWN),
         help="run the agent on a coding agent you use (over ACP) instead of the echo model",
     )
+    add_json_option(p, "project, root, agent, files")

@@ -1,4 +1,4 @@
-"""``ateam kb add|search|ls``: an agent's knowledge base, one scope at a time (SPEC §10)."""
+"""``ateam kb add|search|ls``: an agent's knowledge base, one scope at a time."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ateam.cli._run import print_table, run_verb
-from ateam.cli._verb import add_project_option, add_redis_option
+from ateam.cli._verb import add_json_option, add_project_option, add_redis_option
 from ateam.client import KbProgress, Team
 from ateam.console.tables import KB_HIT_COLUMNS, kb_hit_rows, kb_progress_line
 from ateam.kb.scopes import DEFAULT_SCOPE, SCOPES
@@ -17,11 +17,13 @@ from ateam.kb.scopes import DEFAULT_SCOPE, SCOPES
 class _PlainProgress:
     """Ingest progress for a pipe or a file: one ``kb agent: 3/10 path`` line per file."""
 
-    def __init__(self, scope: str) -> None:
+    def __init__(self, scope: str, *, quiet: bool = False) -> None:
         self.scope = scope
+        self.quiet = quiet
 
     def seen(self, progress: KbProgress) -> None:
-        print(kb_progress_line(progress))
+        if not self.quiet:
+            print(kb_progress_line(progress))
 
     def __enter__(self) -> _PlainProgress:
         return self
@@ -33,10 +35,10 @@ class _PlainProgress:
 class _BarProgress(_PlainProgress):
     """Ingest progress on a terminal: a bar that fills as files are read, redrawn in place."""
 
-    def __init__(self, scope: str) -> None:
+    def __init__(self, scope: str, *, quiet: bool = False) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        super().__init__(scope)
+        super().__init__(scope, quiet=quiet)
         self._bar = Progress(
             TextColumn(f"kb {scope}"),
             BarColumn(),
@@ -71,10 +73,15 @@ def cmd_kb_add(args: argparse.Namespace) -> int:
     paths = [str(Path(p).expanduser().resolve()) if Path(p).exists() else p for p in args.paths]
 
     async def work(team: Team) -> int:
-        with _PROGRESS[sys.stdout.isatty()](args.scope) as show:
+        # With --json, stdout is the report alone: progress lines would break it.
+        progress = _PROGRESS[sys.stdout.isatty() and not args.json]
+        with progress(args.scope, quiet=args.json) as show:
             report = await team.agent(args.id).kb.ingest(
                 args.scope, paths, on_progress=show.seen, takeover=args.takeover
             )
+        if args.json:
+            print(json.dumps(report.model_dump(mode="json"), indent=2, sort_keys=True))
+            return 0
         print(
             f"kb {args.scope} of {args.id}: {len(report.ingested)} document(s) ingested, "
             f"{report.chunks} chunk(s), {len(report.skipped)} skipped"
@@ -121,25 +128,41 @@ def cmd_kb_ls(args: argparse.Namespace) -> int:
 
 
 def kb_agent(p: argparse.ArgumentParser) -> None:
-    p.add_argument("id", help="agent id PROJECT/NAME, or NAME within the current project")
+    p.add_argument(
+        "id",
+        metavar="NAME",
+        help="the agent: NAME in the project here, a unique prefix of it, or PROJECT/NAME",
+    )
 
 
 def kb_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scope", choices=SCOPES, default=DEFAULT_SCOPE)
+    p.add_argument(
+        "--scope",
+        choices=SCOPES,
+        default=DEFAULT_SCOPE,
+        help=f"the agent's own, its project's or yours (default {DEFAULT_SCOPE})",
+    )
     add_redis_option(p)
     add_project_option(p)
 
 
 def kb_add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--takeover", action="store_true")
+    p.add_argument(
+        "paths", nargs="+", metavar="PATH", help="files and directories in the agent's sandbox"
+    )
+    p.add_argument(
+        "--takeover",
+        action="store_true",
+        help="add even while a console owns the agent (that console turns read-only)",
+    )
+    add_json_option(p, "the report: ingested, skipped, chunks")
 
 
 def kb_search_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("query", nargs="+", metavar="WORD")
+    p.add_argument("query", nargs="+", metavar="WORD", help="what to look for, in any words")
     p.add_argument("--k", type=int, help="at most this many passages (default 8)")
-    p.add_argument("--json", action="store_true")
+    add_json_option(p, "the passages, best first")
 
 
 def kb_ls_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true")
+    add_json_option(p, "one object per document")

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from dataclasses import dataclass, field
 
 from ateam.cli._run import run_verb
+from ateam.cli._token import token_from_file
 from ateam.cli._verb import add_redis_option, port_number
 from ateam.client import Team, local_redactor
 from ateam.config import project_name
@@ -35,7 +37,7 @@ class _ActingAs:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     try:
-        from ateam.mcp import DEFAULT_PORT, HttpOptions, read_token, serve
+        from ateam.mcp import DEFAULT_PORT, HttpOptions, serve
     except ImportError as exc:  # the SDK is an extra
         need = f"ateam mcp needs the mcp extra: pip install 'ateam[mcp]' ({exc})"
         raise UsageError(need) from None
@@ -43,7 +45,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise UsageError("--host, --port and --token-file go with --http")
     http = None
     if args.http:
-        token = {} if args.token_file is None else {"token": read_token(args.token_file)}
+        token = {}
+        if args.token_file is not None:
+            found = token_from_file(args.token_file)
+            print(found.line("ateam mcp"), file=sys.stderr)
+            token = {"token": found.token}
         http = HttpOptions(
             host=args.host or "127.0.0.1",
             port=DEFAULT_PORT if args.port is None else args.port,
@@ -134,5 +140,6 @@ def mcp_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--token-file",
         metavar="FILE",
-        help="with --http: the bearer token clients send (default: a new one, printed)",
+        help="with --http: the bearer token clients send is read from FILE, or a new one "
+        "written there (0600) if it does not exist (default: a new one each start, printed)",
     )

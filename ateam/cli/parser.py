@@ -1,8 +1,8 @@
 """Every ``ateam`` verb in one table, and the parser :func:`build_parser` makes of it.
 
 An entry names the verb, its help line, its handler and the function that adds its
-arguments, or its actions (``ateam kb add``). Help and any later shell completion read
-this table; the handlers live in one module per family beside their arguments.
+arguments, or its actions (``ateam kb add``). Help and shell completion read this
+table; the handlers live in one module per family beside their arguments.
 """
 
 from __future__ import annotations
@@ -11,19 +11,71 @@ import argparse
 from collections.abc import Sequence
 
 from ateam import __version__
-from ateam.cli import acl, agents, console, context, init, kb, mcp, runtimes, server, tasks
+from ateam.cli import (
+    acl,
+    agents,
+    attach,
+    completion,
+    console,
+    context,
+    init,
+    kb,
+    lifecycle,
+    logs,
+    mcp,
+    runtimes,
+    server,
+    tasks,
+)
 from ateam.cli._verb import Verb, chain, project_verb_options
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """``ateam completion SHELL``: here, since the script is made of the whole parser."""
+    print(completion.script(build_parser(), args.shell))
+    return 0
+
 
 VERBS: tuple[Verb, ...] = (
     Verb("agent", "run one agent in the foreground", agents.cmd_agent, agents.agent_args),
     Verb("console", "the interactive console", console.cmd_console, console.console_args),
     Verb(
+        "attach",
+        "the console, attached to one agent (like tmux attach -t)",
+        attach.cmd_attach,
+        attach.attach_args,
+    ),
+    Verb(
         "up",
-        "start every agent of a project in the background, then a console",
-        agents.cmd_up,
-        agents.up_args,
+        "start every agent of a project that is not running, then a console",
+        lifecycle.cmd_up,
+        lifecycle.up_args,
+    ),
+    Verb(
+        "down",
+        "stop the agents of a project that up, start or a console started",
+        lifecycle.cmd_down,
+        lifecycle.down_args,
+    ),
+    Verb(
+        "start",
+        "start agents of the project here that are not running",
+        lifecycle.cmd_start,
+        lifecycle.start_args,
+    ),
+    Verb(
+        "restart",
+        "stop agents of the project here gracefully, then start them again",
+        lifecycle.cmd_restart,
+        lifecycle.restart_args,
     ),
     Verb("ps", "list agents", agents.cmd_ps, agents.ps_args),
+    Verb(
+        "logs",
+        "print an agent's log (state/agent.log), or follow it",
+        logs.cmd_logs,
+        logs.logs_args,
+    ),
     Verb(
         "session",
         "the team snapshot (~/.ateam/session.json), fresh",
@@ -32,7 +84,12 @@ VERBS: tuple[Verb, ...] = (
     ),
     Verb("send", "queue text for an agent", agents.cmd_send, agents.send_args),
     Verb("tail", "print an agent's events", agents.cmd_tail, agents.tail_args),
-    Verb("stop", "stop an agent gracefully", agents.cmd_stop, agents.stop_args),
+    Verb(
+        "stop",
+        "stop agents gracefully; nothing restarts them until a start",
+        agents.cmd_stop,
+        agents.stop_args,
+    ),
     Verb(
         "ack",
         "clear an agent's ALERT in ps: damage found, or a final exit",
@@ -54,7 +111,7 @@ VERBS: tuple[Verb, ...] = (
     ),
     Verb(
         "kb",
-        "knowledge-base operations on an agent's scopes (SPEC §10)",
+        "an agent's knowledge bases: add documents, search them, list them",
         actions=(
             Verb(
                 "add",
@@ -114,7 +171,7 @@ VERBS: tuple[Verb, ...] = (
     ),
     Verb(
         "context",
-        "the team's context items: what agents and people share (SPEC §9)",
+        "the team's context items: what agents and people share",
         actions=(
             Verb(
                 "ls",
@@ -138,8 +195,8 @@ VERBS: tuple[Verb, ...] = (
     ),
     Verb(
         "acl",
-        "print (or, with --apply, create) a Redis user that can reach one project only "
-        "(issue 13: keys, channels and commands of that project)",
+        "print (or, with --apply, create) a Redis user that can reach one project only: "
+        "its keys, channels and commands",
         acl.cmd_acl,
         acl.acl_args,
     ),
@@ -148,6 +205,12 @@ VERBS: tuple[Verb, ...] = (
         "serve the team to MCP clients (Claude Code, Codex CLI, Cursor) on stdio",
         mcp.cmd_mcp,
         mcp.mcp_args,
+    ),
+    Verb(
+        "completion",
+        "print a shell completion script (bash, zsh or fish)",
+        cmd_completion,
+        completion.completion_args,
     ),
 )
 """The verbs in the order ``ateam --help`` lists them."""
@@ -164,7 +227,12 @@ def build_parser(verbs: Sequence[Verb] = VERBS) -> argparse.ArgumentParser:
 
 
 def _add_verbs(parser: argparse.ArgumentParser, verbs: Sequence[Verb], *, dest: str) -> None:
-    sub = parser.add_subparsers(dest=dest, required=True)
+    sub = parser.add_subparsers(
+        dest=dest,
+        required=True,
+        metavar="VERB" if dest == "command" else "ACTION",
+        help="one of these (each takes --help)",
+    )
     for verb in verbs:
         p = sub.add_parser(verb.name, help=verb.help, description=verb.help)
         verb.args(p)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from ateam.cli._run import print_table
+from ateam.cli._verb import add_json_option
 from ateam.config import load_project
 from ateam.config.runtimes import KNOWN
 from ateam.config.schema import ModelEntry, Provider
@@ -62,4 +63,4 @@ def cmd_runtimes(args: argparse.Namespace) -> int:
 
 def runtimes_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", nargs="?", default=".", help="the project (default: the nearest)")
-    p.add_argument("--json", action="store_true")
+    add_json_option(p, "one object per runtime (see docs/configuration.md)")

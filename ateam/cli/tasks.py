@@ -1,4 +1,4 @@
-"""``ateam tasks ls|add|claim|done|fail``: the project's task board (issue 12)."""
+"""``ateam tasks ls|add|claim|done|fail``: the project's task board."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 
 from ateam.cli._run import redaction_notice, run_in_project
 from ateam.client import BoardTask, Team
+from ateam.client.names import resolve_agent_on, resolve_task_on
 from ateam.console.tables import table_lines
 
 TASK_COLUMNS = ["id", "status", "priority", "assignee", "depends_on", "title"]
@@ -43,13 +44,16 @@ def cmd_tasks_add(args: argparse.Namespace) -> int:
     depends = [d.strip() for d in (args.depends_on or "").split(",") if d.strip()]
 
     async def work(team: Team, project: str) -> int:
+        by = "cli"
+        if args.agent is not None:
+            by = await resolve_agent_on(team, args.agent, project=project)
         task = await team.tasks.add(
             project,
             title=" ".join(args.title),
             detail=args.detail,
             priority=args.priority,
             depends_on=depends,
-            created_by=args.agent or "cli",
+            created_by=by,
         )
         if args.json:
             print(
@@ -63,9 +67,16 @@ def cmd_tasks_add(args: argparse.Namespace) -> int:
     return run_in_project(args, "tasks", work)
 
 
+async def _named(team: Team, project: str, args: argparse.Namespace) -> tuple[str, str]:
+    """The task id and the agent ``--as`` names, each from a bare name or unique prefix."""
+    task_id = await resolve_task_on(team, project, args.task_id)
+    return task_id, await resolve_agent_on(team, args.agent, project=project)
+
+
 def cmd_tasks_claim(args: argparse.Namespace) -> int:
     async def work(team: Team, project: str) -> int:
-        task = await team.tasks.claim(project, args.task_id, agent=args.agent)
+        task_id, agent = await _named(team, project, args)
+        task = await team.tasks.claim(project, task_id, agent=agent)
         _print_task(task, args.json, "claimed")
         return 0
 
@@ -74,7 +85,8 @@ def cmd_tasks_claim(args: argparse.Namespace) -> int:
 
 def cmd_tasks_done(args: argparse.Namespace) -> int:
     async def work(team: Team, project: str) -> int:
-        task = await team.tasks.done(project, args.task_id, agent=args.agent, result=args.result)
+        task_id, agent = await _named(team, project, args)
+        task = await team.tasks.done(project, task_id, agent=agent, result=args.result)
         _print_task(task, args.json, "done")
         return 0
 
@@ -83,7 +95,8 @@ def cmd_tasks_done(args: argparse.Namespace) -> int:
 
 def cmd_tasks_fail(args: argparse.Namespace) -> int:
     async def work(team: Team, project: str) -> int:
-        task = await team.tasks.fail(project, args.task_id, agent=args.agent, reason=args.reason)
+        task_id, agent = await _named(team, project, args)
+        task = await team.tasks.fail(project, task_id, agent=agent, reason=args.reason)
         _print_task(task, args.json, "failed")
         return 0
 
@@ -93,33 +106,35 @@ def cmd_tasks_fail(args: argparse.Namespace) -> int:
 # arguments: each action's own; project_verb_options come after them ---------------------------
 
 
-def _as_agent(value: str) -> str:
-    """``--as``: a full agent id, since a claim names who holds it on the whole bus."""
-    if "/" not in value:
-        raise argparse.ArgumentTypeError(f"--as takes an agent id PROJECT/NAME; got {value!r}")
-    return value
+_AS_HELP = "the agent that {what}: NAME in this project, a unique prefix, or PROJECT/NAME"
 
 
 def tasks_ls_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--status", choices=["open", "claimed", "done", "failed"])
+    p.add_argument(
+        "--status", choices=["open", "claimed", "done", "failed"], help="only tasks in this state"
+    )
 
 
 def tasks_add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("title", nargs="+", metavar="WORD")
-    p.add_argument("--detail", default="", metavar="TEXT")
+    p.add_argument("title", nargs="+", metavar="WORD", help="the task's title")
+    p.add_argument("--detail", default="", metavar="TEXT", help="a longer description")
     p.add_argument("--priority", type=int, default=0, metavar="N", help="higher first")
     p.add_argument("--depends-on", metavar="ID,ID", help="tasks that must be done first")
-    p.add_argument("--as", dest="agent", type=_as_agent, metavar="PROJECT/NAME")
+    p.add_argument(
+        "--as", dest="agent", metavar="NAME", help=_AS_HELP.format(what="adds it (default: cli)")
+    )
 
 
 def tasks_claim_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("task_id", metavar="ID")
-    p.add_argument("--as", dest="agent", type=_as_agent, required=True, metavar="PROJECT/NAME")
+    p.add_argument("task_id", metavar="ID", help="the task: its id, or a unique prefix of it")
+    p.add_argument(
+        "--as", dest="agent", required=True, metavar="NAME", help=_AS_HELP.format(what="holds it")
+    )
 
 
 def tasks_done_args(p: argparse.ArgumentParser) -> None:
     tasks_claim_args(p)
-    p.add_argument("--result", default="", metavar="TEXT")
+    p.add_argument("--result", default="", metavar="TEXT", help="what came of it")
 
 
 def tasks_fail_args(p: argparse.ArgumentParser) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "bus_errors",
     "redeem_bootstrap",
     "resolve_target",
+    "running_target",
 ]
 
 Target = RedisTarget
@@ -71,3 +72,20 @@ async def redeem_bootstrap(target: Target, token: str, agent_id: str) -> JsonObj
         RedisUnavailable: the bus cannot be reached or refused the request.
     """
     return await bootstrap.redeem_at(target, token, agent_id=agent_id)
+
+
+def running_target(redis_url: str | None, project: ProjectConfig | None) -> Target | None:
+    """:func:`resolve_target`, except that it never starts the embedded server.
+
+    For what must have no lasting effect, such as shell completion: ``None`` when no bus
+    is configured and the embedded server is not running.
+    """
+    from ateam.bus.connection import resolve_target as configured_target
+    from ateam.bus.embedded import EmbeddedServer
+
+    transport = project.transport if project else None
+    namespace = project.namespace if project else None
+    if configured_target(redis_url, transport=transport, namespace=namespace) is None:
+        if not EmbeddedServer().is_running():
+            return None
+    return resolve_target(redis_url, project)

@@ -302,6 +302,7 @@ async def test_http_needs_the_token(
     server = HttpServer(args, tmp_path / "http.stderr")
     try:
         assert token not in server.stderr()  # read from the file: not printed
+        assert f"ateam mcp: read the token from {token_file}" in server.stderr()
         assert _post(server.url, {}) == 401
         assert _post(server.url, {"authorization": "Bearer wrong-token-0123456789"}) == 401
         assert _post(server.url, {"authorization": f"Bearer {token}"}) == 200
@@ -315,6 +316,27 @@ async def test_http_needs_the_token(
             await session.initialize()
             listed = await session.call_tool("agents_list", {})
             assert [a["id"] for a in listed.structured_content["agents"]] == ["proj/zeus"]  # type: ignore[index]
+    finally:
+        server.stop()
+
+
+def test_http_writes_a_new_token_to_a_token_file_that_does_not_exist(
+    start_agent: AgentFactory, redis_url: str, tmp_path: Path
+) -> None:
+    start_agent("proj/zeus")
+    token_file = tmp_path / "new-token"
+    args = ateam_cmd(
+        "mcp", "--project", "proj", "--redis", redis_url,
+        "--http", "--port", "0", "--token-file", str(token_file),
+    )  # fmt: skip
+    server = HttpServer(args, tmp_path / "http.stderr")
+    try:
+        token = token_file.read_text().strip()
+        assert len(token) >= 32 and token_file.stat().st_mode & 0o777 == 0o600
+        assert f"ateam mcp: wrote a new token to {token_file} (mode 0600)" in server.stderr()
+        assert token not in server.stderr()
+        assert _post(server.url, {}) == 401
+        assert _post(server.url, {"authorization": f"Bearer {token}"}) == 200
     finally:
         server.stop()
 
@@ -349,7 +371,7 @@ def test_http_prints_a_random_token_the_inspector_uses(
 def test_bad_command_lines_are_one_line_errors(tmp_path: Path) -> None:
     cases = [
         (["mcp", "--port", "9999"], 4, "go with --http"),
-        (["mcp", "--http", "--token-file", str(tmp_path / "missing")], 4, "--token-file"),
+        (["mcp", "--http", "--token-file", str(tmp_path / "no-dir" / "t")], 4, "--token-file"),
         (["mcp", "--redis", "redis://127.0.0.1:1/0"], 2, "redis.unavailable"),
     ]
     short = tmp_path / "short"

@@ -20,7 +20,6 @@ from tests.servers.redis import RedisProcess
 from .conftest import (
     START_TIMEOUT_S,
     AgentFactory,
-    Bus,
     ateam_cmd,
     run_ateam,
     subprocess_env,
@@ -102,11 +101,15 @@ def test_a_permission_refused_at_start_is_final_and_up_names_the_agent(
 
 
 def test_up_detach_names_the_one_agent_that_did_not_come_up(
-    redis_url: str, bus: Bus, start_agent: AgentFactory, tmp_path: Path, down: list[Path]
+    redis_url: str, tmp_path: Path, down: list[Path]
 ) -> None:
     root = write_project(tmp_path / "proj", "hello", agents=("zeus", "hera"))
     down.append(root)
-    start_agent("hello/hera")  # holds hera's identity: the supervisor's hera cannot run
+    # hera's queue is damaged beyond repair (an instance running elsewhere is no
+    # failure: `up` leaves a running agent alone, see test_cli_lifecycle.py).
+    state = root / ".ateam" / "agents" / "hera" / "state"
+    state.mkdir(parents=True)
+    (state / "queue.jsonl").write_bytes(b'{"op":"add"' + b"x" * (1024 * 1024 + 10))
 
     up = run_ateam("up", str(root), "--detach", "--redis", redis_url, timeout=60)
 
@@ -114,7 +117,7 @@ def test_up_detach_names_the_one_agent_that_did_not_come_up(
     lines = up.stdout.splitlines()
     assert any(line.startswith("hello/zeus: started") for line in lines), up.stdout
     [hera] = [line for line in lines if line.startswith("hello/hera:")]
-    assert "FAILED, exited with 11" in hera and "Another instance" in hera
+    assert "FAILED, exited with 20" in hera and "storage.corrupt" in hera
     [summary] = error_lines(up.stderr)
     assert "1 of 2 agents" in summary and "hello/hera" in summary
     assert "hello/zeus" not in summary

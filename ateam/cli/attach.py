@@ -1,0 +1,46 @@
+"""``ateam attach NAME``: the console, already attached to NAME (like ``tmux attach -t``).
+
+The console is ``ateam console``'s (panes on a terminal, plain lines otherwise or with
+``--no-ui``) with ``/attach ID`` as its first command, so a refusal reads as it does in
+the console: another console owns the agent (exit 3 from a script), unless
+``--takeover``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from ateam.cli._run import home_project, project_or_none, resolve_names, target, with_team
+from ateam.cli._verb import add_project_option, add_redis_option
+from ateam.cli.console import run_console
+from ateam.client import Team
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    project = project_or_none()
+    bus = target(args, project)
+
+    async def name(team: Team) -> int:
+        await resolve_names(team, args, home_project(args, project))
+        return 0
+
+    asyncio.run(with_team(bus, "attach", name))
+    command = f"/attach {args.id}" + (" --takeover" if args.takeover else "")
+    return run_console(bus, plain=args.no_ui, first_lines=[command])
+
+
+def attach_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "id",
+        metavar="NAME",
+        help="the agent: NAME in the project here, a unique prefix of it, or PROJECT/NAME",
+    )
+    add_project_option(p)
+    p.add_argument(
+        "--takeover",
+        action="store_true",
+        help="take it over from the console that owns it (that console turns read-only)",
+    )
+    p.add_argument("--no-ui", action="store_true", help="plain line mode")
+    add_redis_option(p)

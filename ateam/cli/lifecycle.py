@@ -1,0 +1,210 @@
+"""A project's agents started and stopped: ``up``, ``down``, ``start`` and ``restart``.
+
+The project is the one around the working directory (or ``DIR``), like ``docker
+compose``; its agents run under the project's supervisor (:mod:`ateam.supervisor`), which
+a start asks to run them when it is running and which is started otherwise. Each verb
+prints one line per agent, or with ``--json`` one row per agent::
+
+    [{"id": "hello/zeus", "status": "started", "pid": 4242,
+      "log": "/…/.ateam/agents/zeus/state/agent.log", "error": null}, …]
+
+``status`` is ``started``, ``running`` (it ran already: left alone), ``stopped``, ``not
+running`` or ``failed`` (then ``error`` says why, and the verb exits non-zero).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ateam.cli._run import target, with_team
+from ateam.cli._verb import add_json_option, add_redis_option
+from ateam.cli.console import run_console
+from ateam.client import Target, Team
+from ateam.client.names import resolve_agent
+from ateam.config import CONFIG_DIR, ProjectConfig, load_project
+from ateam.errors import ConfigError, Exit, UsageError
+
+if TYPE_CHECKING:  # imported when a verb runs: the supervisor is for these verbs only
+    from ateam.supervisor import AgentOutcome
+
+
+def project_at(directory: str) -> ProjectConfig:
+    """The project around ``directory``; none there is a one-line error that says what to do.
+
+    Raises:
+        UsageError: there is no ``.ateam/`` in ``directory`` or above it.
+        ConfigError: the project's configuration does not load, or has no agents.
+    """
+    root = Path(directory).expanduser().resolve()
+    project = load_project(root)
+    if project.root is None:
+        where = "" if directory == "." else f" {directory}"
+        raise UsageError(
+            f"no ateam project in {root} or its parents (no {CONFIG_DIR}/ directory); "
+            f"create one with `ateam init{where}`"
+        )
+    if not project.agents:
+        raise ConfigError(
+            f"no agents configured under {project.root / CONFIG_DIR / 'agents'}; "
+            f"`ateam init --agent NAME` in a new directory shows what one looks like"
+        )
+    return project
+
+
+def print_outcomes(outcomes: Sequence[AgentOutcome], as_json: bool) -> None:
+    """One line per agent for people, or the documented JSON rows."""
+    if as_json:
+        print(json.dumps([o.to_json() for o in outcomes], indent=2, sort_keys=True))
+        return
+    for outcome in outcomes:
+        print(outcome.line())
+
+
+def configured_names(project: ProjectConfig, given: Sequence[str]) -> list[str]:
+    """The configured agents that ``given`` names: bare names, unique prefixes or full ids.
+
+    Raises:
+        AmbiguousName: a prefix starts several agents' names.
+        UsageError: a name is not an agent of this project.
+    """
+    ids = [agent.id for agent in project.agents.values()]
+    names = []
+    for text in given:
+        agent_id = resolve_agent(text, ids, project=project.name)
+        their_project, _, name = agent_id.partition("/")
+        if their_project != project.name or name not in project.agents:
+            configured = ", ".join(sorted(project.agents))
+            raise UsageError(
+                f"{text!r} is not an agent of {project.name} (configured in "
+                f"{project.root}/{CONFIG_DIR}/agents/: {configured})"
+            )
+        names.append(name)
+    return list(dict.fromkeys(names))
+
+
+# up / down ------------------------------------------------------------------------------
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    if args.down:  # the older spelling of `ateam down DIR`
+        return cmd_down(args)
+    project = project_at(args.dir)
+    bus = target(args, project)
+    code = _start(project, bus, None, args)
+    if args.detach or args.json:
+        return code
+    return run_console(bus, plain=args.no_ui)
+
+
+def _start(
+    project: ProjectConfig, bus: Target, names: list[str] | None, args: argparse.Namespace
+) -> int:
+    from ateam.supervisor import start_agents
+
+    started = start_agents(project, bus, names=names, redis_url=args.redis)
+    print_outcomes(started.outcomes, args.json)
+    if started.error is not None:  # the exit status must say it
+        raise started.error
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    """``ateam down [DIR]``: stop what ``up``, ``start`` and consoles started for the project."""
+    from ateam.supervisor import stop_agents
+
+    project = project_at(args.dir)
+    rows, ok = stop_agents(project, target(args, project))
+    print_outcomes(rows, args.json)
+    return 0 if ok else Exit.FAILED
+
+
+def up_args(p: argparse.ArgumentParser) -> None:
+    add_redis_option(p)
+    p.add_argument(
+        "dir", nargs="?", default=".", help="the project's directory (default: the current one)"
+    )
+    p.add_argument("--no-ui", action="store_true", help="open the console in plain line mode")
+    p.add_argument("--down", action="store_true", help="stop the project's agents (`ateam down`)")
+    p.add_argument("--detach", action="store_true", help="start the agents, open no console")
+    add_json_option(p, "one row per agent, and no console")
+
+
+def down_args(p: argparse.ArgumentParser) -> None:
+    add_redis_option(p)
+    p.add_argument(
+        "dir", nargs="?", default=".", help="the project's directory (default: the current one)"
+    )
+    add_json_option(p, "one row per agent")
+
+
+# start / restart ------------------------------------------------------------------------
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    """``ateam start NAME…``: start agents of the project here that are not running."""
+    project = project_at(".")
+    names = configured_names(project, args.names)
+    return _start(project, target(args, project), names, args)
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    """``ateam restart NAME…``: stop each agent that runs (gracefully), then start it."""
+    project = project_at(".")
+    names = configured_names(project, args.names)
+    bus = target(args, project)
+    ids = [f"{project.name}/{name}" for name in names]
+
+    async def stop_running(team: Team) -> int:
+        for agent_id in ids:
+            view = await team.status(agent_id)
+            if view is None or not view.connected:
+                continue
+            if not await team.agent(agent_id).stop(wait=args.wait, takeover=args.takeover):
+                print(
+                    f"{agent_id} was asked to stop but is still registered after "
+                    f"{args.wait:g} s; see `ateam logs {agent_id}`",
+                    file=sys.stderr,
+                )
+                return Exit.FAILED
+        return 0
+
+    if asyncio.run(with_team(bus, "restart", stop_running)) != 0:
+        return Exit.FAILED
+    return _start(project, bus, names, args)
+
+
+def _names_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "names",
+        nargs="+",
+        metavar="NAME",
+        help="an agent of the project here: its name, a unique prefix, or PROJECT/NAME",
+    )
+
+
+def start_args(p: argparse.ArgumentParser) -> None:
+    _names_arg(p)
+    add_redis_option(p)
+    add_json_option(p, "one row per agent")
+
+
+def restart_args(p: argparse.ArgumentParser) -> None:
+    start_args(p)
+    p.add_argument(
+        "--takeover",
+        action="store_true",
+        help="stop an agent even while a console owns it (that console turns read-only)",
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long each agent gets to stop before this gives up (default 10)",
+    )
