@@ -68,7 +68,7 @@ the :class:`Exit` values, written here once.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import IntEnum, StrEnum, unique
 from typing import Any, ClassVar
 
@@ -151,7 +151,11 @@ class AteamError(Exception):
 
 
 class ConfigError(AteamError):
-    """A configuration file is missing, unreadable or fails its schema."""
+    """A configuration file is missing, unreadable or fails its schema.
+
+    One error may stand for several problems found in one load (:meth:`of`): its
+    ``problems`` are each one's own error, and its message lists them, one a line.
+    """
 
     code = Code.CONFIG_INVALID
 
@@ -163,6 +167,30 @@ class ConfigError(AteamError):
         )
         self.file = file
         self.field = field
+        self.problems: tuple[ConfigError, ...] = (self,)
+        """Every problem this error reports (itself, unless made by :meth:`of`)."""
+
+    @classmethod
+    def of(cls, problems: Sequence[ConfigError]) -> ConfigError:
+        """One error for every problem of a load: the only one, or all of them listed.
+
+        The first line counts them, so a reader of one line (the supervisor's record of
+        an agent's exit, a verb's warning) still says what is wrong and how much.
+        """
+        unique: dict[str, ConfigError] = {}  # one problem met twice (a shared file) once
+        for error in problems:
+            for problem in error.problems:
+                unique.setdefault(problem.message, problem)
+        found = tuple(unique.values())
+        if len(found) == 1:
+            return found[0]
+        listed = "".join(f"\n  {problem.message}" for problem in found)
+        error = cls(f"{len(found)} problems in the configuration:{listed}")
+        error.problems = found
+        error.detail["problems"] = [
+            {"file": p.file, "field": p.field, "message": p.message} for p in found
+        ]
+        return error
 
 
 class BusError(AteamError):
