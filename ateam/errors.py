@@ -37,6 +37,7 @@ The tree::
     ├── TaskClaimed                 task.claimed           (not open to claim, or not yours)
     ├── TaskBlocked                 task.blocked           (a dependency is not done)
     ├── IdentityRefused             identity.refused       (exit 3: acting as an agent unproven)
+    ├── TaskFailed                  task.failed            (exit 5: a task waited for failed)
     ├── ProviderError               provider.error         (a model provider failed)
     │   ├── RateLimited             provider.rate_limited  (HTTP 429)
     │   ├── Overloaded              provider.overloaded    (HTTP 529, 503)
@@ -68,7 +69,7 @@ the :class:`Exit` values, written here once.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from enum import IntEnum, StrEnum, unique
 from typing import Any, ClassVar
 
@@ -127,6 +128,15 @@ class Code(StrEnum):
     RUNTIME_CRASHED = "runtime.crashed"
     RUNTIME_STOPPED = "runtime.stopped"
     IDENTITY_REFUSED = "identity.refused"
+    TASK_FAILED = "task.failed"
+    """A task a front end queued and waited for ended with an error (``send --wait``, a
+    piped console); also how ``ps`` heads the alert of an agent whose last task failed."""
+    TASK_INTERRUPTED = "task.interrupted"
+    """Not an error a call returns: the code of a ``task.end`` stopped by ``interrupt``."""
+    TASK_CANCELLED = "task.cancelled"
+    """Not an error a call returns: the code of a ``task.end`` stopped by ``cancel``."""
+    TASK_ITERATION_LIMIT = "task.iteration_limit"
+    """Not an error a call returns: a task that reached ``max_iterations`` model calls."""
 
 
 class AteamError(Exception):
@@ -153,8 +163,8 @@ class AteamError(Exception):
 class ConfigError(AteamError):
     """A configuration file is missing, unreadable or fails its schema.
 
-    One error may stand for several problems found in one load (:meth:`of`): its
-    ``problems`` are each one's own error, and its message lists them, one a line.
+    One error may stand for several problems found in one load
+    (:func:`ateam.config.problems.combined`): its ``problems`` are each one's own error.
     """
 
     code = Code.CONFIG_INVALID
@@ -168,29 +178,7 @@ class ConfigError(AteamError):
         self.file = file
         self.field = field
         self.problems: tuple[ConfigError, ...] = (self,)
-        """Every problem this error reports (itself, unless made by :meth:`of`)."""
-
-    @classmethod
-    def of(cls, problems: Sequence[ConfigError]) -> ConfigError:
-        """One error for every problem of a load: the only one, or all of them listed.
-
-        The first line counts them, so a reader of one line (the supervisor's record of
-        an agent's exit, a verb's warning) still says what is wrong and how much.
-        """
-        unique: dict[str, ConfigError] = {}  # one problem met twice (a shared file) once
-        for error in problems:
-            for problem in error.problems:
-                unique.setdefault(problem.message, problem)
-        found = tuple(unique.values())
-        if len(found) == 1:
-            return found[0]
-        listed = "".join(f"\n  {problem.message}" for problem in found)
-        error = cls(f"{len(found)} problems in the configuration:{listed}")
-        error.problems = found
-        error.detail["problems"] = [
-            {"file": p.file, "field": p.field, "message": p.message} for p in found
-        ]
-        return error
+        """Every problem this error reports: itself, unless it lists several."""
 
 
 class BusError(AteamError):
@@ -447,6 +435,23 @@ class IdentityRefused(AteamError):
         "only the agent's own runtime holds its token (ATEAM_AGENT_TOKEN), for as long as "
         "that instance runs"
     )
+
+
+class TaskFailed(AteamError):
+    """A task that ``ateam send --wait`` or a piped console waited for did not succeed.
+
+    It ended with an error, was interrupted or cancelled, or its agent stopped before
+    it ended. ``detail`` carries ``agent``, ``task`` and the task's own ``task_code``
+    (``provider.auth``, ``task.interrupted`` ...; ``None`` when it never ended).
+    """
+
+    code = Code.TASK_FAILED
+
+    def __init__(self, message: str, *, agent: str, task: str, task_code: str | None) -> None:
+        super().__init__(message, detail={"agent": agent, "task": task, "task_code": task_code})
+        self.agent = agent
+        self.task = task
+        self.task_code = task_code
 
 
 class ProviderError(AteamError):
@@ -712,6 +717,9 @@ class Exit(IntEnum):
     OWNERSHIP_DENIED = 3
     USAGE = 4
     """A malformed command line or request, an unknown agent, an invalid configuration."""
+    TASK_FAILED = 5
+    """Not in SPEC §2's list: a task the console or verb queued and waited for did not
+    succeed (``task.failed``: ``ateam send --wait``, a console reading a script)."""
     DUPLICATE_INSTANCE = 11
     CONFIG_INVALID = 12
     AGENT_REDIS_UNAVAILABLE = 13
@@ -752,6 +760,7 @@ CLI_EXIT: dict[str, Exit] = {
     Code.REDIS_EVICTION_POLICY: Exit.REDIS_UNAVAILABLE,
     Code.REDIS_OOM: Exit.REDIS_UNAVAILABLE,
     Code.REDIS_READONLY: Exit.REDIS_UNAVAILABLE,
+    Code.TASK_FAILED: Exit.TASK_FAILED,
 }
 AGENT_EXIT: dict[str, Exit] = {
     Code.DUPLICATE_INSTANCE: Exit.DUPLICATE_INSTANCE,

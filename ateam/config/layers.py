@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ateam.config.problems import choices_at, did_you_mean
+from ateam.config.problems import choices_at, combined, did_you_mean
 from ateam.errors import ConfigError
 
 Loc = tuple[str | int, ...]
@@ -100,7 +100,7 @@ def _schema_error(schema: type[BaseModel], exc: ValidationError, origins: Origin
         problems[(file, loc)] = ConfigError(
             message, file=path_text(file), field=_dotted(loc) or None
         )
-    return ConfigError.of(list(problems.values()))
+    return combined(list(problems.values()))
 
 
 def _guess(schema: type[BaseModel], kind: str, loc: Loc, value: Any) -> str:

@@ -3,7 +3,7 @@
 A user who fixes one typo only to meet the next on the following run learns the schema
 one restart at a time. The loader therefore goes on after a problem, with a harmless
 stand-in for what failed, and reports everything it found at the end
-(:meth:`~ateam.errors.ConfigError.of`). A misspelt field name, model id or choice gets
+(:func:`combined`). A misspelt field name, model id or choice gets
 the closest known one as ``did you mean …``.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
@@ -19,13 +19,36 @@ from pydantic import BaseModel
 
 from ateam.errors import ConfigError
 
-__all__ = ["Problems", "choices_at", "did_you_mean", "unknown_model"]
+__all__ = ["Problems", "choices_at", "combined", "did_you_mean", "unknown_model"]
 
 T = TypeVar("T")
 
 _CUTOFF = 0.6
 """How alike a known word must be to be offered (difflib's ratio): close enough that a
 wrong guess is rarer than a right one."""
+
+
+def combined(problems: Sequence[ConfigError]) -> ConfigError:
+    """One error for every problem of a load: the only one, or all of them listed.
+
+    Its first line counts them, so a reader of one line (the supervisor's record of an
+    agent's exit, a verb's warning) still says what is wrong and how much; then each
+    problem on a line of its own. A problem met twice (a shared file) is listed once.
+    """
+    unique: dict[str, ConfigError] = {}
+    for error in problems:
+        for problem in error.problems:
+            unique.setdefault(problem.message, problem)
+    found = tuple(unique.values())
+    if len(found) == 1:
+        return found[0]
+    listed = "".join(f"\n  {problem.message}" for problem in found)
+    error = ConfigError(f"{len(found)} problems in the configuration:{listed}")
+    error.problems = found
+    error.detail["problems"] = [
+        {"file": p.file, "field": p.field, "message": p.message} for p in found
+    ]
+    return error
 
 
 def did_you_mean(word: object, known: Iterable[str]) -> str:
@@ -112,4 +135,4 @@ class Problems:
     def raise_found(self) -> None:
         """Raise one :class:`~ateam.errors.ConfigError` for everything found, if anything."""
         if self.found:
-            raise ConfigError.of(self.found)
+            raise combined(self.found)
