@@ -47,7 +47,7 @@ def task_ended(status: AgentStatus, item: QueueItem, outcome: TaskOutcome, secon
     """Log the end of ``item`` and show (or clear) its failure in ``ps``."""
     if outcome.ok:
         log.info(
-            "task %s done in %.1f s (%d model calls, %d/%d tokens)",
+            "task %s done in %.1f s (model calls: %d, tokens in/out: %d/%d)",
             item.id,
             seconds,
             outcome.iterations,
