@@ -62,8 +62,10 @@ class TaskResult:
         if self.ok:
             return None
         message = _ONE_LINE_HEAD.sub("", self.error or "failed")
+        # No code: the task was not seen ending (its agent went away first).
+        how = f"failed [{self.code}]" if self.code else "did not end"
         return TaskFailed(
-            f"task {self.task_id} of {self.agent} failed [{self.code}]: {message}; "
+            f"task {self.task_id} of {self.agent} {how}: {message}; "
             f"its events: `ateam tail {self.agent}`",
             agent=self.agent,
             task=self.task_id,
@@ -117,6 +119,10 @@ class Outcomes:
     def pending(self, agent: str | None = None) -> list[str]:
         """Queued tasks (of ``agent``, or of every agent) that have not ended."""
         return [task for task, on in self._queued.items() if agent in (None, on)]
+
+    def agent_of(self, task_id: str) -> str:
+        """The agent a pending task was queued on."""
+        return self._queued[task_id]
 
     def give_up(self, agent: str, why: str) -> None:
         """``agent``'s pending tasks will not be seen ending (it stopped): each is a failure."""

@@ -2,8 +2,7 @@
 
 Works over SSH, in a dumb terminal and from scripts: with a non-TTY stdin the console
 stops at the first failing command with that command's exit code, waits for every task
-it queued before it leaves an agent or ends, and exits 5 when one of them failed
-(:mod:`ateam.console.script`).
+it queued before it ends, and exits 5 when one of them failed (:mod:`ateam.console.script`).
 
 When stdin and stdout are both terminals (and ``TERM`` is not ``dumb``) lines are read
 with prompt-toolkit instead: history in ``~/.ateam/console/history``, TAB completion
@@ -311,7 +310,7 @@ def _controller(target: Target, view: PlainView, *, script: bool) -> ConsoleCont
     if not script:
         return ConsoleController(target, view)
     controller = ScriptController(target, view)
-    view.on_event = controller.outcomes.seen
+    view.on_event = controller.seen
     return controller
 
 

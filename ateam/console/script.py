@@ -2,15 +2,16 @@
 
 ``printf '/attach X\\ntext\\n' | ateam console --no-ui`` is a script: stdin is not a
 terminal, nobody is there to watch the answers arrive, and the exit status is all a
-caller can branch on. So before anything that leaves the attached agent — ``/attach``
-(another agent or the same), ``/detach``, ``/stop``, ``/ui``, ``/quit``, the end of
-input, or a command that failed — the console waits until the tasks it queued there
-have ended, their answers printed under the agent as they stream. Once it leaves, each
-task that did not succeed is named on a line of its own and the exit status is 5
-(``task.failed``), unless a failed command already set another.
+caller can branch on. So the console keeps every task it queued in view, whatever
+follows it: after ``/detach`` or an ``/attach`` of another agent it goes on following
+the agent it left until that agent's tasks have ended, their answers printed under its
+name as they stream; and before it ends — ``/quit``, the end of input, or a command that
+failed — it waits for them all. Then each task that did not succeed is named on a line
+of its own and the exit status is 5 (``task.failed``), unless a failed command already
+set another.
 
-Waiting ends early only when the agent is gone (left the registry, or lost without a
-restart on its way): its tasks then count as failed, as nobody saw them end.
+Waiting for an agent ends early only when it is gone (it left the registry, or was lost
+without a restart on its way): its tasks then count as failed, as nobody saw them end.
 """
 
 from __future__ import annotations
@@ -18,17 +19,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from ateam.client import Outcomes, Target
+from ateam.client import Event, EventType, Outcomes, Target
 from ateam.console.controller import ConsoleController, ConsoleView
 from ateam.errors import Exit
 
-__all__ = ["LEAVING", "ScriptController"]
+__all__ = ["ScriptController"]
 
-LEAVING = frozenset({"attach", "detach", "quit", "stop", "ui"})
-"""Console commands after which the attached agent's answers would no longer be shown
-(or its tasks no longer run): the tasks queued so far are waited for first."""
 GONE_CHECK_S = 1.0
-"""How often a wait looks whether the agent is still there (no notice says it died)."""
+"""How often a wait looks whether the agents are still there (no notice says one died)."""
 
 
 class ScriptController(ConsoleController):
@@ -37,15 +35,24 @@ class ScriptController(ConsoleController):
     def __init__(self, target: Target, view: ConsoleView) -> None:
         super().__init__(target, view)
         self.outcomes = Outcomes()
-        """The tasks this console queued; its front end feeds it every event it shows."""
+        """The tasks this console queued and how those that ended went."""
+        self._kept: set[str] = set()
+        """Agents left (detached) while their tasks run: followed until those end."""
 
-    async def execute(self, line: str) -> None:
-        if _command(line) in LEAVING:
-            await self.settle()
-        await super().execute(line)
+    def seen(self, event: Event) -> None:
+        """Every event the view shows: how queued tasks end; an agent left and done with
+        is no longer followed."""
+        self.outcomes.seen(event)
+        agent = event.agent
+        if event.type != EventType.TASK_END or agent not in self._kept:
+            return
+        if not self.outcomes.pending(agent):
+            self._kept.discard(agent)
+            if agent != self.attached and agent not in self.tailed:
+                self.tail.remove(agent)
 
     async def send_input(self, text: str) -> None:
-        """Queue ``text`` on the attached agent, as every console does, and wait for it later."""
+        """Queue ``text`` on the attached agent, as every console does, and keep it in view."""
         agent = self.require_writer()
         view = self.known.get(agent)
         sent = await self.agent(agent).send(
@@ -57,24 +64,36 @@ class ScriptController(ConsoleController):
         self.tell_masked(sent.redacted)
         self.outcomes.queued(agent, sent.id)
 
+    async def detach(self) -> None:
+        agent = self.require_attached()
+        position = self.tail.position(agent)
+        await super().detach()
+        if self.outcomes.pending(agent) and agent not in self.tail.agents:
+            self._kept.add(agent)
+            # From the last event read: nothing missed, nothing shown twice.
+            if position is None:
+                self.follow(agent)
+            else:
+                self.tail.add(agent, position)
+
+    async def execute(self, line: str) -> None:
+        if line.strip().split(maxsplit=1)[:1] == ["/quit"]:
+            await self.settle()
+        await super().execute(line)
+
     async def wait_for_pending(self) -> None:
-        """End of input: the tasks it queued are waited for like before any leaving command."""
+        """End of input: every task it queued is waited for."""
         await self.settle()
 
     async def settle(self) -> None:
-        """Wait until every task queued on the attached agent has ended, or the agent is gone."""
-        agent = self.attached
-        if agent is None:
-            return
-        while self.outcomes.pending(agent):
+        """Wait until every task this console queued has ended, or its agent is gone."""
+        while pending := self.outcomes.pending():
             self.outcomes.changed.clear()
-            view = self.known.get(agent)
-            if view is None or not (view.connected or view.state == "restarting"):
-                self.view.banner(
-                    f"{agent} is gone; its tasks did not end while this console waited"
-                )
-                self.outcomes.give_up(agent, f"{agent} stopped before the task ended")
-                return
+            for agent in dict.fromkeys(self.outcomes.agent_of(task) for task in pending):
+                view = self.known.get(agent)
+                if view is None or not (view.connected or view.state == "restarting"):
+                    self.view.banner(f"{agent} is gone; its tasks did not end here")
+                    self.outcomes.give_up(agent, f"{agent} stopped before the task ended")
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(GONE_CHECK_S):
                     await self.outcomes.changed.wait()
@@ -89,12 +108,3 @@ class ScriptController(ConsoleController):
         if code or not failed:
             return code
         return int(Exit.TASK_FAILED)
-
-
-def _command(line: str) -> str | None:
-    """The console command ``line`` runs (``attach`` for ``/attach X``); ``None`` for input."""
-    text = line.strip()
-    if not text.startswith("/"):
-        return None
-    words = text[1:].split(maxsplit=1)
-    return words[0] if words else None

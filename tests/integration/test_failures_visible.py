@@ -20,6 +20,8 @@ from tests.integration.conftest import (
     START_TIMEOUT_S,
     AgentFactory,
     Bus,
+    ConsoleFactory,
+    attach_and_send,
     run_ateam,
     subprocess_env,
     write_project,
@@ -192,18 +194,21 @@ def test_a_piped_console_waits_for_every_task_whatever_follows_it(
     start_agent("pipe/zeus", cwd=root)
     start_agent("pipe/hera", cwd=root)
 
+    # Both agents work at once; the console leaves each without waiting, then waits at
+    # /quit for both answers.
     done = console_script(
         redis_url,
         "/attach pipe/zeus\none two three four five\n"
-        "/attach pipe/hera\nsix seven eight nine ten\n/ps\n/quit\n",
+        "/attach pipe/hera\nsix seven eight nine ten\n/detach\n/ps\n/quit\n",
     )
 
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    zeus = lines.index("[A:pipe/zeus] echo: one two three four five")
-    hera = lines.index("[A:pipe/hera] echo: six seven eight nine ten")
-    # zeus's answer came before the console moved on to hera.
-    assert zeus < lines.index("*** attached to pipe/hera as its writer") < hera
+    assert lines.count("[A:pipe/zeus] echo: one two three four five") == 1, done.stdout
+    assert lines.count("[A:pipe/hera] echo: six seven eight nine ten") == 1, done.stdout
+    ends = [ln for ln in lines if re.match(r"\[A:pipe/(zeus|hera)\] --- task q-\S+ done", ln)]
+    assert len(ends) == 2, done.stdout
+    assert "error [" not in done.stdout
 
 
 def test_a_piped_console_exits_5_and_names_each_failed_task(
@@ -221,6 +226,24 @@ def test_a_piped_console_exits_5_and_names_each_failed_task(
     failures = [ln for ln in done.stdout.splitlines() if ln.startswith("error [task.failed]")]
     assert len(failures) == 1, done.stdout
     assert "of pipefail/zeus failed [provider.auth]" in failures[0]
+
+
+def test_a_piped_console_whose_agent_stops_before_answering_exits_5(
+    start_agent: AgentFactory, start_console: ConsoleFactory, tmp_path: Path
+) -> None:
+    root = write_project(tmp_path / "proj", "gone", delay_ms=300)
+    agent = start_agent("gone/zeus", cwd=root)
+    console = start_console()
+    attach_and_send(console, "gone/zeus", "a b c d e f g h i j k l m n o p q r s t")
+    console.wait_line("--- task q-")
+    console.close_stdin()  # the end of the script: the console waits for the task…
+
+    agent.terminate()  # …which the agent cuts short and puts back in its queue as it stops
+
+    assert console.wait_exit() == TASK_FAILED_EXIT, console.output()
+    line = console.wait_line("error [task.failed]")
+    # Cut short by the shutdown (its task.end says so), or gone before a task.end was read.
+    assert re.search(r"task q-\S+ of gone/zeus (failed \[task\.interrupted\]|did not end)", line)
 
 
 # --- several configuration problems, one run ------------------------------------------

@@ -56,9 +56,10 @@ class ModelDispatch:
         if self._router.is_runtime():
             self.acp.check_at_start()
         models = self._router.config.models
+        route = dict.fromkeys([self._router.current, *self._router.route])  # a pin too
         unusable = [
             error
-            for model in self._router.route
+            for model in route
             if model in models and (error := why_unusable(models[model])) is not None
         ]
         if unusable:
