@@ -38,6 +38,7 @@ The tree::
     ├── TaskClaimed                 task.claimed           (not open to claim, or not yours)
     ├── TaskBlocked                 task.blocked           (a dependency is not done)
     ├── IdentityRefused             identity.refused       (exit 3: acting as an agent unproven)
+    ├── TaskFailed                  task.failed            (exit 5: a task waited for failed)
     ├── ProviderError               provider.error         (a model provider failed)
     │   ├── RateLimited             provider.rate_limited  (HTTP 429)
     │   ├── Overloaded              provider.overloaded    (HTTP 529, 503)
@@ -129,6 +130,15 @@ class Code(StrEnum):
     RUNTIME_STOPPED = "runtime.stopped"
     IDENTITY_REFUSED = "identity.refused"
     NAME_AMBIGUOUS = "name.ambiguous"
+    TASK_FAILED = "task.failed"
+    """A task a front end queued and waited for ended with an error (``send --wait``, a
+    piped console); also how ``ps`` heads the alert of an agent whose last task failed."""
+    TASK_INTERRUPTED = "task.interrupted"
+    """Not an error a call returns: the code of a ``task.end`` stopped by ``interrupt``."""
+    TASK_CANCELLED = "task.cancelled"
+    """Not an error a call returns: the code of a ``task.end`` stopped by ``cancel``."""
+    TASK_ITERATION_LIMIT = "task.iteration_limit"
+    """Not an error a call returns: a task that reached ``max_iterations`` model calls."""
 
 
 class AteamError(Exception):
@@ -153,7 +163,11 @@ class AteamError(Exception):
 
 
 class ConfigError(AteamError):
-    """A configuration file is missing, unreadable or fails its schema."""
+    """A configuration file is missing, unreadable or fails its schema.
+
+    One error may stand for several problems found in one load
+    (:func:`ateam.config.problems.combined`): its ``problems`` are each one's own error.
+    """
 
     code = Code.CONFIG_INVALID
 
@@ -165,6 +179,8 @@ class ConfigError(AteamError):
         )
         self.file = file
         self.field = field
+        self.problems: tuple[ConfigError, ...] = (self,)
+        """Every problem this error reports: itself, unless it lists several."""
 
 
 class BusError(AteamError):
@@ -430,6 +446,23 @@ class IdentityRefused(AteamError):
     )
 
 
+class TaskFailed(AteamError):
+    """A task that ``ateam send --wait`` or a piped console waited for did not succeed.
+
+    It ended with an error, was interrupted or cancelled, or its agent stopped before
+    it ended. ``detail`` carries ``agent``, ``task`` and the task's own ``task_code``
+    (``provider.auth``, ``task.interrupted`` ...; ``None`` when it never ended).
+    """
+
+    code = Code.TASK_FAILED
+
+    def __init__(self, message: str, *, agent: str, task: str, task_code: str | None) -> None:
+        super().__init__(message, detail={"agent": agent, "task": task, "task_code": task_code})
+        self.agent = agent
+        self.task = task
+        self.task_code = task_code
+
+
 class ProviderError(AteamError):
     """A model provider failed; the subclass tells the router how (SPEC §7).
 
@@ -693,6 +726,9 @@ class Exit(IntEnum):
     OWNERSHIP_DENIED = 3
     USAGE = 4
     """A malformed command line or request, an unknown agent, an invalid configuration."""
+    TASK_FAILED = 5
+    """Not in SPEC §2's list: a task the console or verb queued and waited for did not
+    succeed (``task.failed``: ``ateam send --wait``, a console reading a script)."""
     DUPLICATE_INSTANCE = 11
     CONFIG_INVALID = 12
     AGENT_REDIS_UNAVAILABLE = 13
@@ -734,6 +770,7 @@ CLI_EXIT: dict[str, Exit] = {
     Code.REDIS_EVICTION_POLICY: Exit.REDIS_UNAVAILABLE,
     Code.REDIS_OOM: Exit.REDIS_UNAVAILABLE,
     Code.REDIS_READONLY: Exit.REDIS_UNAVAILABLE,
+    Code.TASK_FAILED: Exit.TASK_FAILED,
 }
 AGENT_EXIT: dict[str, Exit] = {
     Code.DUPLICATE_INSTANCE: Exit.DUPLICATE_INSTANCE,

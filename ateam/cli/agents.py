@@ -205,6 +205,11 @@ def cmd_send(args: argparse.Namespace) -> int:
     rid, timeout = _send_options(args)  # a UsageError is main()'s (exit 4)
 
     async def work(team: Team) -> int:
+        # Started before the send, so no event of the task can pass unseen; a resend
+        # (--request-id) may name a task that ended already, so it reads from the start.
+        watch = team.watch(args.id) if args.wait else None
+        if watch is not None:
+            await watch.start(from_start=args.request_id is not None)
         # Redacted by the client, before anything reaches Redis (its request stream, its
         # AOF), with the patterns of this project and of the agent's, if it runs here.
         try:
@@ -218,14 +223,26 @@ def cmd_send(args: argparse.Namespace) -> int:
         except (RpcTimeout, RedisUnavailable) as exc:
             # The request may have reached the agent before the reply was lost.
             raise _unconfirmed(exc, args.id, rid, timeout) from exc
-        if args.json:
-            row = {"agent": args.id, **sent.model_dump(mode="json")}
-            print(json.dumps(row, indent=2, sort_keys=True))
-        else:
-            print(sent.id)
         notice = secrets_notice(sent.redacted)
         if notice:
             print(notice, file=sys.stderr)
+        row: dict[str, object] = {"agent": args.id, **sent.model_dump(mode="json")}
+        if watch is None:
+            print(json.dumps(row, indent=2, sort_keys=True) if args.json else sent.id)
+            return 0
+        print(f"task {sent.id} queued on {args.id}; waiting for its end", file=sys.stderr)
+        result = await watch.result(sent.id)
+        failure = result.failure()
+        if args.json:
+            # With --wait the row also holds the end: whether it went well, the answer,
+            # the error's code (None: it went well, or its end was never seen).
+            row.update(ok=result.ok, answer=result.answer, code=result.code)
+            print(json.dumps(row, indent=2, sort_keys=True))
+        elif result.answer:
+            # The answer alone on stdout, for `answer=$(ateam send --wait ...)`.
+            print(result.answer.rstrip("\n"))
+        if failure is not None:
+            raise failure
         return 0
 
     return run_verb(args, "send", work, redactor=local_redactor())
@@ -253,6 +270,14 @@ def send_args(p: argparse.ArgumentParser) -> None:
         "--request-id",
         metavar="ID",
         help="resend a send that timed out: an id the agent has seen is never queued twice",
+    )
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help=(
+            "wait for the task to end and print its answer instead of its id; exit 5 "
+            "(task.failed) if it fails"
+        ),
     )
 
 

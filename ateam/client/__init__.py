@@ -26,6 +26,7 @@ from ateam.client.agent import (
 from ateam.client.board import TasksApi
 from ateam.client.member import TeamMember
 from ateam.client.notices import RESUMED, Notice, NoticeKind, Notices
+from ateam.client.outcomes import Outcomes, TaskResult, TaskWatch
 from ateam.client.redaction import local_redactor, project_at, redactor_for, secrets_notice
 from ateam.client.server import server_command
 from ateam.client.tail import Tail
@@ -76,6 +77,7 @@ __all__ = [
     "Notice",
     "NoticeKind",
     "Notices",
+    "Outcomes",
     "OwnerInfo",
     "OwnerKind",
     "Payload",
@@ -86,8 +88,10 @@ __all__ = [
     "Tail",
     "Target",
     "TaskEnd",
+    "TaskResult",
     "TaskStart",
     "TaskStatus",
+    "TaskWatch",
     "TasksApi",
     "Team",
     "TeamMember",

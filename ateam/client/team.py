@@ -34,6 +34,7 @@ from ateam.client.board import TasksApi
 from ateam.client.listing import AgentListing
 from ateam.client.member import TeamMember
 from ateam.client.notices import Notices
+from ateam.client.outcomes import TaskWatch
 from ateam.client.redaction import Masked, local_redactor, same_fields
 from ateam.client.tail import Tail
 from ateam.client.target import Target
@@ -262,6 +263,11 @@ class Team:
     def agent(self, agent_id: str) -> AgentHandle:
         """A handle on ``agent_id`` (``project/name``); nothing is checked yet."""
         return AgentHandle(self._session, agent_id)
+
+    def watch(self, agent_id: str) -> TaskWatch:
+        """A watch on the ends of tasks queued on ``agent_id`` from now on (start it before
+        sending: see :class:`~ateam.client.outcomes.TaskWatch`)."""
+        return TaskWatch(self._session, agent_id)
 
     def member(self, agent_id: str, token: str, *, max_hops: int) -> TeamMember:
         """This session acting as agent ``agent_id``, proven by its running instance's token.

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ateam.config.problems import choices_at, combined, did_you_mean
 from ateam.errors import ConfigError
 
 Loc = tuple[str | int, ...]
@@ -82,18 +83,33 @@ def validate(schema: type[ModelT], layers: Sequence[Layer]) -> tuple[ModelT, Ori
     try:
         return schema.model_validate(merged), origins
     except ValidationError as exc:
-        raise _schema_error(exc, origins) from None
+        raise _schema_error(schema, exc, origins) from None
 
 
-def _schema_error(exc: ValidationError, origins: Origins) -> ConfigError:
-    errors = exc.errors(include_url=False)
-    first = errors[0]
-    file, loc = locate(origins, tuple(first["loc"]))
-    message = _message(first["type"], first["msg"], first.get("input"))
-    if len(errors) > 1:
-        more = len(errors) - 1
-        message += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return ConfigError(message, file=path_text(file), field=_dotted(loc) or None)
+def _schema_error(schema: type[BaseModel], exc: ValidationError, origins: Origins) -> ConfigError:
+    """Every problem pydantic found, each in its file at its field (once per field: the
+    branches of a union fail together)."""
+    problems: dict[tuple[Path | None, Loc], ConfigError] = {}
+    for error in exc.errors(include_url=False):
+        merged = tuple(error["loc"])
+        file, loc = locate(origins, merged)
+        if (file, loc) in problems:
+            continue
+        message = _message(error["type"], error["msg"], error.get("input"))
+        message += _guess(schema, error["type"], merged, error.get("input"))
+        problems[(file, loc)] = ConfigError(
+            message, file=path_text(file), field=_dotted(loc) or None
+        )
+    return combined(list(problems.values()))
+
+
+def _guess(schema: type[BaseModel], kind: str, loc: Loc, value: Any) -> str:
+    """``did you mean`` for a misspelt field name or choice; ``""`` when nothing is close."""
+    if kind == "extra_forbidden" and loc:
+        return did_you_mean(loc[-1], choices_at(schema, loc[:-1]))
+    if kind == "enum":
+        return did_you_mean(value, choices_at(schema, loc))
+    return ""
 
 
 def locate(origins: Origins, loc: Loc) -> tuple[Path | None, Loc]:

@@ -22,23 +22,22 @@ the bad value came from a farther directory.
 
 from __future__ import annotations
 
+import functools
 import os
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
+from ateam.config._files import PREPARE, read_yaml, resolve_path
 from ateam.config.discovery import CONFIG_DIR, discover, find_project_root
 from ateam.config.layers import Layer as _Layer
-from ateam.config.layers import kind_of as _kind
+from ateam.config.layers import Origins, path_text
 from ateam.config.layers import locate as _locate
-from ateam.config.layers import one_line as _one_line
-from ateam.config.layers import path_text
 from ateam.config.layers import validate as _validate
+from ateam.config.problems import Problems, unknown_model
 from ateam.config.schema import (
     ECHO_MODEL,
     AgentSpec,
@@ -117,12 +116,12 @@ class AgentConfig:
     @property
     def base_prompt_path(self) -> Path:
         """The base system prompt file."""
-        return _resolve_path(self.dir, self.spec.prompts.base)
+        return resolve_path(self.dir, self.spec.prompts.base)
 
     @property
     def overlay_prompt_path(self) -> Path:
         """The user-editable overlay prompt file."""
-        return _resolve_path(self.dir, self.spec.prompts.overlay)
+        return resolve_path(self.dir, self.spec.prompts.overlay)
 
     def model_entry(self, model_id: str | None = None) -> ModelEntry:
         """The registry entry of ``model_id`` (default: the primary model).
@@ -134,7 +133,7 @@ class AgentConfig:
         entry = self.models.get(wanted)
         if entry is None:
             raise ConfigError(
-                _unknown_model(wanted, self.models),
+                unknown_model(wanted, self.models),
                 file=str(self.source) if self.source else None,
             )
         return entry
@@ -230,7 +229,8 @@ def load_project(start: Path | None = None, *, root: Path | None = None) -> Proj
 
     Raises:
         ConfigError: a file is unreadable, not valid YAML, fails its schema, or names an
-            unknown model; the message gives the file, the field path and the problem.
+            unknown model; the message gives the file, the field path and the problem —
+            of every problem found, in every file and every agent (its ``problems``).
     """
     if root is not None:
         origin = root.expanduser().resolve()
@@ -246,35 +246,57 @@ def load_project(start: Path | None = None, *, root: Path | None = None) -> Proj
     project_dirs = [d for d in dirs if d.resolve() != home]
     project_root = project_dirs[0].parent if project_dirs else None
     base = project_root or (origin if origin.is_dir() else origin.parent)
-    layers = {name: _read_layers(dirs, name) for name in _PREPARE}
+    # Each step that fails leaves its problems here and a stand-in behind, so the load
+    # goes on and one run reports every problem of every file and agent.
+    problems = Problems()
+    layers = {name: _read_layers(dirs, name, problems) for name in PREPARE}
 
-    project_file, _ = _validate(ProjectFile, layers["project.yaml"])
-    models_file, model_origins = _validate(ModelsFile, [*layers["models.yaml"], _builtin_models()])
-    tools_file, _ = _validate(ToolsFile, layers["tools.yaml"])
-    redact_file, _ = _validate(RedactFile, layers["redact.yaml"])
+    project_file = problems.attempt(
+        lambda: _validate(ProjectFile, layers["project.yaml"])[0], ProjectFile()
+    )
+    before = len(problems)
+    no_origins: Origins = {}
+    models_file, model_origins = problems.attempt(
+        lambda: _validate(ModelsFile, [*layers["models.yaml"], _builtin_models()]),
+        (ModelsFile(models=(ECHO_MODEL,)), no_origins),
+    )
+    # A registry that failed to load would make every agent's model look unknown.
+    models_known = len(problems) == before
+    tools_file = problems.attempt(
+        lambda: _validate(ToolsFile, layers["tools.yaml"])[0], ToolsFile()
+    )
+    redact_file = problems.attempt(
+        lambda: _validate(RedactFile, layers["redact.yaml"])[0], RedactFile()
+    )
 
     models = {entry.id: entry for entry in models_file.models}
     default_model = models_file.default or ECHO_MODEL.id
     if default_model not in models:
         file, _ = _locate(model_origins, ("default",))
-        raise ConfigError(
-            _unknown_model(default_model, models), file=path_text(file), field="default"
+        problems.add(
+            ConfigError(unknown_model(default_model, models), file=path_text(file), field="default")
         )
+        default_model = ECHO_MODEL.id
 
     transport = _effective_transport(tools_file.transport)
-    name = project_file.name or _default_name(base, project_dirs)
+    name = project_file.name or problems.attempt(
+        lambda: _default_name(base, project_dirs), "project"
+    )
     defaults = _AgentDefaults(
         project=name,
         base=base,
         models=models,
+        models_known=models_known,
         default_model=default_model,
         tools_layers=layers["tools.yaml"],
         policy=tools_file.tools,
     )
-    agents = {
-        agent: _load_agent(agent, agent_dir, defaults)
-        for agent, agent_dir in _find_agents(dirs).items()
+    loaded = {
+        agent: _load_agent(agent, agent_dir, defaults, problems)
+        for agent, agent_dir in _find_agents(dirs, problems).items()
     }
+    problems.raise_found()
+    agents = {agent: config for agent, config in loaded.items() if config is not None}
     return ProjectConfig(
         name=name,
         root=project_root,
@@ -331,6 +353,8 @@ class _AgentDefaults:
     project: str
     base: Path
     models: dict[str, ModelEntry]
+    models_known: bool
+    """Whether ``models`` is the whole registry (``models.yaml`` loaded without problems)."""
     default_model: str
     tools_layers: list[_Layer]
     policy: ToolPolicy
@@ -344,7 +368,7 @@ class _ExecOnly(BaseModel):
     exec: ExecSpec = ExecSpec()
 
 
-def _find_agents(dirs: Sequence[Path]) -> dict[str, Path]:
+def _find_agents(dirs: Sequence[Path], problems: Problems) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for config_dir in dirs:
         agents_root = config_dir / "agents"
@@ -353,9 +377,8 @@ def _find_agents(dirs: Sequence[Path]) -> dict[str, Path]:
         try:
             entries = sorted(agents_root.iterdir())
         except OSError as exc:
-            raise ConfigError(
-                f"cannot list: {exc.strerror or exc}", file=str(agents_root)
-            ) from None
+            problems.add(ConfigError(f"cannot list: {exc.strerror or exc}", file=str(agents_root)))
+            continue
         for entry in entries:
             # Hidden entries are editor or VCS droppings, not agents.
             if entry.name.startswith(".") or entry.name in found:
@@ -365,50 +388,57 @@ def _find_agents(dirs: Sequence[Path]) -> dict[str, Path]:
             try:
                 check_name(entry.name, "agent")
             except ValueError as exc:
-                raise ConfigError(str(exc), file=str(entry)) from None
+                problems.add(ConfigError(str(exc), file=str(entry)))
+                continue
             found[entry.name] = entry
     return found
 
 
-def _load_agent(name: str, agent_dir: Path, defaults: _AgentDefaults) -> AgentConfig:
+def _load_agent(
+    name: str, agent_dir: Path, defaults: _AgentDefaults, problems: Problems
+) -> AgentConfig | None:
+    """The agent's configuration; ``None`` when it has problems (kept in ``problems``)."""
     source = agent_dir / "agent.yaml"
-    raw = _read_yaml(source)
-    spec, _ = _validate(AgentSpec, [(source, raw)])
-    if spec.model is not None:
-        _require_model(spec.model, defaults.models, source, "model")
-    for index, fallback in enumerate(spec.fallbacks):
-        _require_model(fallback, defaults.models, source, f"fallbacks[{index}]")
+    before = len(problems)
+    raw = problems.attempt(lambda: read_yaml(source), None)
+    if raw is None:
+        return None
+    spec = problems.attempt(lambda: _validate(AgentSpec, [(source, raw)])[0], None)
+    wanted = [] if spec is None or not defaults.models_known else _models_named(spec)
+    for model_id, where in wanted:
+        if model_id not in defaults.models:
+            problems.add(
+                ConfigError(unknown_model(model_id, defaults.models), file=str(source), field=where)
+            )
 
     # The agent's exec section is one more, nearest, layer over tools.yaml's.
     exec_layers: list[_Layer] = [(source, {"exec": raw.get("exec", {})})]
     exec_layers += [
         (file, {"exec": doc["exec"]}) for file, doc in defaults.tools_layers if "exec" in doc
     ]
-    effective_exec = _validate(_ExecOnly, exec_layers)[0].exec
-
+    effective_exec = problems.attempt(lambda: _validate(_ExecOnly, exec_layers)[0].exec, None)
+    if spec is None or effective_exec is None or len(problems) > before:
+        return None
     return AgentConfig(
         name=name,
         project=defaults.project,
         dir=agent_dir,
-        cwd=_resolve_path(defaults.base, spec.cwd) if spec.cwd else defaults.base,
+        cwd=resolve_path(defaults.base, spec.cwd) if spec.cwd else defaults.base,
         model=spec.model or defaults.default_model,
         spec=spec,
         exec=effective_exec,
         tools_allow=tuple(dict.fromkeys((*spec.tools.allow, *defaults.policy.allow))),
         tools_deny=defaults.policy.deny,
-        fs_whitelist=tuple(_resolve_path(defaults.base, p) for p in spec.fs.whitelist),
+        fs_whitelist=tuple(resolve_path(defaults.base, p) for p in spec.fs.whitelist),
         models=defaults.models,
         source=source,
     )
 
 
-def _require_model(model_id: str, models: Mapping[str, ModelEntry], file: Path, where: str) -> None:
-    if model_id not in models:
-        raise ConfigError(_unknown_model(model_id, models), file=str(file), field=where)
-
-
-def _unknown_model(model_id: str, models: Mapping[str, ModelEntry]) -> str:
-    return f"unknown model {model_id!r}; known: {', '.join(models)}"
+def _models_named(spec: AgentSpec) -> list[tuple[str, str]]:
+    """The model ids ``agent.yaml`` names, each with its field."""
+    named = [(spec.model, "model")] if spec.model is not None else []
+    return named + [(f, f"fallbacks[{index}]") for index, f in enumerate(spec.fallbacks)]
 
 
 def _require_name(value: str, what: str) -> None:
@@ -438,143 +468,21 @@ def _effective_transport(spec: TransportSpec) -> TransportSpec:
 # --- reading files --------------------------------------------------------------------
 
 
-def _read_layers(dirs: Sequence[Path], file_name: str) -> list[_Layer]:
+def _read_layers(dirs: Sequence[Path], file_name: str, problems: Problems) -> list[_Layer]:
+    """Every ``file_name`` of ``dirs`` that reads; one that does not is left out of the
+    merge (its problems kept), so the others are still checked."""
     layers: list[_Layer] = []
     for config_dir in dirs:
         path = config_dir / file_name
         if not path.exists():
             continue
-        raw = _read_yaml(path)
-        _PREPARE[file_name](path, raw)
-        layers.append((path, raw))
+        before = len(problems)
+        empty: dict[str, Any] = {}
+        raw = problems.attempt(functools.partial(read_yaml, path), empty)
+        problems.attempt(functools.partial(PREPARE[file_name], path, raw), None)
+        if len(problems) == before:
+            layers.append((path, raw))
     return layers
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    """Parse one file into a mapping with empty (null) values removed."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = exc.problem or exc.context or "syntax error"
-        raise ConfigError(f"invalid YAML{where}: {_one_line(problem)}", file=str(path)) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {_one_line(str(exc))}", file=str(path)) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"the top level must be a mapping, not {_kind(data)}", file=str(path))
-    return _drop_nulls(data)
-
-
-def _drop_nulls(data: dict[str, Any]) -> dict[str, Any]:
-    # `key:` with nothing after it (typically every child commented out) means "not set",
-    # so it neither overrides a farther file nor fails validation as a null section.
-    def clean(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items() if v is not None}
-        if isinstance(value, list):
-            return [clean(item) for item in value]
-        return value
-
-    cleaned: dict[str, Any] = clean(data)
-    return cleaned
-
-
-def _resolve_path(base: Path, value: str | Path) -> Path:
-    path = Path(value).expanduser()
-    return (path if path.is_absolute() else base / path).resolve()
-
-
-def _resolve_model_scripts(path: Path, raw: dict[str, Any]) -> None:
-    # Resolved before merging: after it nobody knows which .ateam/ an entry came from.
-    _check_unique(path, raw, "models", "id")
-    entries = raw.get("models")
-    for entry in entries if isinstance(entries, list) else ():
-        if isinstance(entry, dict) and isinstance(entry.get("script"), str):
-            entry["script"] = str(_resolve_path(path.parent, entry["script"]))
-
-
-def _resolve_ca_file(path: Path, raw: dict[str, Any]) -> None:
-    transport = raw.get("transport")
-    for name in ("ca_file", "cert_file", "key_file"):  # the TLS files
-        if isinstance(transport, dict) and isinstance(transport.get(name), str):
-            transport[name] = str(_resolve_path(path.parent, transport[name]))
-
-
-def _check_redact_file(path: Path, raw: dict[str, Any]) -> None:
-    _check_unique(path, raw, "patterns", "name")
-    # A pattern that does not compile is found here, while the file is known: the
-    # merged layers the schema checks later no longer say which file or line it was.
-    items = raw.get("patterns")
-    for index, item in enumerate(items if isinstance(items, list) else ()):
-        regex = item.get("regex") if isinstance(item, dict) else None
-        if not isinstance(regex, str):
-            continue
-        try:
-            re.compile(regex)
-        except re.error as exc:
-            line = _line_of(path, ("patterns", index, "regex"))
-            where = f" at line {line}" if line is not None else ""
-            raise ConfigError(
-                f"invalid regular expression{where}: {exc}",
-                file=str(path),
-                field=f"patterns[{index}].regex",
-            ) from None
-
-
-def _line_of(path: Path, keys: Sequence[str | int]) -> int | None:
-    """The 1-based line of the YAML value at ``keys`` in ``path``; ``None`` if not found."""
-    try:
-        node: yaml.Node | None = yaml.compose(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    for key in keys:
-        if isinstance(node, yaml.MappingNode) and isinstance(key, str):
-            node = next((v for k, v in node.value if k.value == key), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int):
-            node = node.value[key] if key < len(node.value) else None
-        else:
-            return None
-    return node.start_mark.line + 1 if node is not None else None
-
-
-def _check_unique(path: Path, raw: dict[str, Any], list_key: str, id_key: str) -> None:
-    # Across files a repeated id is an override; inside one file it is a mistake that
-    # the de-duplication would otherwise hide.
-    items = raw.get(list_key)
-    seen: dict[Any, int] = {}
-    for index, item in enumerate(items if isinstance(items, list) else ()):
-        ident = item.get(id_key) if isinstance(item, dict) else None
-        if not isinstance(ident, str):
-            continue
-        if ident in seen:
-            raise ConfigError(
-                f"duplicate {id_key} {ident!r} (first at {list_key}[{seen[ident]}])",
-                file=str(path),
-                field=f"{list_key}[{index}].{id_key}",
-            )
-        seen[ident] = index
-
-
-def _nothing(path: Path, raw: dict[str, Any]) -> None:
-    return None
-
-
-_PREPARE: dict[str, Callable[[Path, dict[str, Any]], None]] = {
-    "project.yaml": _nothing,
-    "models.yaml": _resolve_model_scripts,
-    "tools.yaml": _resolve_ca_file,
-    "redact.yaml": _check_redact_file,
-}
-"""The merged files, and what each needs done while its origin is still known."""
 
 
 def _builtin_models() -> _Layer:

@@ -1,8 +1,8 @@
 """Plain line mode (SPEC §6): one line per event, input read line by line.
 
 Works over SSH, in a dumb terminal and from scripts: with a non-TTY stdin the console
-stops at the first failing command with that command's exit code, and at the end of
-input it waits for the inputs it sent to finish before leaving.
+stops at the first failing command with that command's exit code, waits for every task
+it queued before it ends, and exits 5 when one of them failed (:mod:`ateam.console.script`).
 
 When stdin and stdout are both terminals (and ``TERM`` is not ``dumb``) lines are read
 with prompt-toolkit instead: history in ``~/.ateam/console/history``, TAB completion
@@ -29,6 +29,7 @@ from ateam.console.commands import command_line, completer
 from ateam.console.controller import ConsoleController
 from ateam.console.hints import console_line
 from ateam.console.render import Chunk, Line, Tone, render, render_gap
+from ateam.console.script import ScriptController
 from ateam.console.tables import table_lines
 from ateam.errors import AteamError, cli_exit_code
 from ateam.paths import ateam_home, private_dir
@@ -62,6 +63,8 @@ class PlainView:
         """Offset of the first event whose text is still held in an unprinted line."""
         self.ask_hook: Callable[[str | None], None] | None = None
         """Set by the prompt-toolkit input: shows a question as the prompt, then clears it."""
+        self.on_event: Callable[[Event], None] | None = None
+        """Told every event shown (a console reading a script learns how its tasks end)."""
 
     def _print(self, text: str) -> None:
         self._out.write(text + "\n")
@@ -99,6 +102,8 @@ class PlainView:
             self._partial_from[agent] = offset
 
     def event(self, event: Event) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
         shown = render(event)
         if isinstance(shown, Chunk):
             if shown.thinking:
@@ -251,7 +256,7 @@ async def _run_plain(
     for preset in first:
         lines.put_nowait(preset)
     view = PlainView(lines)
-    controller = ConsoleController(target, view)
+    controller = _controller(target, view, script=not interactive)
     controller.announce_waiting = True  # no agent list here: a waiting agent is a banner
     controller.panes_possible = panes
     try:
@@ -284,21 +289,9 @@ async def _run_plain(
         loop.add_signal_handler(signal.SIGINT, on_sigint)
     code = 0
     try:
-        while not controller.quit_requested:
-            line = await lines.get()
-            if line is None:
-                # A script's end of input waits for its answers; Ctrl+D at a terminal
-                # is the user leaving, and the agents keep working without the console.
-                if not tty:
-                    await controller.wait_for_pending()
-                break
-            try:
-                await controller.execute(line)
-            except AteamError as exc:
-                view.error(console_line(exc, line, controller.attached))
-                if not interactive:
-                    code = cli_exit_code(exc)
-                    break
+        code = await _read_lines(controller, view, lines, interactive=interactive, tty=tty)
+        if isinstance(controller, ScriptController):
+            code = await controller.finish(code)
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
@@ -310,6 +303,42 @@ async def _run_plain(
         outcome = PlainOutcome.of(controller, code)
         await controller.aclose()
     return outcome
+
+
+def _controller(target: Target, view: PlainView, *, script: bool) -> ConsoleController:
+    """The console's controller; a ``script``'s (stdin not a terminal) waits for the tasks
+    it queues and learns how they end from every event the view shows."""
+    if not script:
+        return ConsoleController(target, view)
+    controller = ScriptController(target, view)
+    view.on_event = controller.seen
+    return controller
+
+
+async def _read_lines(
+    controller: ConsoleController,
+    view: PlainView,
+    lines: asyncio.Queue[str | None],
+    *,
+    interactive: bool,
+    tty: bool,
+) -> int:
+    """Run lines until ``/quit`` or the end of input; the exit code of a script's failure."""
+    while not controller.quit_requested:
+        line = await lines.get()
+        if line is None:
+            # A script's end of input waits for its answers; Ctrl+D at a terminal
+            # is the user leaving, and the agents keep working without the console.
+            if not tty:
+                await controller.wait_for_pending()
+            return 0
+        try:
+            await controller.execute(line)
+        except AteamError as exc:
+            view.error(console_line(exc, line, controller.attached))
+            if not interactive:
+                return cli_exit_code(exc)
+    return 0
 
 
 @dataclass(frozen=True)

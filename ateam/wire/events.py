@@ -112,6 +112,9 @@ class TaskStart(Payload):
 class TaskEnd(Payload):
     ok: bool = False
     error: str | None = None
+    code: str | None = None
+    """The error's stable code (``provider.auth``, ``task.interrupted`` ...); ``None``
+    when the task succeeded, or from an agent older than the field."""
     duration_s: int | float | None = None  # shown as sent: 1 stays "1", not "1.0"
     tokens_in: int = 0
     tokens_out: int = 0

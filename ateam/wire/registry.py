@@ -9,6 +9,7 @@ it back. :class:`FinalExit` is the record of a process that will not be restarte
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, fields
 
 from ateam.constants import HEARTBEAT_TTL_S
@@ -40,9 +41,14 @@ class FinalExit:
     """When it exited, in seconds since the epoch."""
 
     def alert(self) -> str:
-        """The ``ps`` ALERT cell: what happened and what to do."""
-        cure = f"; move {self.file} aside, then start it" if self.file else ""
-        return f"exited {self.code}, not restarted: {self.reason}{cure}"
+        """The ``ps`` ALERT cell: what happened, why, and what to do."""
+        head = f"exited {self.code}, not restarted: {self.reason}"
+        if self.file:
+            return f"{head}; move {self.file} aside, then start it"
+        # The agent's own line says which setting (a model's missing SDK, a typo): the
+        # reason alone ("its configuration is invalid") would send people to its log.
+        cause = _ONE_LINE_HEAD.sub("", self.cause).rstrip(":")
+        return f"{head}: {cause}" if cause else head
 
     def to_wire(self) -> dict[str, object]:
         return asdict(self)
@@ -76,6 +82,8 @@ class FinalExit:
 
 
 _EXIT_FIELDS = frozenset(f.name for f in fields(FinalExit))
+_ONE_LINE_HEAD = re.compile(r"^error \[[^\]]*\]: ")
+"""What an error's one line starts with (``error [config.invalid]: ``)."""
 
 
 @dataclass(slots=True)

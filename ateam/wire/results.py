@@ -103,6 +103,18 @@ class Empty(Result):
 # status, input, stopping a task -------------------------------------------------------
 
 
+class TaskFailure(Result):
+    """The agent's last task failed: which, how (its stable code) and when."""
+
+    task_id: str
+    code: str
+    """The task's error code (``provider.auth``, ``runtime.missing``, ``internal`` ...)."""
+    message: str
+    """The error for people, masked."""
+    at: float = 0.0
+    """When it ended, in seconds since the epoch."""
+
+
 class AgentEntry(Result):
     """What an agent publishes about itself.
 
@@ -138,7 +150,10 @@ class AgentEntry(Result):
     last_switch: dict[str, Any] | None = None
     """The newest ``model.switch``: ``{from, to, reason, ts}``."""
     alert: str | None = None
-    """A standing alert (a stalled worker), shown by ``ps`` until it clears."""
+    """The standing alerts (a stalled worker, a model that cannot work, a failed last
+    task ...), joined; shown by ``ps`` until they clear."""
+    failure: TaskFailure | None = None
+    """The last task's failure; cleared when a task succeeds (its alert with it)."""
     runtime_mode: str | None = None
     """A coding agent's own mode (Claude Code's ``default``, Codex's ``read-only`` ...)."""
     damage: list[dict[str, Any]] = []

@@ -100,8 +100,11 @@ def test_the_stall_watch_alerts_in_ps_then_cancels_and_moves_on(
     first, second = wait_for(ended_twice, 30, "the stalled task to be cut and the next to run")
     assert first["ok"] is False and str(first["error"]).startswith("stalled")
     assert second["ok"] is True
-    warns = [b for _, b in bus.events(agent) if b.get("code") == "worker.stalled"]
+    warns = [
+        b for _, b in bus.events(agent) if b["type"] == "warn" and b.get("code") == "worker.stalled"
+    ]
     assert [w["cancelling"] for w in warns] == [False, True]
+    assert first["code"] == "worker.stalled"  # the cut task's end says why, by its code
     assert warns[0]["step"].startswith("task q-") and warns[0]["task_id"]
     # The alert clears once the worker moves again.
     wait_for(lambda: alert_in_ps() is None, 15, "the alert to clear")

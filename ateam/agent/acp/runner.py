@@ -52,6 +52,7 @@ from ateam.bus.publisher import EventPublisher
 from ateam.config import AgentConfig
 from ateam.config.schema import Approval, ModelEntry
 from ateam.errors import (
+    Code,
     LockLost,
     ProviderError,
     RuntimeAuth,
@@ -100,6 +101,7 @@ class RunnerHooks(Protocol):
 class _Progress:
     text: str = ""
     error: str | None = None
+    code: str | None = None
     tokens_in: int = 0
     tokens_out: int = 0
     prompts: int = 0
@@ -261,6 +263,7 @@ class AcpRunner:
         except Exception as exc:  # a bug: end this task, not the agent
             log.exception("task %s failed unexpectedly", item.id)
             progress.error = f"internal error: {type(exc).__name__}: {exc}"
+            progress.code = Code.INTERNAL
             self._events.emit(EventType.ERROR, msg=progress.error, code="internal", **ids)
         finally:
             self._ids = {}
@@ -275,6 +278,7 @@ class AcpRunner:
             tokens_out=progress.tokens_out,
             iterations=progress.prompts,
             scrub=self._hooks.scrub_text,
+            code=progress.code,
         )
 
     async def _run(
@@ -328,7 +332,7 @@ class AcpRunner:
                 if not self._config.models[decision.to].is_runtime:
                     raise HandOver(decision.to)
                 continue
-            progress.error = failure.one_line()
+            progress.error, progress.code = failure.one_line(), failure.code
             self._events.emit(EventType.ERROR, msg=progress.error, code=failure.code, **ids)
             return
 
@@ -390,7 +394,7 @@ class AcpRunner:
             return
         why = "cancelled the prompt itself" if reason == "cancelled" else f"stopped: {reason}"
         stopped = RuntimeStopped(f"runtime {entry.id} {why}", provider="acp", model=entry.id)
-        progress.error = stopped.one_line()
+        progress.error, progress.code = stopped.one_line(), stopped.code
         self._events.emit(EventType.ERROR, msg=progress.error, code=stopped.code, **ids)
 
     def _compose(self, item: QueueItem, *, new_session: bool, again: bool) -> str:

@@ -35,13 +35,17 @@ class TaskControl:
     approvals: Approvals | None = None
     reason: str | None = None
     """Why the task was stopped, when neither a person's interrupt nor cancel did it."""
+    code: str | None = None
+    """The stable code of that reason (``worker.stalled``), for the task's end."""
     continuing: bool = False
     """The task was handed over from another runner mid-way (a switch between a native
     model and a coding agent): it has started already."""
 
-    def interrupt(self, *, hard: bool = False, reason: str | None = None) -> None:
+    def interrupt(
+        self, *, hard: bool = False, reason: str | None = None, code: str | None = None
+    ) -> None:
         if reason is not None and self.reason is None:
-            self.reason = reason
+            self.reason, self.code = reason, code
         self.interrupted.set()
         if self.approvals is not None:
             self.approvals.reject_all("interrupted" if not hard else "cancelled")

@@ -6,6 +6,10 @@ States: INIT (config, lock) → REGISTERED (RPC served, heartbeat on) → IDLE �
 Every part that changes what ``ps`` shows, or that must stop the process, goes through
 one :class:`AgentStatus`: a state change is always announced (a ``state`` event) and
 published (the registry entry is marked dirty, and the next heartbeat carries it at once).
+
+The entry's one ``alert`` text is made of standing alerts of several kinds (:class:`Alert`),
+each set and cleared by its own part, so clearing one (a stall that ended) never
+clears another (a model that cannot work, a task that failed).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from ateam.bus.publisher import EventPublisher
 from ateam.errors import Exit
 from ateam.wire.registry import AgentEntry
 
-__all__ = ["DAMAGE_SHOWN", "AgentState", "AgentStatus"]
+__all__ = ["DAMAGE_SHOWN", "AgentState", "AgentStatus", "Alert"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,21 @@ class AgentState(StrEnum):
     """The state directory cannot be written (a full disk): nothing is taken, the work
     stays queued, and the agent resumes by itself once a write succeeds."""
     SHUTDOWN = "shutdown"
+
+
+class Alert(StrEnum):
+    """The kinds of standing alert, in the order the ALERT cell shows them."""
+
+    BLOCKED = "blocked"
+    """The state directory cannot be written: nothing is taken until it can."""
+    STALL = "stall"
+    """A worker step shows no progress."""
+    RUNTIME = "runtime"
+    """The coding agent that is the model cannot work (missing, needs a login)."""
+    MODEL = "model"
+    """A model of the agent's route cannot work at all (no API key, no SDK)."""
+    TASK = "task"
+    """The last task failed; the next one that succeeds clears it."""
 
 
 class AgentStatus:
@@ -66,6 +85,7 @@ class AgentStatus:
         self.exit_code = 0
         self.control: TaskControl | None = None
         """The running task's control; ``None`` between tasks."""
+        self._alerts: dict[Alert, str] = {}
 
     @property
     def id(self) -> str:
@@ -118,19 +138,32 @@ class AgentStatus:
             self.entry.runtime_mode = mode
             self.dirty.set()
 
+    def alert(self, kind: Alert, message: str | None) -> None:
+        """Raise (or, with ``None``, clear) the standing alert of ``kind``; ``ps`` shows
+        every standing alert, in :class:`Alert` order."""
+        if message is None:
+            self._alerts.pop(kind, None)
+        else:
+            self._alerts[kind] = message
+        shown = [self._alerts[k] for k in Alert if k in self._alerts]
+        text = "; ".join(shown) if shown else None
+        if text != self.entry.alert:
+            self.entry.alert = text
+            self.dirty.set()
+
+    def alerting(self, kind: Alert) -> str | None:
+        """The standing alert of ``kind``, if raised."""
+        return self._alerts.get(kind)
+
     def runtime_alert(self, message: str | None) -> None:
         """A coding agent that cannot work (missing, needs a login), or no longer so."""
-        if message is not None:
-            self.entry.alert = message
-        elif self.entry.alert is not None and self.entry.alert.startswith("runtime."):
-            self.entry.alert = None
-        self.dirty.set()
+        self.alert(Alert.RUNTIME, message)
 
     def stalled(self, stall: Stall, item: QueueItem | None) -> None:
         """The stall watch saw a silent step: everyone sees it (events, ps, /ps)."""
         message = stall.message()
         log.warning("%s", message)
-        self.entry.alert = message
+        self.alert(Alert.STALL, message)
         ids = {} if item is None else {"task_id": item.id, "trace_id": item.trace_id}
         self._events.emit(
             EventType.WARN,
@@ -158,6 +191,4 @@ class AgentStatus:
         return count
 
     def stall_cleared(self) -> None:
-        if self.entry.alert is not None:
-            self.entry.alert = None
-            self.dirty.set()
+        self.alert(Alert.STALL, None)

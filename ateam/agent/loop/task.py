@@ -20,6 +20,7 @@ from ateam.agent.loop.control import TaskControl
 from ateam.agent.state.queue_item import QueueItem, TaskIds
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
+from ateam.errors import Code
 
 __all__ = ["HandOver", "TaskOutcome", "TaskRunner", "end_task"]
 
@@ -51,6 +52,9 @@ class TaskOutcome:
     tokens_out: int
     iterations: int = 0
     """Model calls the task made."""
+    code: str | None = None
+    """The error's stable code (``provider.auth``, ``task.interrupted`` ...) when ``ok``
+    is false."""
 
 
 class TaskRunner(Protocol):
@@ -77,26 +81,33 @@ def end_task(
     tokens_out: int,
     iterations: int,
     scrub: Callable[[str], str],
+    code: str | None = None,
 ) -> TaskOutcome:
     """How every runner ends a task: ``task.end`` emitted and the outcome returned.
 
     A task stopped from outside without an error of its own ends ``interrupted`` (or
     ``cancelled``, or the reason the stop gave); the error is masked, since it goes on
     to the queue file, the registry and the working context. ``started`` is the task's
-    ``time.monotonic()`` at its start.
+    ``time.monotonic()`` at its start; ``code`` the error's stable code (``internal``
+    when a runner gave an error without one).
     """
     if control.interrupted.is_set() and error is None:
         error = control.reason or ("cancelled" if control.hard else "interrupted")
+        code = control.code or (Code.TASK_CANCELLED if control.hard else Code.TASK_INTERRUPTED)
     if error is not None:
         error = scrub(error)
+        code = code or Code.INTERNAL
+    else:
+        code = None
     events.emit(
         EventType.TASK_END,
         ok=error is None,
         error=error,
+        code=code,
         duration_s=round(time.monotonic() - started, 4),
         tokens_in=tokens_in,
         tokens_out=tokens_out,
         iterations=iterations,
         **ids,
     )
-    return TaskOutcome(error is None, error, text, tokens_in, tokens_out, iterations)
+    return TaskOutcome(error is None, error, text, tokens_in, tokens_out, iterations, code)

@@ -44,11 +44,12 @@ from ateam.agent.context.successor import HandoffKeeper
 from ateam.agent.context.teamfeed import TeamFeed, blocking_task_text
 from ateam.agent.context.window import HISTORY_CANDIDATES
 from ateam.agent.context.working import WorkingContext
+from ateam.agent.loop import journal
 from ateam.agent.loop.board_puller import SOURCE_PREFIX as BOARD_SOURCE
 from ateam.agent.loop.board_puller import BoardPuller, board_task_text
 from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.prompt_reload import PromptReloader
-from ateam.agent.loop.status import AgentState, AgentStatus
+from ateam.agent.loop.status import AgentState, AgentStatus, Alert
 from ateam.agent.loop.switching import ModelSwitcher
 from ateam.agent.loop.task import TaskOutcome, TaskRunner
 from ateam.agent.loop.upkeep import BusUpkeep
@@ -68,7 +69,7 @@ from ateam.constants import (
     WORKER_CRASH_WINDOW_S,
     WORKER_RESTART_DELAY_S,
 )
-from ateam.errors import Exit, LockLost, StorageError, StorageFull, WorkerStalled
+from ateam.errors import Code, Exit, LockLost, StorageError, StorageFull, WorkerStalled
 from ateam.redact import Redactor
 from ateam.wire.turns import Turn
 
@@ -429,10 +430,16 @@ class Worker:
         status.entry.current_task = item.id
         status.entry.queue_len = len(self._queue)
         status.set(AgentState.BUSY)
+        journal.task_started(item)
+        began = time.monotonic()
         await self._team.begin_task(time.time())  # what the team shared, for this task
 
         def stop_stalled() -> None:
-            control.interrupt(hard=True, reason=f"stalled: no progress for {self._stall_s()}")
+            control.interrupt(
+                hard=True,
+                reason=f"stalled: no progress for {self._stall_s()}",
+                code=Code.WORKER_STALLED,
+            )
 
         full: StorageFull | None = None
         try:
@@ -441,11 +448,12 @@ class Worker:
             )
         except WorkerStalled as exc:
             # The task ignored its hard stop: end it here, as the runner would have.
-            outcome = TaskOutcome(False, f"stalled: {exc.message}", "", 0, 0)
+            outcome = TaskOutcome(False, f"stalled: {exc.message}", "", 0, 0, code=exc.code)
             self._events.emit(
                 EventType.TASK_END,
                 ok=False,
                 error=outcome.error,
+                code=outcome.code,
                 task_id=item.id,
                 trace_id=item.trace_id,
             )
@@ -459,8 +467,11 @@ class Worker:
             full = exc
             outcome = TaskOutcome(False, exc.message, "", 0, 0)
         except Exception as exc:
-            self._queue.done(item.id, ok=False, error=self._redactor.redact(repr(exc)))
-            status.entry.last_error = self._redactor.redact(repr(exc))
+            error = self._redactor.redact(repr(exc))
+            self._queue.done(item.id, ok=False, error=error)
+            status.entry.last_error = error
+            crashed = TaskOutcome(False, error, "", 0, 0, code=Code.INTERNAL)
+            journal.task_ended(status, item, crashed, time.monotonic() - began)
             raise
         finally:
             status.control = None
@@ -471,16 +482,18 @@ class Worker:
         if full is not None:
             # As far as the files know the task has not run (a turn is missing), so it
             # goes back to the head with its attempt given back, once that can be written.
+            journal.task_put_back(item, full.message)
             await self._until_written(full, lambda: self._queue.release(item.id))
             return
         if status.stop.is_set() and not outcome.ok:
             # Cut short by shutdown or a lost lock, not by a person: the acknowledged
             # input goes back to the head and runs again after the restart.
+            journal.task_put_back(item, "the agent is stopping")
             self._queue.release(item.id)
             return
-        await self._finish(item, outcome)
+        await self._finish(item, outcome, time.monotonic() - began)
 
-    async def _finish(self, item: QueueItem, outcome: TaskOutcome) -> None:
+    async def _finish(self, item: QueueItem, outcome: TaskOutcome, seconds: float = 0.0) -> None:
         """Record the end of a task that ran, then the bookkeeping and upkeep after it."""
         if item.source.startswith(BOARD_SOURCE):
             # The board before the queue: killed in between, the replay finds the task
@@ -498,6 +511,7 @@ class Worker:
             end = functools.partial(self._queue.done, item.id, ok=outcome.ok, error=outcome.error)
             if not await self._until_written(exc, end):
                 return
+        journal.task_ended(self._status, item, outcome, seconds)
         entry = self._status.entry
         if outcome.error and outcome.error not in ("interrupted", "cancelled"):
             entry.last_error = self._redactor.redact(outcome.error)
@@ -542,7 +556,7 @@ class Worker:
             f"(retrying every {STORAGE_PROBE_S:g} s)"
         )
         log.warning("blocked: %s", reason)
-        status.entry.alert = f"blocked: {reason}"
+        status.alert(Alert.BLOCKED, f"blocked: {reason}")
         self._events.emit(
             EventType.WARN, msg=f"blocked: {reason}", code=full.code, path=full.detail.get("path")
         )
@@ -568,8 +582,8 @@ class Worker:
                 status.set(AgentState.BUSY)
                 return True
         finally:
-            if status.entry.alert == f"blocked: {reason}":
-                status.entry.alert = None
+            if status.alerting(Alert.BLOCKED) == f"blocked: {reason}":
+                status.alert(Alert.BLOCKED, None)
             status.touch()
 
     def _probe_room(self, size: int) -> None:

@@ -49,7 +49,7 @@ from ateam.agent.state.queue_item import QueueItem, TaskIds
 from ateam.bus.coalesce import Coalescer
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
-from ateam.errors import AteamError, ContextTooLong, LockLost, StorageFull
+from ateam.errors import AteamError, Code, ContextTooLong, LockLost, StorageFull
 from ateam.providers.base import (
     Headroom,
     Message,
@@ -77,6 +77,8 @@ class _Progress:
     iterations: int = 0
     text: str = ""
     error: str | None = None
+    code: str | None = None
+    """The error's stable code."""
 
 
 @dataclass
@@ -226,6 +228,7 @@ class NativeRunner:
         except Exception as exc:  # a bug or a storage failure: end this task, not the agent
             log.exception("task %s failed unexpectedly", item.id)
             progress.error = f"internal error: {describe_error(exc)}"
+            progress.code = Code.INTERNAL
             self._events.emit(EventType.ERROR, msg=progress.error, code="internal", **ids)
         return end_task(
             self._events,
@@ -238,6 +241,7 @@ class NativeRunner:
             tokens_out=progress.tokens_out,
             iterations=progress.iterations,
             scrub=self._hooks.scrub_text,
+            code=progress.code,
         )
 
     async def _loop(
@@ -254,15 +258,16 @@ class NativeRunner:
         while True:
             if progress.iterations >= self.max_iterations:
                 progress.error = f"iteration limit reached ({self.max_iterations} model calls)"
-                self._events.emit(
-                    EventType.WARN, msg=progress.error, code="task.iteration_limit", **ids
-                )
+                progress.code = Code.TASK_ITERATION_LIMIT
+                self._events.emit(EventType.WARN, msg=progress.error, code=progress.code, **ids)
                 return
             reply, model, messages = await self._call(messages, tools, control, item, ids)
             progress.iterations += 1
             calls = self._account(reply, model, messages, item, control, progress)
             if reply.error is not None:
                 progress.error = describe_error(reply.error)
+                failure = reply.error
+                progress.code = failure.code if isinstance(failure, AteamError) else Code.INTERNAL
                 self._events.emit(
                     EventType.ERROR, msg=f"model call failed: {progress.error}", **ids
                 )

@@ -42,7 +42,7 @@ from ateam.agent.context.window import ContextWindow
 from ateam.agent.context.working import WorkingContext
 from ateam.agent.loop.board_puller import BoardPuller
 from ateam.agent.loop.prompt_reload import PromptReloader
-from ateam.agent.loop.status import AgentState, AgentStatus
+from ateam.agent.loop.status import AgentState, AgentStatus, Alert
 from ateam.agent.loop.switching import ModelSwitcher
 from ateam.agent.loop.upkeep import BusUpkeep
 from ateam.agent.loop.watchdog import StallWatch
@@ -466,7 +466,12 @@ def build_parts(
             on_alert=status.runtime_alert,
         )
 
-    tasks = swap("tasks", lambda: ModelDispatch(router, runner, acp_runner))
+    tasks = swap(
+        "tasks",
+        lambda: ModelDispatch(
+            router, runner, acp_runner, on_alert=functools.partial(status.alert, Alert.MODEL)
+        ),
+    )
     watch = config.spec.watchdog
     stall = swap(
         "stall",

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 
 from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.task import HandOver, TaskOutcome
+from ateam.agent.models.readiness import why_unusable
 from ateam.agent.models.router import ModelRouter
 from ateam.agent.native.runner import NativeRunner
 from ateam.agent.state.queue_item import QueueItem
+from ateam.errors import Code
 
 if TYPE_CHECKING:
     from ateam.agent.acp.runner import AcpRunner
@@ -29,12 +31,17 @@ class ModelDispatch:
     """The worker's :class:`~ateam.agent.loop.task.TaskRunner`: native or ACP, by the model."""
 
     def __init__(
-        self, router: ModelRouter, native: NativeRunner, make_acp: Callable[[], AcpRunner]
+        self,
+        router: ModelRouter,
+        native: NativeRunner,
+        make_acp: Callable[[], AcpRunner],
+        on_alert: Callable[[str | None], None] = lambda _: None,
     ) -> None:
         self._router = router
         self.native = native
         self._make_acp = make_acp
         self._acp: AcpRunner | None = None
+        self._on_alert = on_alert
 
     @property
     def acp(self) -> AcpRunner:
@@ -44,9 +51,19 @@ class ModelDispatch:
         return self._acp
 
     def check_at_start(self) -> None:
-        """A coding agent that is the model and is not installed shows in ``ps`` at once."""
+        """A model of the route that cannot work shows in ``ps`` at once (not at the first
+        task): a model API without its key or SDK, a coding agent that is not installed."""
         if self._router.is_runtime():
             self.acp.check_at_start()
+        models = self._router.config.models
+        route = dict.fromkeys([self._router.current, *self._router.route])  # a pin too
+        unusable = [
+            error
+            for model in route
+            if model in models and (error := why_unusable(models[model])) is not None
+        ]
+        if unusable:
+            self._on_alert("; ".join(f"{error.code}: {error.message}" for error in unusable))
 
     async def close(self) -> None:
         """Stop every coding agent's process this agent started."""
@@ -63,4 +80,4 @@ class ModelDispatch:
             except HandOver:
                 control.continuing = True
         error = "error [internal]: the task was handed between models without end"
-        return TaskOutcome(False, error, "", 0, 0)
+        return TaskOutcome(False, error, "", 0, 0, code=Code.INTERNAL)

@@ -411,7 +411,9 @@ def test_unknown_field_names_field_path(outer: Path) -> None:
         "switching: {switch_at: 0.9, swtich_back: 0.3}\n",
     )
 
-    assert config_error(outer) == f"{path}: switching.swtich_back: unknown field"
+    assert config_error(outer) == (
+        f"{path}: switching.swtich_back: unknown field (did you mean 'switch_back'?)"
+    )
 
 
 def test_schema_violation_message_format(outer: Path) -> None:
