@@ -13,7 +13,13 @@ from ateam.config.runtimes import KNOWN
 def cmd_init(args: argparse.Namespace) -> int:
     from ateam.config.scaffold import init_project
 
-    made = init_project(Path(args.dir), name=args.name, agent=args.agent, runtime=args.runtime)
+    made = init_project(
+        Path(args.dir),
+        name=args.name,
+        agent=args.agent,
+        runtime=args.runtime,
+        example=args.example,
+    )
     if args.json:
         record = {
             "project": made.project,
@@ -42,5 +48,11 @@ def init_args(p: argparse.ArgumentParser) -> None:
         "--runtime",
         choices=sorted(KNOWN),
         help="run the agent on a coding agent you use (over ACP) instead of the echo model",
+    )
+    p.add_argument(
+        "--example",
+        action="store_true",
+        help="write the commented template of every configuration file (a project that "
+        "runs as it is, on the echo model) instead of the short one",
     )
     add_json_option(p, "project, root, agent, files")

@@ -28,6 +28,7 @@ from ateam.cli.console import run_console
 from ateam.client import Target, Team
 from ateam.client.names import resolve_agent
 from ateam.config import CONFIG_DIR, ProjectConfig, load_project
+from ateam.config.discovery import find_project_root, remembered_root
 from ateam.errors import ConfigError, Exit, UsageError
 
 if TYPE_CHECKING:  # imported when a verb runs: the supervisor is for these verbs only
@@ -55,6 +56,26 @@ def project_at(directory: str) -> ProjectConfig:
             f"`ateam init --agent NAME` in a new directory shows what one looks like"
         )
     return project
+
+
+def project_of(names: Sequence[str]) -> ProjectConfig:
+    """The project ``start``/``restart`` act on: the one here, else the one the ids name.
+
+    Outside any project, full ids of one project (``hello/hera``) find it where ``ateam
+    up`` last started it, so the README's ``ateam up examples/hello`` followed by ``ateam
+    start hello/hera`` works from the same directory.
+
+    Raises:
+        UsageError: no project here, and the names do not lead to one.
+        ConfigError: the project's configuration does not load, or has no agents.
+    """
+    if find_project_root() is not None:
+        return project_at(".")
+    projects = {name.partition("/")[0] for name in names if "/" in name}
+    root = remembered_root(projects.pop()) if len(projects) == 1 else None
+    if root is None or any("/" not in name for name in names):
+        return project_at(".")  # its error says there is no project here
+    return project_at(str(root))
 
 
 def print_outcomes(outcomes: Sequence[AgentOutcome], as_json: bool) -> None:
@@ -148,14 +169,14 @@ def down_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_start(args: argparse.Namespace) -> int:
     """``ateam start NAME…``: start agents of the project here that are not running."""
-    project = project_at(".")
+    project = project_of(args.names)
     names = configured_names(project, args.names)
     return _start(project, target(args, project), names, args)
 
 
 def cmd_restart(args: argparse.Namespace) -> int:
     """``ateam restart NAME…``: stop each agent that runs (gracefully), then start it."""
-    project = project_at(".")
+    project = project_of(args.names)
     names = configured_names(project, args.names)
     bus = target(args, project)
     ids = [f"{project.name}/{name}" for name in names]
@@ -184,7 +205,8 @@ def _names_arg(p: argparse.ArgumentParser) -> None:
         "names",
         nargs="+",
         metavar="NAME",
-        help="an agent of the project here: its name, a unique prefix, or PROJECT/NAME",
+        help="an agent of the project here: its name, a unique prefix, or PROJECT/NAME "
+        "(which also works outside the project, once `ateam up` has started it)",
     )
 
 

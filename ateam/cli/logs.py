@@ -17,7 +17,8 @@ from typing import BinaryIO
 from ateam.cli._run import home_project, project_or_none
 from ateam.cli._verb import add_project_option
 from ateam.client.names import resolve_agent
-from ateam.config import CONFIG_DIR, ProjectConfig, agent_dir_for
+from ateam.config import CONFIG_DIR, ProjectConfig, agent_dir_for, load_project
+from ateam.config.discovery import remembered_root
 from ateam.errors import UsageError
 
 FOLLOW_POLL_S = 0.2
@@ -51,6 +52,12 @@ def cmd_logs(args: argparse.Namespace) -> int:
     here = home_project(args, project)
     if project is not None and here != project.name:
         project = None  # another project's configuration is not here to read
+    named, slash, _ = args.id.partition("/")
+    if project is None and slash:
+        # Outside the project: where `ateam up` last started it, if it did.
+        root = remembered_root(named)
+        project = load_project(root) if root is not None else None
+        here = named if project is not None and project.name == named else here
     paths = log_paths(project, here)
     agent = resolve_agent(args.id, paths, project=here)
     their_project, _, name = agent.partition("/")

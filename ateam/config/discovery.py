@@ -6,11 +6,14 @@ directories hold is merged and validated by :mod:`ateam.config.loader`.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 from pathlib import Path
 
 from ateam.paths import ateam_home
 
-__all__ = ["CONFIG_DIR", "discover", "find_project_root"]
+__all__ = ["CONFIG_DIR", "discover", "find_project_root", "remember_root", "remembered_root"]
 
 CONFIG_DIR = ".ateam"
 """Name of a configuration directory."""
@@ -50,3 +53,40 @@ def find_project_root(start: Path | None = None) -> Path | None:
         if marker.is_file() and (directory / CONFIG_DIR).resolve() != home:
             return directory
     return None
+
+
+# --- where a project was last started from ------------------------------------------------
+
+_ROOT_FILE = "root"
+"""Under ``~/.ateam/projects/<name>/``: the directory holding that project's ``.ateam/``."""
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+
+def remember_root(name: str, root: Path) -> None:
+    """Note that project ``name`` lives in ``root``, so verbs run elsewhere can find it.
+
+    ``ateam up examples/hello`` is run from anywhere; ``ateam start hello/hera`` or
+    ``ateam logs hello/hera`` later, from the same place, must find that project again
+    without the user repeating its directory (docker compose keeps the same record in
+    its containers' labels). Best effort: a home that cannot be written changes nothing.
+    """
+    if not _SAFE_NAME.match(name):
+        return
+    record = ateam_home() / "projects" / name / _ROOT_FILE
+    with contextlib.suppress(OSError):
+        record.parent.mkdir(parents=True, exist_ok=True)
+        temporary = record.with_name(f".{_ROOT_FILE}.{os.getpid()}")
+        temporary.write_text(f"{root.resolve()}\n", encoding="utf-8")
+        os.replace(temporary, record)
+
+
+def remembered_root(name: str) -> Path | None:
+    """The directory :func:`remember_root` noted for ``name``, if it still holds a project."""
+    if not _SAFE_NAME.match(name):
+        return None
+    try:
+        text = (ateam_home() / "projects" / name / _ROOT_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    root = Path(text.strip())
+    return root if root.is_absolute() and (root / CONFIG_DIR / "project.yaml").is_file() else None

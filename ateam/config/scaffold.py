@@ -10,6 +10,10 @@ The template is the smallest project that runs as it is — offline, on the buil
   ``system_base.md`` and ``system_overlay.md`` (its system prompt);
 * ``.gitignore``: runtime state and KB stores stay out of version control.
 
+With ``--example`` the files are instead the commented template of every setting
+(package data in ``ateam/config/example/``, the repository's ``.ateam.example/``): a
+project that runs as it is, and reads as the reference of every file.
+
 It lives here as text rather than as package data so that it is always installed with
 the code that reads it, and so one test can check every file loads.
 
@@ -27,6 +31,8 @@ import os
 import secrets
 import shutil
 from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from ateam.config.discovery import CONFIG_DIR
@@ -34,7 +40,7 @@ from ateam.config.runtimes import KNOWN
 from ateam.config.schema import check_name
 from ateam.errors import ConfigError, ProjectExists, UsageError
 
-__all__ = ["DEFAULT_AGENT", "Scaffold", "init_project"]
+__all__ = ["DEFAULT_AGENT", "Scaffold", "example_files", "init_project"]
 
 DEFAULT_AGENT = "zeus"
 """The agent a new project starts with."""
@@ -179,12 +185,32 @@ class Scaffold:
     """Every file written, relative to :attr:`root`."""
 
 
+_EXAMPLE_NAME_LINE = "# name: myproj\n"
+"""The commented ``name:`` of the example's ``project.yaml``, set by ``--name``."""
+
+
+def example_files() -> dict[str, str]:
+    """The commented template of every file: path inside ``.ateam/`` → its text."""
+    found: dict[str, str] = {}
+
+    def walk(folder: Traversable, prefix: str) -> None:
+        for entry in folder.iterdir():
+            if entry.is_dir():
+                walk(entry, f"{prefix}{entry.name}/")
+            elif not entry.name.endswith((".pyc", ".pyo")):
+                found[prefix + entry.name] = entry.read_text(encoding="utf-8")
+
+    walk(resources.files("ateam.config") / "example", "")
+    return dict(sorted(found.items()))
+
+
 def init_project(
     directory: Path,
     *,
     name: str | None = None,
     agent: str = DEFAULT_AGENT,
     runtime: str | None = None,
+    example: bool = False,
 ) -> Scaffold:
     """Create ``directory/.ateam/`` from the template (``directory`` too, if missing).
 
@@ -194,6 +220,8 @@ def init_project(
         agent: The name of the project's one agent.
         runtime: A known coding agent (``claude-code``, ``codex``, ``gemini``) to make
             the project's default model; the offline ``echo`` without.
+        example: Write the commented template of every file instead (its one agent is
+            ``zeus`` on ``echo``; ``agent`` and ``runtime`` must stay unset).
 
     Raises:
         ProjectExists: ``.ateam`` exists and is not an empty directory; nothing changed.
@@ -204,10 +232,17 @@ def init_project(
     project = _valid(name or root.name, "project", hint="choose one with --name")
     agent = _valid(agent, "agent", hint="choose another with --agent")
     target = root / CONFIG_DIR
-    models = _models_yaml(runtime)
+    if example:
+        if agent != DEFAULT_AGENT or runtime is not None:
+            raise UsageError(
+                "--example writes the commented template as it is (one agent, zeus, on "
+                "echo); leave out --agent and --runtime, or leave out --example"
+            )
+        relative = list(_example(name).items())
+    else:
+        template = {**_TEMPLATE, "models.yaml": _models_yaml(runtime)}
+        relative = [(path.replace("{agent}", agent), text) for path, text in template.items()]
     _refuse_occupied(target)
-    template = {**_TEMPLATE, "models.yaml": models}
-    relative = [(path.replace("{agent}", agent), text) for path, text in template.items()]
     staging = root / f"{CONFIG_DIR}.init-{secrets.token_hex(4)}"
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -215,8 +250,10 @@ def init_project(
         for path, text in relative:
             file = staging / path
             file.parent.mkdir(parents=True, exist_ok=True)
+            if not example:
+                text = text.replace("{project}", project).replace("{agent}", agent)
             with file.open("x", encoding="utf-8") as out:
-                out.write(text.replace("{project}", project).replace("{agent}", agent))
+                out.write(text)
         # The one step that makes the project appear; refused if someone was faster.
         os.rename(staging, target)
     except OSError as exc:
@@ -229,6 +266,17 @@ def init_project(
         ) from None
     files = tuple(Path(CONFIG_DIR) / path for path, _ in relative)
     return Scaffold(root=root, project=project, agent=agent, files=files)
+
+
+def _example(name: str | None) -> dict[str, str]:
+    """The example's files as written: ``--name`` set in ``project.yaml``, a ``.gitignore``."""
+    files = {**example_files(), ".gitignore": _GITIGNORE}
+    if name is not None:
+        project_yaml = files["project.yaml"]
+        if _EXAMPLE_NAME_LINE not in project_yaml:  # the example was edited: say so
+            raise ConfigError("the example's project.yaml has no '# name: myproj' line to set")
+        files["project.yaml"] = project_yaml.replace(_EXAMPLE_NAME_LINE, f"name: {name}\n", 1)
+    return files
 
 
 def _models_yaml(runtime: str | None) -> str:

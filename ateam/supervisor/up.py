@@ -36,6 +36,7 @@ from ateam.bus.guard import check_eviction
 from ateam.bus.keys import Keys
 from ateam.bus.registry import Registry
 from ateam.config import AgentConfig, ProjectConfig
+from ateam.config.discovery import remember_root
 from ateam.errors import AteamError, SpawnFailed
 from ateam.supervisor.control import (
     Request,
@@ -140,6 +141,8 @@ def start_agents(
             permission, a policy that may evict keys); nothing was started.
     """
     asyncio.run(_check_bus(target))
+    if project.root is not None:
+        remember_root(project.name, project.root)
     chosen = list(project.agents) if names is None else list(dict.fromkeys(names))
     running = asyncio.run(running_agents(target, project))
     wanted = [name for name in chosen if f"{project.name}/{name}" not in running]

@@ -29,6 +29,9 @@ from .conftest import (
 
 pytestmark = pytest.mark.integration
 
+EXAMPLE = Path(__file__).resolve().parents[2] / "ateam" / "config" / "example"
+"""The commented template, package data (the repository's ``.ateam.example`` links here)."""
+
 TEMPLATE_FILES = {
     ".ateam/project.yaml",
     ".ateam/models.yaml",
@@ -89,6 +92,38 @@ def test_init_takes_a_name_an_agent_and_an_empty_ateam_dir(tmp_path: Path) -> No
         "shop/ares"
         in (tmp_path / "my dir" / ".ateam" / "agents" / "ares" / "agent.yaml").read_text()
     )
+
+
+def test_init_example_writes_the_commented_template_that_the_package_carries(
+    tmp_path: Path,
+) -> None:
+    # Run from outside the checkout: the files come with the installed package.
+    result = init(tmp_path / "ref", "--example", "--name", "shop", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    written = {
+        name: data for name, data in snapshot(tmp_path / "ref").items() if data is not None
+    }
+    shipped = {
+        f".ateam/{path.relative_to(EXAMPLE)}": path.read_bytes()
+        for path in EXAMPLE.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert set(written) == set(shipped) | {".ateam/.gitignore"}
+    assert written[".ateam/tools.yaml"] == shipped[".ateam/tools.yaml"]
+    assert b"\nname: shop\n" in written[".ateam/project.yaml"]
+    project = load_project(tmp_path / "ref")
+    assert (project.name, list(project.agents), project.default_model) == (
+        "shop",
+        ["zeus"],
+        "echo",
+    )
+
+    mixed = init(tmp_path / "other", "--example", "--runtime", "codex")
+    assert mixed.returncode == 4 and "--example" in mixed.stderr
+    assert not (tmp_path / "other").exists()
+    again = init(tmp_path / "ref", "--example")
+    assert again.returncode == 1 and "project.exists" in again.stderr
 
 
 def test_the_commented_provider_entries_are_real_configuration(tmp_path: Path) -> None:
