@@ -9,8 +9,9 @@ from ateam import fleet
 from ateam.client import project_at
 from ateam.config import AgentConfig, ProjectConfig, load_project
 from ateam.console.session import ConsoleSession
+from ateam.errors import UsageError
 
-__all__ = ["configured_names", "home_project", "local_config"]
+__all__ = ["configured_names", "home_project", "local_config", "team_project"]
 
 
 async def home_project(console: ConsoleSession) -> ProjectConfig:
@@ -21,6 +22,25 @@ async def home_project(console: ConsoleSession) -> ProjectConfig:
     if project is None:
         project = await asyncio.to_thread(load_project, Path.cwd())
     return project
+
+
+async def team_project(console: ConsoleSession) -> str:
+    """The project whose context and board a command reads or writes.
+
+    That of the attached agent, else the project around the console's directory. A
+    directory outside every project is refused rather than taken for a project of its
+    own name: a post there would reach no agent (and look as if it had).
+
+    Raises:
+        UsageError: nothing is attached and no project is around the directory.
+    """
+    project = await home_project(console)
+    if console.attached is None and project.root is None:
+        raise UsageError(
+            f"no project here ({Path.cwd()} has no .ateam/ above it): /attach an agent "
+            "of the project first, or start the console inside the project"
+        )
+    return project.name
 
 
 def configured_names(cwd: Path) -> set[str]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import redis
 import yaml
 
 from tests._wait import wait_for
@@ -15,6 +17,7 @@ from .conftest import (
     Bus,
     ConsoleFactory,
     attach_and_send,
+    run_ateam,
     write_project,
     write_scripted_project,
     write_waiting_project,
@@ -207,6 +210,21 @@ def test_context_post_and_ls_and_a_blocking_item_is_a_banner_in_every_console(
     poster.send("/context post --urgency panic help")
     line = wait_after(poster, start, "error [")
     assert "error [bad_request]" in line and "urgency" in line
+
+
+def test_outside_every_project_context_and_board_need_an_attached_agent(
+    own_redis: Any, redis_url: str, tmp_path: Path
+) -> None:
+    # A directory that is no project is not taken for one of its own name: the post would
+    # reach no agent. The console says what to do, and nothing is written.
+    lost = tmp_path / "somewhere"
+    lost.mkdir()
+    for line in ("/context post the staging DB moved", "/tasks add write the parser"):
+        done = run_ateam("console", "--no-ui", "--redis", redis_url, input=line + "\n", cwd=lost)
+        assert done.returncode == 4, done.stdout + done.stderr
+        assert "no project here" in done.stdout and "/attach" in done.stdout
+    keys = redis.Redis.from_url(redis_url).keys("*somewhere*")
+    assert keys == []
 
 
 def test_an_agent_posts_a_blocking_item_with_its_tool(

@@ -13,7 +13,7 @@ from typing import Any
 
 from ateam.client import BoardTask
 from ateam.console.commands.base import Call, Command, Parsed, csv, int_option
-from ateam.console.projects import home_project
+from ateam.console.projects import team_project
 from ateam.errors import UsageError
 
 __all__ = ["COMMANDS", "TASK_COLUMNS", "task_rows"]
@@ -51,7 +51,7 @@ async def tasks(call: Call) -> None:
 
 
 async def _project(call: Call) -> str:
-    return (await home_project(call.console)).name
+    return await team_project(call.console)
 
 
 async def _assignee(call: Call, parsed: Parsed, project: str) -> str:

@@ -6,7 +6,7 @@ import time
 
 from ateam.client import ContextItem
 from ateam.console.commands.base import Call, Command, Parsed, csv
-from ateam.console.projects import home_project
+from ateam.console.projects import team_project
 
 CONTEXT_COLUMNS = ["id", "age", "type", "urgency", "scope", "source", "title"]
 _OPTIONS = ("--type", "--urgency", "--scope", "--tags", "--content", "--tag")
@@ -30,7 +30,7 @@ async def _post(call: Call, parsed: Parsed) -> None:
     if not parsed.positional:
         raise call.bad("post needs a TITLE")
     console = call.console
-    project = (await home_project(console)).name
+    project = await team_project(console)
     options = parsed.options
     title, content = console.clean(" ".join(parsed.positional), options.get("--content", ""))
     item = await console.team.context.post(
@@ -48,7 +48,7 @@ async def _post(call: Call, parsed: Parsed) -> None:
 
 async def _ls(call: Call, parsed: Parsed) -> None:
     console = call.console
-    project = (await home_project(console)).name
+    project = await team_project(console)
     options = parsed.options
     items = await console.team.context.ls(
         project,
@@ -62,7 +62,7 @@ async def _ls(call: Call, parsed: Parsed) -> None:
 
 async def _search(call: Call, parsed: Parsed) -> None:
     console = call.console
-    project = (await home_project(console)).name
+    project = await team_project(console)
     query = " ".join(parsed.positional)
     items = await console.team.context.search(project, query)
     _show(call, items, f"no context item in {project} matches {query!r}")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ateam.config.discovery import find_project_root
+from ateam.config.discovery import find_project_root, remember_root, remembered_root
 
 
 def test_the_nearest_project_yaml_wins_and_the_user_home_never_counts(
@@ -34,3 +34,20 @@ def test_the_nearest_project_yaml_wins_and_the_user_home_never_counts(
 
     (work / "sub" / ".ateam" / "project.yaml").write_text("name: sub\n")
     assert find_project_root(sub) == work / "sub"
+
+
+def test_a_project_up_started_is_found_again_by_its_name_until_it_moves(tmp_path: Path) -> None:
+    # ATEAM_HOME is the test's own (tests/conftest.py).
+    root = tmp_path / "checkout" / "examples" / "hello"
+    (root / ".ateam").mkdir(parents=True)
+    (root / ".ateam" / "project.yaml").write_text("name: hello\n")
+    assert remembered_root("hello") is None
+
+    remember_root("hello", root)
+
+    assert remembered_root("hello") == root
+    assert remembered_root("other") is None
+    remember_root("../escape", root)  # not a project name: nothing written
+    assert remembered_root("../escape") is None
+    (root / ".ateam" / "project.yaml").unlink()  # the project is gone from there
+    assert remembered_root("hello") is None
