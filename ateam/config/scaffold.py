@@ -59,8 +59,7 @@ name: {project}
 """
 
 _MODELS_YAML = """\
-# models.yaml — the models the agents may use (SPEC §7) and the knowledge bases'
-# embedder (SPEC §10).
+# models.yaml — the models the agents may use and the knowledge bases' embedder.
 #
 # `echo` needs no key and no network: it answers "echo: <your text>", so this project
 # runs as it is. To use a real model, uncomment an entry below, export the variable

@@ -45,6 +45,7 @@ from ateam.client import (
 from ateam.client.listing import Change
 from ateam.console.banners import ContextBanners
 from ateam.console.editor import Editor, edit_text
+from ateam.console.names import agent_named
 from ateam.console.offsets import OffsetStore
 from ateam.console.owners import OwnerFold
 from ateam.console.roster import agent_banners, auto_tails
@@ -363,11 +364,9 @@ class ConsoleSession:
             await self.refresh_agents(announce=False)
         if text in self.known:
             return text
-        matches = [a for a in self.known if a.startswith(text) or a.split("/", 1)[-1] == text]
-        if len(matches) == 1:
-            return matches[0]
-        if matches:
-            raise UsageError(f"{text!r} is ambiguous: {', '.join(sorted(matches))}")
+        found = await asyncio.to_thread(agent_named, text, list(self.known))
+        if found is not None:
+            return found
         raise AgentNotFound(f"no agent {text!r} on this bus")
 
     # the registry ------------------------------------------------------------------------
