@@ -65,11 +65,12 @@ def test_tasks_from_the_console(
     assert row.split()[1:5] == ["open", "0", "-", first_id]
 
     start = mark(console)
-    console.send(f"/tasks done {first_id} --result 'merged in abc123'")
+    # A task id cut short, with or without its t-, and an agent's name cut short.
+    console.send(f"/tasks done {first_id[2:7]} --result 'merged in abc123'")
     wait_after(console, start, f"done {first_id} by p/zeus")
     not_held = refused(f"/tasks fail {second_id} --as hera --reason 'no time'")
     assert not_held.startswith("error [task.claimed]")  # open: nobody holds it yet
-    console.send(f"/tasks claim {second_id} --as hera")
+    console.send(f"/tasks claim {second_id[:7]} --as he")
     wait_after(console, start, f"claimed {second_id} by p/hera")
     no_reason = refused(f"/tasks fail {second_id} --as p/hera")
     assert no_reason.startswith("error [bad_request]") and "fail needs --reason" in no_reason

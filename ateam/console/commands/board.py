@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ateam.client import BoardTask
+from ateam.client import BoardTask, bus_errors
+from ateam.client.names import resolve_agent, resolve_task_on
 from ateam.console.commands.base import Call, Command, Parsed, csv, int_option
 from ateam.console.projects import team_project
 from ateam.errors import UsageError
@@ -58,16 +59,19 @@ async def _assignee(call: Call, parsed: Parsed, project: str) -> str:
     """``--as`` (a full id, or a name of the board's project), else the attached agent."""
     named = parsed.options.get("--as")
     if named is not None:
-        return named if "/" in named else f"{project}/{named}"
+        # A name or a unique prefix of one, in the board's project; as typed when unknown.
+        return resolve_agent(named, call.console.known, project=project)
     if call.console.attached is None:
         raise UsageError("name the agent: --as PROJECT/NAME, or /attach it first")
     return call.console.attached
 
 
-def _one_id(call: Call, parsed: Parsed) -> str:
+async def _one_id(call: Call, parsed: Parsed, project: str) -> str:
+    """The one task the line names: a full id, or a unique prefix with or without ``t-``."""
     if len(parsed.positional) != 1:
         raise call.bad("name one TASK id")
-    return parsed.positional[0]
+    with bus_errors():
+        return await resolve_task_on(call.console.team, project, parsed.positional[0])
 
 
 def _said(call: Call, verb: str, task: BoardTask) -> None:
@@ -124,16 +128,16 @@ async def _add(call: Call, words: list[str]) -> None:
 
 async def _claim(call: Call, words: list[str]) -> None:
     parsed = call.parse(words, options=("--as",))
-    task_id = _one_id(call, parsed)
     project = await _project(call)
+    task_id = await _one_id(call, parsed, project)
     agent = await _assignee(call, parsed, project)
     _said(call, "claimed", await call.console.team.tasks.claim(project, task_id, agent=agent))
 
 
 async def _done(call: Call, words: list[str]) -> None:
     parsed = call.parse(words, options=("--as", "--result"))
-    task_id = _one_id(call, parsed)
     project = await _project(call)
+    task_id = await _one_id(call, parsed, project)
     agent = await _assignee(call, parsed, project)
     [result] = call.console.clean(parsed.options.get("--result", ""))
     task = await call.console.team.tasks.done(project, task_id, agent=agent, result=result)
@@ -142,10 +146,10 @@ async def _done(call: Call, words: list[str]) -> None:
 
 async def _fail(call: Call, words: list[str]) -> None:
     parsed = call.parse(words, options=("--as", "--reason"))
-    task_id = _one_id(call, parsed)
     if not parsed.options.get("--reason", "").strip():
         raise call.bad("fail needs --reason TEXT")
     project = await _project(call)
+    task_id = await _one_id(call, parsed, project)
     agent = await _assignee(call, parsed, project)
     [reason] = call.console.clean(parsed.options["--reason"])
     task = await call.console.team.tasks.fail(project, task_id, agent=agent, reason=reason)
