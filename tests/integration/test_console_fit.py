@@ -29,15 +29,15 @@ SAID = "please repeat this sentence, which needs most of a terminal that is eigh
 class Terminal:
     """A console on a pty of ``COLUMNS`` x ``ROWS``, its output drawn by a terminal emulator."""
 
-    def __init__(self, redis_url: str, cwd: Path) -> None:
-        self.screen = pyte.Screen(COLUMNS, ROWS)
+    def __init__(self, redis_url: str, cwd: Path, columns: int = COLUMNS, rows: int = ROWS) -> None:
+        self.screen = pyte.Screen(columns, rows)
         self.stream = pyte.ByteStream(self.screen)
         self.child = pexpect.spawn(
             sys.executable,
             ["-m", "ateam", "console", "--redis", redis_url],
             cwd=str(cwd),
-            env=subprocess_env(TERM="xterm-256color", COLUMNS=str(COLUMNS), LINES=str(ROWS)),
-            dimensions=(ROWS, COLUMNS),
+            env=subprocess_env(TERM="xterm-256color", COLUMNS=str(columns), LINES=str(rows)),
+            dimensions=(rows, columns),
             timeout=TIMEOUT_S,
         )
 
@@ -104,6 +104,26 @@ def test_at_80x24_the_attached_stream_is_not_cut_to_a_narrow_column(
     terminal.child.expect(pexpect.EOF, timeout=TIMEOUT_S)
     terminal.child.close()
     assert terminal.child.exitstatus == 0
+
+
+def test_at_200x50_the_side_panes_stay_beside_a_wide_stream(
+    own_redis: Any, redis_url: str, start_agent: AgentFactory, tmp_path: Path
+) -> None:
+    start_agent(AGENT, cwd=write_project(tmp_path / "proj", "proj", delay_ms=1))
+    wide = Terminal(redis_url, tmp_path, columns=200, rows=50)
+    try:
+        wide.wait_until(lambda: "agents (1)" in wide.text(), "the agent list, unasked")
+        wide.send("/attach zeus\r")
+        wide.wait_for(f"{AGENT} · idle · writer")
+        said = SAID + " " + SAID  # longer than the stream at 80 columns, not at 200
+        wide.send(said + "\r")
+        answer = f"echo: {said}"
+        wide.wait_until(lambda: any(answer[:120] in row for row in wide.rows()), "the echo")
+        assert "agents (1)" in wide.text()  # the list is still beside it
+        wide.send("\x11")  # Ctrl+Q
+        wide.child.expect(pexpect.EOF, timeout=TIMEOUT_S)
+    finally:
+        wide.close()
 
 
 def test_a_piped_console_suggests_console_commands(
