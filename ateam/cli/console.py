@@ -11,8 +11,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ateam._token import token_from_file
 from ateam.cli._run import project_or_none, target
-from ateam.cli._token import token_from_file
 from ateam.cli._verb import add_redis_option, port_number
 from ateam.client import Target
 from ateam.errors import UsageError

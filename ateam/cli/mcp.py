@@ -12,8 +12,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from ateam._token import token_from_file
 from ateam.cli._run import run_verb
-from ateam.cli._token import token_from_file
 from ateam.cli._verb import add_redis_option, port_number
 from ateam.client import Team, local_redactor
 from ateam.config import project_name

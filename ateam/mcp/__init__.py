@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ateam.mcp.acting import AgentBridge
 from ateam.mcp.bridge import TeamBridge, runtime_name
-from ateam.mcp.http import DEFAULT_PORT, HttpOptions, read_token
+from ateam.mcp.http import DEFAULT_PORT, HttpOptions
 from ateam.mcp.resources import DECISIONS_URI, SESSION_URI, TASKS_URI
 from ateam.mcp.server import AteamServer, build_server, serve
 from ateam.mcp.tools import TOOL_NAMES
@@ -34,7 +34,6 @@ __all__ = [
     "HttpOptions",
     "TeamBridge",
     "build_server",
-    "read_token",
     "runtime_name",
     "serve",
 ]

@@ -13,41 +13,18 @@ import json
 import secrets
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ateam._net import is_loopback, listen
-from ateam.errors import UsageError
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["DEFAULT_PORT", "MCP_PATH", "BearerGate", "HttpOptions", "read_token", "serve_http"]
+__all__ = ["DEFAULT_PORT", "MCP_PATH", "BearerGate", "HttpOptions", "serve_http"]
 
 DEFAULT_PORT = 8765
 MCP_PATH = "/mcp"
-TOKEN_MIN_CHARS = 16
-"""A shorter token in a token file is refused: it could be guessed."""
-
-
-def read_token(path: str) -> str:
-    """The token in ``path`` (its first line, stripped).
-
-    Raises:
-        UsageError: the file cannot be read, or holds no token of at least 16 characters.
-    """
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--token-file {path}: {exc}") from None
-    token = lines[0].strip() if lines else ""
-    if len(token) < TOKEN_MIN_CHARS or any(ch.isspace() for ch in token):
-        raise UsageError(
-            f"--token-file {path}: the first line must be a token of at least "
-            f"{TOKEN_MIN_CHARS} characters without spaces"
-        )
-    return token
 
 
 @dataclass(frozen=True)

@@ -101,9 +101,7 @@ def test_init_example_writes_the_commented_template_that_the_package_carries(
     result = init(tmp_path / "ref", "--example", "--name", "shop", cwd=tmp_path)
 
     assert result.returncode == 0, result.stderr
-    written = {
-        name: data for name, data in snapshot(tmp_path / "ref").items() if data is not None
-    }
+    written = {name: data for name, data in snapshot(tmp_path / "ref").items() if data is not None}
     shipped = {
         f".ateam/{path.relative_to(EXAMPLE)}": path.read_bytes()
         for path in EXAMPLE.rglob("*")

@@ -150,7 +150,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ateam.client", "ateam.agent", "ateam.supervisor"),
     ("ateam.kb", "ateam.bus"),
     ("ateam.tools", "ateam.providers", "ateam.redact"),
-    ("ateam.config", "ateam.wire", "ateam._jsonl", "ateam._net"),
+    ("ateam.config", "ateam.wire", "ateam._jsonl", "ateam._net", "ateam._token"),
     (
         "ateam.errors",
         "ateam.constants",

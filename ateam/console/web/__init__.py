@@ -12,7 +12,7 @@ Needs the ``web`` extra (``pip install 'ateam[web]'``). See ``docs/console.md``.
 
 from __future__ import annotations
 
-from ateam.console.web.gate import new_token, write_token_file
+from ateam.console.web.gate import new_token
 from ateam.console.web.server import DEFAULT_PORT, WebOptions, serve
 from ateam.console.web.session import WatchOnly, WebController, run_session
 
@@ -24,5 +24,4 @@ __all__ = [
     "new_token",
     "run_session",
     "serve",
-    "write_token_file",
 ]

@@ -15,14 +15,11 @@ otherwise drive a console with them.
 from __future__ import annotations
 
 import hmac
-import os
 import secrets
 from urllib.parse import urlsplit
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
-
-from ateam.errors import UsageError
 
 __all__ = [
     "TOKEN_PARAM",
@@ -30,7 +27,6 @@ __all__ = [
     "cookie_name",
     "new_token",
     "token_gate",
-    "write_token_file",
 ]
 
 TOKEN_PARAM = "token"
@@ -46,23 +42,6 @@ CROSS_ORIGIN = "error [unauthorized]: a console WebSocket from another origin is
 def new_token() -> str:
     """A fresh random token, safe in a URL."""
     return secrets.token_urlsafe(32)
-
-
-def write_token_file(path: str, token: str) -> None:
-    """Write ``token`` to ``path``, readable by its owner only (0600).
-
-    Raises:
-        UsageError: the file cannot be written.
-    """
-    try:
-        # Created 0600 (never readable by others, not even for a moment); an existing
-        # file is truncated and its mode tightened, and a symlink is not followed.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), 0o600)
-            handle.write(token + "\n")
-    except OSError as exc:
-        raise UsageError(f"--token-file {path}: {exc.strerror or exc}") from None
 
 
 def cookie_name(port: int) -> str:

@@ -33,9 +33,7 @@ from ateam.console.web.gate import (
     forwarded_scheme,
     new_token,
     token_gate,
-    write_token_file,
 )
-from ateam.errors import UsageError
 
 __all__ = ["DEFAULT_PORT", "ConsoleServer", "WebOptions", "serve", "session_command"]
 
@@ -51,7 +49,6 @@ class WebOptions:
     port: int = DEFAULT_PORT
     """0 picks a free port (printed at start)."""
     token: str = field(default_factory=new_token, repr=False)
-    token_file: str | None = None
     """Where the token is also written (0600), for scripts and bookmarks."""
     read_only: bool = False
     """Every tab is a watch-only console (a shared screen)."""
@@ -169,12 +166,6 @@ async def serve(options: WebOptions, target: Target) -> None:
         os.environ["ATEAM_REDIS_URL"] = options.redis_url
     sock = listen(options.host, options.port)
     port = sock.getsockname()[1]
-    if options.token_file is not None:
-        try:
-            write_token_file(options.token_file, options.token)
-        except UsageError:
-            sock.close()
-            raise
     server = ConsoleServer(options)
     runner = web.AppRunner(
         server.make_app(port), handle_signals=False, access_log=None, shutdown_timeout=5.0

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ateam.cli._token import token_from_file
+from ateam._token import token_from_file
 from ateam.errors import UsageError
 
 
