@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from socket import gethostname
 
 from redis.exceptions import RedisError
 
@@ -48,6 +49,7 @@ from ateam.supervisor.control import (
 )
 from ateam.supervisor.exits import AgentExit, read_exit
 from ateam.supervisor.process import STOP_TIMEOUT_S
+from ateam.wire.registry import AgentStatus
 
 __all__ = [
     "START_TIMEOUT_S",
@@ -248,7 +250,19 @@ async def running_agents(target: RedisTarget, project: ProjectConfig) -> dict[st
         raise bus_error(exc) from exc
     finally:
         await client.aclose()
-    return {view.id: view.entry.pid for view in views if view.connected}
+    return {view.id: view.entry.pid for view in views if _alive(view)}
+
+
+def _alive(view: AgentStatus) -> bool:
+    """Connected, and on this host its process still exists.
+
+    Right after a kill -9 of everything (the server too) a heartbeat the server kept on
+    disk still looks fresh for a few seconds; the process it speaks for is gone, and an
+    ``up`` that believed it would leave the agent down.
+    """
+    if not view.connected:
+        return False
+    return view.entry.host != gethostname() or pid_is_running(view.entry.pid)
 
 
 async def _wait_up(
@@ -273,7 +287,7 @@ async def _wait_up(
     try:
         while pending and time.monotonic() < deadline:
             views = await registry.list((project.name,))
-            serving = {view.id: view.entry.pid for view in views if view.connected}
+            serving = {view.id: view.entry.pid for view in views if _alive(view)}
             for name, agent in list(pending.items()):
                 if agent.id in serving:
                     found[name] = serving[agent.id]
