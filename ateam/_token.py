@@ -3,7 +3,8 @@
 
 The file exists: its first line is the token (so a client's configuration survives
 restarts). It does not: a new random token is written there, readable by its owner only
-(0600). Either way the verb says which, on stderr, and never prints the token itself.
+(0600). Either way the verb says which, and never prints the token itself (``ateam mcp``
+on stderr, its stdout may be the MCP stream; ``console --web`` beside the URL it prints).
 """
 
 from __future__ import annotations

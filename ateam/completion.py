@@ -465,6 +465,15 @@ def _extension(found: list[Completion], line: str, cursor: int) -> tuple[str, in
     typed = line[start:cursor]
     if len(shared) <= len(typed) or shared == typed:
         return None
+    # What was typed must survive in the result: whole (a path may gain a quote before
+    # it), or as the start of a bare name. `ze` over `p1/zeus` and `p2/zephyr` shares
+    # only `p`, which would drop the `ze`.
+    kept = (
+        shared.lstrip("'\"").startswith(typed.lstrip("'\"")),
+        shared.rpartition("/")[2].startswith(typed),
+    )
+    if not any(kept):
+        return None
     return Completion(shared, start, shared).apply(line, cursor)
 
 

@@ -20,7 +20,7 @@ The layout, one module per verb family over :mod:`ateam.client`::
     completion.py completion bash|zsh|fish; _complete.py is the hidden helper it calls
     _verb.py      how a verb is declared, and the options several families take
     _run.py       the project, the bus, agent names and a team session for one verb's run
-    _token.py     --token-file: read a token, or write a new one
+    _hints.py     the hint after an error, worded for a shell (`ateam …`, not `/…`)
 
 Handlers raise; :func:`main` alone maps an :class:`~ateam.errors.AteamError` to its
 line and exit status, with the hint a person at a shell needs (a ``ateam …`` command,
@@ -39,8 +39,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ateam._cmdline import mask_own_title
+from ateam.cli._hints import cli_line
 from ateam.cli._verb import Handler
-from ateam.errors import AteamError, Code, Exit, cli_exit_code
+from ateam.errors import AteamError, Exit, cli_exit_code
 
 if TYPE_CHECKING:
     from ateam.cli._verb import Verb
@@ -90,39 +91,6 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return _BROKEN_PIPE_EXIT
-
-
-def _verb_path(args: argparse.Namespace) -> str:
-    verb = str(getattr(args, "command", ""))
-    action = getattr(args, f"{verb}_action", None)
-    return f"{verb} {action}" if action else verb
-
-
-def _agent(args: argparse.Namespace) -> str:
-    given = getattr(args, "id", None) or (getattr(args, "ids", None) or [None])[0]
-    return str(given) if given else "NAME"
-
-
-CLI_HINTS: dict[str, Callable[[argparse.Namespace], str]] = {
-    Code.OWNERSHIP_DENIED: lambda args: (
-        f"another console owns {_agent(args)}: watch it with `ateam tail {_agent(args)}`, or "
-        f"take it over with `ateam attach {_agent(args)} --takeover` (or add --takeover here)"
-    ),
-    Code.BAD_REQUEST: lambda args: f"see `ateam {_verb_path(args)} --help`",
-}
-"""A code → the hint for a shell, where an error's own hint names console commands."""
-
-
-def cli_line(error: AteamError, args: argparse.Namespace) -> str:
-    """``error``'s one line, its hint worded for a command line.
-
-    An error that says what to do itself (an empty hint, as a refusal an agent sent
-    has) keeps it that way.
-    """
-    hint = CLI_HINTS.get(str(error.code))
-    if hint is None or not error.hint:
-        return error.one_line()
-    return f"error [{error.code}]: {error.message} — {hint(args)}"
 
 
 def __getattr__(name: str) -> Any:

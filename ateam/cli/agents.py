@@ -14,20 +14,22 @@ import sys
 import uuid
 from typing import Any
 
+from ateam.cli._hints import cli_line
 from ateam.cli._run import print_table, run_verb
 from ateam.cli._verb import add_json_option, add_project_option, add_redis_option
 from ateam.client import Gap, Team, local_redactor, secrets_notice
-from ateam.config import project_name
+from ateam.config import project_here, project_name
 from ateam.console.tables import PS_COLUMNS, ps_rows, table_lines
 from ateam.constants import RPC_DEFAULT_DEADLINE_S
 from ateam.errors import (
     AgentNotFound,
     AteamError,
-    ConfigError,
     Exit,
+    OwnershipDenied,
     RedisUnavailable,
     RpcTimeout,
     UsageError,
+    cli_exit_code,
 )
 
 # agent ------------------------------------------------------------------------------------
@@ -70,7 +72,7 @@ def agent_args(p: argparse.ArgumentParser) -> None:
 def cmd_ps(args: argparse.Namespace) -> int:
     """``ateam ps``: the project here first; ``--project`` only one, ``--all`` in id order."""
     only = _ps_project(args)
-    here = None if args.all or only is not None else _project_here()
+    here = None if args.all or only is not None else project_here()
 
     async def work(team: Team) -> int:
         views = await team.agents()
@@ -98,14 +100,6 @@ def _ps_project(args: argparse.Namespace) -> str | None:
     if args.all:
         raise UsageError("--all lists every project; --project only one: give one of them")
     return args.project or project_name(None)
-
-
-def _project_here() -> str | None:
-    """The name of the project around the working directory, if there is one that loads."""
-    try:
-        return project_name(None)
-    except (UsageError, ConfigError):
-        return None
 
 
 def ps_args(p: argparse.ArgumentParser) -> None:
@@ -321,20 +315,32 @@ def cmd_stop(args: argparse.Namespace) -> int:
     """``ateam stop NAME…``: each agent shuts down gracefully; a supervisor leaves it down."""
 
     async def work(team: Team) -> int:
+
         rows: list[dict[str, object]] = []
+        code = 0
         for agent in args.ids:
             view = await team.status(agent)
             pid = view.entry.pid if view is not None else None
-            gone = await team.agent(agent).stop(wait=args.wait, takeover=args.takeover)
+            try:
+                gone = await team.agent(agent).stop(wait=args.wait, takeover=args.takeover)
+            except (OwnershipDenied, AgentNotFound) as exc:
+                # One refusal (a console owns it) stops neither the others nor the report.
+                rows.append({"id": agent, "status": "failed", "pid": pid, "log": None,
+                             "error": exc.one_line()})  # fmt: skip
+                code = code or cli_exit_code(exc)
+                if not args.json:
+                    print(cli_line(exc, argparse.Namespace(id=agent)), file=sys.stderr)
+                continue
             error = None if gone else f"asked to stop, still registered after {args.wait:g} s"
             status = "stopped" if gone else "failed"
             rows.append({"id": agent, "status": status, "pid": pid, "log": None, "error": error})
+            code = code or (0 if gone else Exit.FAILED)
             if not args.json:
                 line = f"stopped {agent}" if gone else f"{agent} was {error}"
                 print(line, file=sys.stdout if gone else sys.stderr)
         if args.json:
             print(json.dumps(rows, indent=2, sort_keys=True))
-        return 0 if all(row["status"] == "stopped" for row in rows) else Exit.FAILED
+        return code
 
     return run_verb(args, "stop", work)
 

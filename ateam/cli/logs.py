@@ -47,19 +47,29 @@ def log_paths(project: ProjectConfig | None, project_name: str | None) -> dict[s
     return found
 
 
+def _remembered(name: str) -> ProjectConfig | None:
+    """Project ``name`` as configured where ``up`` or ``start`` last ran it on this host."""
+    root = remembered_root(name)
+    if root is None:
+        return None
+    project = load_project(root)
+    return project if project.name == name else None
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     project = project_or_none()
     here = home_project(args, project)
     if project is not None and here != project.name:
         project = None  # another project's configuration is not here to read
-    named, slash, _ = args.id.partition("/")
-    if project is None and slash:
-        # Outside the project: where `ateam up` last started it, if it did.
-        root = remembered_root(named)
-        project = load_project(root) if root is not None else None
-        here = named if project is not None and project.name == named else here
     paths = log_paths(project, here)
     agent = resolve_agent(args.id, paths, project=here)
+    their_project = agent.partition("/")[0]
+    if agent not in paths and (project is None or project.name != their_project):
+        # Another project's agent: its configuration is where `ateam up` last started it.
+        other = _remembered(their_project)
+        if other is not None:
+            paths = log_paths(other, their_project)
+            agent = resolve_agent(args.id, paths, project=their_project)
     their_project, _, name = agent.partition("/")
     log = paths.get(agent) or agent_dir_for(their_project, name) / "state" / LOG_FILE
     if args.lines is not None and args.lines < 0:

@@ -66,9 +66,9 @@ def resolve_agent(given: str, known: Iterable[str], *, project: str | None) -> s
     scope = their_project if slash else project
     if scope is not None:
         within = [i for i in ids if i.partition("/")[0] == scope]
-        found = _pick(name, within, key=_name_of, what=f"agent of {scope}")
+        found = _pick(name, within, key=_name_of, what=f"agents of {scope}")
         return found if found is not None else f"{scope}/{name}"
-    found = _pick(given, ids, key=_name_of, what="agent")
+    found = _pick(given, ids, key=_name_of, what="agents")
     if found is None:
         raise UsageError(
             f"no agent is named {given!r}, and there is no project here to look in; "
@@ -83,7 +83,7 @@ def resolve_task(given: str, known: Iterable[str]) -> str:
     Raises:
         AmbiguousName: the prefix starts several task ids.
     """
-    found = _pick(given.removeprefix(TASK_PREFIX), sorted(set(known)), key=_bare_task, what="task")
+    found = _pick(given.removeprefix(TASK_PREFIX), sorted(set(known)), key=_bare_task, what="tasks")
     return found if found is not None else given
 
 
@@ -96,7 +96,10 @@ def _bare_task(task_id: str) -> str:
 
 
 def _pick(typed: str, ids: list[str], *, key: Callable[[str], str], what: str) -> str | None:
-    """The one id whose ``key`` is ``typed``, else the one it starts; ``None``: no match."""
+    """The one id whose ``key`` is ``typed``, else the one it starts; ``None``: no match.
+
+    ``what`` names the candidates in an ambiguity error: ``agents of hello``, ``tasks``.
+    """
     exact = [i for i in ids if key(i) == typed]
     if len(exact) == 1:
         return exact[0]
@@ -115,7 +118,7 @@ def _pick(typed: str, ids: list[str], *, key: Callable[[str], str], what: str) -
             "give a full id PROJECT/NAME or --project NAME"
         )
     else:
-        message = f"{typed!r} could be any {what} of: {shown}; type more of the name"
+        message = f"{typed!r} could be any of the {what}: {shown}; type more of the name"
     raise AmbiguousName(message, detail={"given": typed, "candidates": matches})
 
 

@@ -18,6 +18,7 @@ from ateam.config.loader import (
     ProjectConfig,
     agent_dir_for,
     load_project,
+    project_here,
     project_name,
     standalone_agent,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "agent_dir_for",
     "discover",
     "load_project",
+    "project_here",
     "project_name",
     "standalone_agent",
 ]

@@ -205,6 +205,15 @@ def project_name(explicit: str | None, start: Path | None = None) -> str:
     return load_project(root=root).name
 
 
+def project_here(start: Path | None = None) -> str | None:
+    """The name of the project around ``start`` (default: the cwd) if one is there and
+    loads; ``None`` otherwise (a front end that only orders or scopes by it goes on)."""
+    try:
+        return project_name(None, start)
+    except (UsageError, ConfigError):
+        return None
+
+
 def agent_dir_for(project: str, name: str) -> Path:
     """Directory of an agent that has no configuration (it still needs a state dir).
 

@@ -6,13 +6,11 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Collection
-from pathlib import Path
 
-from ateam.client import project_at
 from ateam.client.names import resolve_agent
-from ateam.errors import AmbiguousName, AteamError, UsageError
+from ateam.config import project_here
+from ateam.errors import AmbiguousName, UsageError
 
 __all__ = ["agent_named"]
 
@@ -25,7 +23,7 @@ def agent_named(text: str, known: Collection[str]) -> str | None:
     Raises:
         AmbiguousName: ``text`` starts several names, here or on the whole bus.
     """
-    here = _project_here() if "/" not in text else None
+    here = project_here() if "/" not in text else None
     for project in dict.fromkeys((here, None)):
         try:
             found = resolve_agent(text, known, project=project)
@@ -35,11 +33,4 @@ def agent_named(text: str, known: Collection[str]) -> str | None:
             return None  # a bare name that no agent anywhere has
         if found in known:
             return found
-    return None
-
-
-def _project_here() -> str | None:
-    with contextlib.suppress(AteamError, OSError):
-        project = project_at(Path.cwd())
-        return project.name if project is not None else None
     return None

@@ -115,11 +115,6 @@ class Request:
         self.path = path
         self.names = names
 
-    @property
-    def pending(self) -> bool:
-        """Still there: the supervisor has not taken it (yet)."""
-        return self.path.exists()
-
     def withdraw(self) -> bool:
         """Take it back; ``True`` if it was still pending (so nobody will act on it)."""
         try:

@@ -53,7 +53,7 @@ def test_send_stop_and_ack_take_prefixes_and_print_json(
     ambiguous = run_ateam("send", "he", "hi", "--redis", redis_url, cwd=project)
     assert ambiguous.returncode == 4 and ambiguous.stdout == ""
     assert ambiguous.stderr == (
-        "error [name.ambiguous]: 'he' could be any agent of proj of: proj/hera, proj/hermes; "
+        "error [name.ambiguous]: 'he' could be any of the agents of proj: proj/hera, proj/hermes; "
         "type more of the name\n"
     )
 
@@ -87,6 +87,31 @@ def test_an_owned_agent_refuses_send_with_the_cli_commands_to_use(
         "over with `ateam attach proj/zeus --takeover` (or add --takeover here)"
     )
     assert "/attach" not in line.replace("ateam attach", "")
+
+
+def test_stop_of_several_stops_the_free_ones_and_reports_the_owned_one(
+    project: Path,
+    start_agent: AgentFactory,
+    start_console: ConsoleFactory,
+    bus: Bus,
+    redis_url: str,
+) -> None:
+    start_agent("proj/zeus", cwd=project)
+    start_agent("proj/hera", cwd=project)
+    console = start_console()
+    attach_and_send(console, "proj/zeus")
+
+    done = run_ateam("stop", "zeus", "hera", "--json", "--redis", redis_url, cwd=project)
+
+    assert done.returncode == 3, done.stderr  # ownership.denied, as for one agent
+    rows = {row["id"]: row for row in json.loads(done.stdout)}
+    assert rows["proj/hera"]["status"] == "stopped"
+    assert rows["proj/zeus"]["status"] == "failed"
+    assert rows["proj/zeus"]["error"].startswith("error [ownership.denied]: ")
+    assert bus.entry("proj/hera") is None and bus.entry("proj/zeus") is not None
+
+    plain = run_ateam("stop", "zeus", "--redis", redis_url, cwd=project)
+    assert plain.returncode == 3 and "ateam attach proj/zeus --takeover" in plain.stderr
 
 
 def test_tasks_claim_a_task_by_prefix_as_a_bare_agent_name(

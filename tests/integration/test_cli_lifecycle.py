@@ -185,6 +185,6 @@ def test_the_verbs_name_what_is_wrong_in_one_line(
     ambiguous = ateam(project, redis_url, "start", "he")
     assert ambiguous.returncode == 4
     assert ambiguous.stderr.strip() == (
-        "error [name.ambiguous]: 'he' could be any agent of life of: life/hera, life/hermes; "
+        "error [name.ambiguous]: 'he' could be any of the agents of life: life/hera, life/hermes; "
         "type more of the name"
     )

@@ -9,7 +9,7 @@ the consoles the READMEs show are driven on a pseudo-terminal, the panes console
 with the READMEs' own blocks, so a README that changes without this walk fails here.
 
 Each point of the first-hour work has its own tests beside this one: the verbs in
-``test_lifecycle_verbs.py`` and ``test_cli_json.py``, failures in ``test_failures.py``,
+``test_cli_lifecycle.py`` and ``test_cli_json.py``, failures in ``test_failures_visible.py``,
 the console at 80x24 and 200x50 in ``test_console_fit.py``, ``init --example`` in
 ``test_init.py``.
 """
@@ -100,7 +100,8 @@ class User:
     def env(self) -> dict[str, str]:
         return {
             "HOME": str(self.home),
-            "PATH": f"{VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            # No /usr/local/bin: a coding agent installed there must not change the walk.
+            "PATH": f"{VENV / 'bin'}:/usr/bin:/bin",
             "LANG": "C.UTF-8",
         }
 
@@ -320,9 +321,15 @@ def scriptable_verbs(user: User) -> None:
         return user.shell(".venv/bin/ateam tail hello/zeus --from 1").stdout
 
     wait_output(tail, "echo: build it", "zeus to answer 'build it'")
-    user.run(".venv/bin/ateam tail hello/zeus --from 1")
+    replayed = user.run(".venv/bin/ateam tail hello/zeus --from 1").stdout
+    assert "[A:hello/zeus] echo: hello there" in replayed and "echo: build it" in replayed
     logs = user.run(".venv/bin/ateam logs hello/zeus -n 5").stdout
     assert re.search(r"task q-\d+-\d+ done in ", logs), logs
+    # The same log by a bare name and --project, and from inside another project.
+    assert user.shell("ateam logs zeus --project hello -n 5").stdout == logs
+    user.cwd = user.checkout / "myproj"
+    assert user.shell("ateam logs hello/zeus -n 5").stdout == logs
+    user.cwd = user.checkout
 
     stopped = user.run(".venv/bin/ateam stop hello/hera")
     assert "stopped hello/hera" in stopped.stdout

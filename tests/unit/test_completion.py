@@ -263,6 +263,13 @@ def test_tab_extends_a_bare_name_to_the_full_ids_it_shares(tmp_path: Path) -> No
     assert tab.press("/attach proj/ze") == Tab("/attach proj/zephyr", 19)
 
 
+def test_tab_never_drops_what_was_typed_for_a_shorter_shared_part(tmp_path: Path) -> None:
+    # `ze` starts names in two projects: all they share is `p`, which would lose the `ze`.
+    team = CommandCompleter(lambda: USAGES, lambda: ["p1/zeus", "p2/zephyr"], cwd=tmp_path)
+    tab = ShellTab(team)
+    assert tab.press("/attach ze") == Tab("/attach ze", 10, ("p1/zeus", "p2/zephyr"))
+
+
 def test_tab_lists_commands_that_share_only_what_was_typed(completer: CommandCompleter) -> None:
     tab = ShellTab(completer)
     assert tab.press("/a") == Tab("/a", 2, ("/agents", "/attach"))

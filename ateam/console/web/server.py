@@ -49,7 +49,7 @@ class WebOptions:
     port: int = DEFAULT_PORT
     """0 picks a free port (printed at start)."""
     token: str = field(default_factory=new_token, repr=False)
-    """Where the token is also written (0600), for scripts and bookmarks."""
+    """What a browser must bring once (``--token-file`` gives it; else a new one)."""
     read_only: bool = False
     """Every tab is a watch-only console (a shared screen)."""
     redis_url: str | None = None

@@ -62,3 +62,12 @@ def test_the_walk_sees_every_verb_and_its_flags() -> None:
         "ateam --version",
     ):
         assert expected in seen, sorted(seen)
+
+
+def test_a_refusal_names_the_agent_of_a_verb_that_takes_several() -> None:
+    from ateam.cli._hints import cli_line
+    from ateam.errors import OwnershipDenied
+
+    line = cli_line(OwnershipDenied("owned"), argparse.Namespace(names=["hello/zeus", "x"]))
+
+    assert "`ateam tail hello/zeus`" in line and "NAME" not in line

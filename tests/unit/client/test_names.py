@@ -38,7 +38,7 @@ def test_an_ambiguous_prefix_lists_the_candidates_with_a_stable_code() -> None:
     assert error.code == Code.NAME_AMBIGUOUS == "name.ambiguous"
     assert error.detail["candidates"] == ["hello/hera", "hello/hermes"]
     assert error.one_line() == (
-        "error [name.ambiguous]: 'he' could be any agent of hello of: hello/hera, "
+        "error [name.ambiguous]: 'he' could be any of the agents of hello: hello/hera, "
         "hello/hermes; type more of the name"
     )
     assert cli_exit_code(error) == Exit.USAGE
