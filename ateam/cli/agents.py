@@ -18,6 +18,7 @@ from ateam.cli._hints import cli_line
 from ateam.cli._run import print_table, run_verb
 from ateam.cli._verb import add_json_option, add_project_option, add_redis_option
 from ateam.client import Gap, Team, local_redactor, secrets_notice
+from ateam.client.tail import event_json
 from ateam.config import project_here, project_name
 from ateam.console.tables import PS_COLUMNS, ps_rows, table_lines
 from ateam.constants import RPC_DEFAULT_DEADLINE_S
@@ -286,8 +287,19 @@ def cmd_tail(args: argparse.Namespace) -> int:
         # neither a stream nor a registry entry is a typo.
         if not (await team.has_events(args.id) or await team.status(args.id)):
             raise AgentNotFound(f"no agent {args.id!r} and no events for it on this bus")
+        stream = team.agent(args.id).tail(args.from_offset, follow=args.follow)
+        if args.json:
+            # JSON Lines, one event (or gap) a line, flushed: a pipe sees each at once.
+            async for item in stream:
+                row = (
+                    {"gap": {"first": item.first, "last": item.last}}
+                    if isinstance(item, Gap)
+                    else event_json(item)
+                )
+                print(json.dumps(row, sort_keys=True), flush=True)
+            return 0
         view = PlainView(asyncio.Queue())
-        async for item in team.agent(args.id).tail(args.from_offset, follow=args.follow):
+        async for item in stream:
             view.gap(item) if isinstance(item, Gap) else view.event(item)
         view.flush()  # the start of a line that is still being streamed
         return 0
@@ -308,6 +320,9 @@ def tail_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--follow", "-f", action="store_true", help="keep printing new events until Ctrl+C"
+    )
+    add_json_option(
+        p, "JSON Lines: one event a line (offset, type, ts, data; text chunks as data.text)"
     )
 
 

@@ -47,12 +47,14 @@ def cmd_tasks_add(args: argparse.Namespace) -> int:
         by = "cli"
         if args.agent is not None:
             by = await resolve_agent_on(team, args.agent, project=project)
+        # Each task it waits for may be cut short, as everywhere a task is named.
+        after = [await resolve_task_on(team, project, given) for given in depends]
         task = await team.tasks.add(
             project,
             title=" ".join(args.title),
             detail=args.detail,
             priority=args.priority,
-            depends_on=depends,
+            depends_on=after,
             created_by=by,
         )
         if args.json:

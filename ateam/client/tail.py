@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from ateam.bus.events import Event, Gap
+from ateam.bus.events import Event, Gap, decode_chunk
 from ateam.bus.tail import EventTail
+from ateam.wire.events import EventType
 
-__all__ = ["DEFAULT_BACKLOG", "Tail", "follow_one"]
+__all__ = ["DEFAULT_BACKLOG", "Tail", "event_json", "follow_one", "json_ready"]
 
 DEFAULT_BACKLOG = 100
 """Events a tail started without an offset shows first: the agent's recent screen."""
@@ -90,3 +91,41 @@ async def follow_one(
     while items := await tail.poll(wait=False):
         for item in items:
             yield item
+
+
+CHUNKS = frozenset({EventType.TOKEN, EventType.TOOL_OUTPUT})
+"""Event types whose text arrives as chunks (``text``, or ``bin`` bytes)."""
+
+
+def json_ready(value: object, max_chars: int | None = None) -> object:
+    """``value`` as JSON can carry it: bytes as text, unknowns as text, and strings longer
+    than ``max_chars`` (if given) cut, saying how much was left out."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        if max_chars is None or len(value) <= max_chars:
+            return value
+        return f"{value[:max_chars]}… [{len(value) - max_chars} more characters]"
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, dict):
+        return {str(key): json_ready(item, max_chars) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(item, max_chars) for item in value]
+    return json_ready(str(value), max_chars)
+
+
+def event_json(event: Event, max_chars: int | None = None) -> dict[str, object]:
+    """One event as JSON (``ateam tail --json``, MCP ``agent_tail``): ``offset``, ``type``,
+    ``ts`` and ``data``, where a chunk of text or output comes as ``text``."""
+    data = dict(event.data)
+    if event.type in CHUNKS:
+        data["text"] = decode_chunk(data).decode("utf-8", "replace")
+        data.pop("bin", None)
+        data.pop("b64", None)
+    return {
+        "offset": event.offset,
+        "type": event.type,
+        "ts": event.ts,
+        "data": json_ready(data, max_chars),
+    }

@@ -24,12 +24,11 @@ from ateam.client import (
     ContextItem,
     ContextType,
     Event,
-    EventType,
     Gap,
     TaskStatus,
     Team,
-    decode_chunk,
 )
+from ateam.client.tail import event_json, json_ready
 from ateam.config.schema import check_name, checked_name
 from ateam.errors import AgentNotFound, BadRequest
 
@@ -55,8 +54,6 @@ DECISIONS_SHOWN = 20
 """Decisions in the ``decisions`` resource, newest first."""
 ACTIVE = (TaskStatus.OPEN, TaskStatus.CLAIMED)
 """Board tasks still to do: the ``tasks`` resource."""
-CHUNKS = frozenset({EventType.TOKEN, EventType.TOOL_OUTPUT})
-"""Event types whose text arrives as chunks (``text``, or ``bin`` bytes)."""
 RUNTIME_FALLBACK = "mcp"
 
 _RUNTIME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -98,30 +95,13 @@ def _bounded(name: str, value: int, low: int, high: int) -> int:
 
 
 def _plain(value: object) -> object:
-    """``value`` as JSON can carry it: bytes as text, long strings cut, unknowns as text."""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if isinstance(value, str):
-        if len(value) <= FIELD_MAX_CHARS:
-            return value
-        return f"{value[:FIELD_MAX_CHARS]}… [{len(value) - FIELD_MAX_CHARS} more characters]"
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, dict):
-        return {str(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    return _plain(str(value))
+    """``value`` as JSON can carry it, each string cut at :data:`FIELD_MAX_CHARS`."""
+    return json_ready(value, FIELD_MAX_CHARS)
 
 
 def event_row(event: Event) -> dict[str, object]:
     """One event as ``agent_tail`` returns it; chunks of text come as ``text``."""
-    data = dict(event.data)
-    if event.type in CHUNKS:
-        data["text"] = decode_chunk(data).decode("utf-8", "replace")
-        data.pop("bin", None)
-        data.pop("b64", None)
-    return {"offset": event.offset, "type": event.type, "ts": event.ts, "data": _plain(data)}
+    return event_json(event, FIELD_MAX_CHARS)
 
 
 def _agent_row(view: AgentStatus) -> dict[str, object]:

@@ -114,6 +114,29 @@ def test_stop_of_several_stops_the_free_ones_and_reports_the_owned_one(
     assert plain.returncode == 3 and "ateam attach proj/zeus --takeover" in plain.stderr
 
 
+def test_tail_json_is_one_event_a_line_with_the_text_whole(
+    project: Path, start_agent: AgentFactory, bus: Bus, redis_url: str
+) -> None:
+    start_agent("proj/zeus", cwd=project)
+    sent = ok_json(
+        run_ateam("send", "zeus", "build", "it", "--json", "--redis", redis_url, cwd=project)
+    )
+    wait_for(lambda: bus.task_ends("proj/zeus").get(sent["id"]), START_TIMEOUT_S)
+
+    done = run_ateam("tail", "zeus", "--from", "1", "--json", "--redis", redis_url, cwd=project)
+
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [row["offset"] for row in rows] == sorted(row["offset"] for row in rows)
+    assert {"offset", "type", "ts", "data"} == set(rows[0])
+    starts = [row for row in rows if row["type"] == "task.start"]
+    assert starts[-1]["data"]["task_id"] == sent["id"]
+    said = "".join(row["data"]["text"] for row in rows if row["type"] == "token")
+    assert "echo: build it" in said
+    ends = [row for row in rows if row["type"] == "task.end"]
+    assert ends[-1]["data"]["ok"] is True
+
+
 def test_tasks_claim_a_task_by_prefix_as_a_bare_agent_name(
     project: Path, start_agent: AgentFactory, redis_url: str
 ) -> None:
@@ -131,6 +154,8 @@ def test_tasks_claim_a_task_by_prefix_as_a_bare_agent_name(
     assert claimed["status"] == "claimed" and claimed["assignee"] == "proj/zeus"
     done = ok_json(tasks("done", f"t-{short}", "--as", "zeus", "--json"))
     assert done["status"] == "done"
+    after = ok_json(tasks("add", "ship", "it", "--depends-on", short, "--json"))
+    assert after["depends_on"] == [added["id"]]
 
 
 def test_server_start_status_and_stop_print_json(embedded_env: dict[str, str]) -> None:

@@ -115,6 +115,9 @@ async def _add(call: Call, words: list[str]) -> None:
     priority = int_option(options["--priority"], "--priority") if "--priority" in options else 0
     title, detail = console.clean(" ".join(title_words), options.get("--detail", ""))
     project = await _project(call)
+    with bus_errors():
+        # Each task it waits for may be cut short, as everywhere a task is named.
+        after = [await resolve_task_on(console.team, project, given) for given in after]
     task = await console.team.tasks.add(
         project,
         title=title,
