@@ -28,6 +28,7 @@ The tree::
     │   ├── BadRequest              (also an RpcError: the same meaning, from an agent)
     │   └── AmbiguousName           name.ambiguous         (exit 4: a prefix of several names)
     ├── ToolDenied                  tool.denied
+    │   └── PlanRequired            plan.required          (edits wait for an approved plan)
     ├── FsDenied                    fs.denied
     ├── FsConflict                  fs.conflict
     ├── KbDenied                    kb.ingest.denied       (a path outside the sandbox)
@@ -37,6 +38,8 @@ The tree::
     ├── TaskNotFound                task.not_found         (no such task on the board)
     ├── TaskClaimed                 task.claimed           (not open to claim, or not yours)
     ├── TaskBlocked                 task.blocked           (a dependency is not done)
+    ├── GateRefused                 hook.refused           (a quality-gate hook exited 2)
+    ├── HookFailed                  hook.failed            (a hook broke: not a refusal)
     ├── IdentityRefused             identity.refused       (exit 3: acting as an agent unproven)
     ├── TaskFailed                  task.failed            (exit 5: a task waited for failed)
     ├── ProviderError               provider.error         (a model provider failed)
@@ -69,7 +72,6 @@ the :class:`Exit` values, written here once.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from enum import IntEnum, StrEnum, unique
 from typing import Any, ClassVar
@@ -139,6 +141,9 @@ class Code(StrEnum):
     """Not an error a call returns: the code of a ``task.end`` stopped by ``cancel``."""
     TASK_ITERATION_LIMIT = "task.iteration_limit"
     """Not an error a call returns: a task that reached ``max_iterations`` model calls."""
+    HOOK_REFUSED = "hook.refused"
+    HOOK_FAILED = "hook.failed"
+    PLAN_REQUIRED = "plan.required"
 
 
 class AteamError(Exception):
@@ -425,6 +430,33 @@ class TaskClaimed(AteamError):
     code = Code.TASK_CLAIMED
 
 
+class GateRefused(AteamError):
+    """A quality-gate hook exited 2: the step is refused, and its stderr says why.
+
+    ``detail`` carries ``hook`` (``task_created``, ``task_done``, ...) and ``feedback``,
+    which goes back to the model as it is.
+    """
+
+    code = Code.HOOK_REFUSED
+
+
+class HookFailed(AteamError):
+    """A hook could not judge: not found, timed out, or exited other than 0 or 2.
+
+    Reported, never a refusal: a broken gate must not hold the team's work hostage.
+    """
+
+    code = Code.HOOK_FAILED
+    hint = "fix the command under hooks: in project.yaml or agent.yaml"
+
+
+class PlanRequired(ToolDenied):
+    """An edit or command before the plan the task or agent requires was approved."""
+
+    code = Code.PLAN_REQUIRED
+    hint = "write the plan (plan.write) and wait for its approval (/plan approve NAME)"
+
+
 class TaskBlocked(AteamError):
     """The task depends on tasks that are not done yet; ``detail["blocked_by"]`` names them."""
 
@@ -580,62 +612,6 @@ class RuntimeStopped(RuntimeError_):
     """The runtime ended a prompt without an answer (``max_tokens``, ``refusal`` ...)."""
 
     code = Code.RUNTIME_STOPPED
-
-
-_STATUS_ERRORS: dict[int, type[ProviderError]] = {
-    401: AuthFailed,
-    403: AuthFailed,
-    429: RateLimited,
-    503: Overloaded,
-    529: Overloaded,
-}
-
-# Providers report an oversized prompt as a plain 400 (413 for some proxies); only the
-# wording tells it apart. Seen: OpenAI/vLLM/OpenRouter "maximum context length is",
-# OpenAI "context_length_exceeded", Anthropic "prompt is too long", llama.cpp
-# "exceeds the available context size".
-_CONTEXT_TOO_LONG = re.compile(
-    r"context[ _](length|size|window)|maximum context|prompt is too long|too many tokens",
-    re.IGNORECASE,
-)
-
-
-def provider_error_from_status(
-    status: int | None,
-    message: str,
-    *,
-    provider: str,
-    model: str,
-    retry_after_s: float | None = None,
-    detail: Mapping[str, object] | None = None,
-) -> ProviderError:
-    """The typed error for a failed provider call, so every adapter classifies alike.
-
-    Args:
-        status: the HTTP status, or ``None`` when no response arrived (connection error).
-        message: the provider's error message; for a 400 or 413 it decides whether the
-            request was too long for the context window.
-        provider: the provider kind (``openai``, ``anthropic``, ``scripted``, ...).
-        model: the model entry id.
-        retry_after_s: the server's ``Retry-After``, if it sent one.
-        detail: extra detail to carry (e.g. the provider's own error type).
-    """
-    cls = _STATUS_ERRORS.get(status) if status is not None else ProviderUnavailable
-    if cls is None:
-        if status is not None and status >= 500:
-            cls = ProviderUnavailable
-        elif status in (400, 413) and _CONTEXT_TOO_LONG.search(message):
-            cls = ContextTooLong
-        else:
-            cls = ProviderError
-    return cls(
-        message,
-        status=status,
-        provider=provider,
-        model=model,
-        retry_after_s=retry_after_s,
-        detail=detail,
-    )
 
 
 class RpcError(AteamError):

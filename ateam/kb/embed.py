@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ateam.config.schema import EmbeddingsProvider, EmbeddingsSpec
-from ateam.errors import KbUnavailable, ProviderError, provider_error_from_status
+from ateam.errors import KbUnavailable, ProviderError
+from ateam.providers.status import provider_error_from_status
 
 if TYPE_CHECKING:
     import openai

@@ -30,7 +30,7 @@ How ateam's model-neutral conversation becomes an Anthropic request, and back:
   successful response become one :class:`Headroom`, yielded before anything else; its
   fraction is the smallest remaining/limit ratio among the limits present.
 * **Errors.** SDK exceptions become ateam's typed :class:`~ateam.errors.ProviderError`
-  subclasses through :func:`~ateam.errors.provider_error_from_status`, with one-line
+  subclasses through :func:`~ateam.providers.status.provider_error_from_status`, with one-line
   messages. An ``error`` event in the middle of a stream (say ``overloaded_error``)
   arrives with HTTP status 200, so its error type decides the status it is classified as.
 """
@@ -61,10 +61,11 @@ from anthropic.types import (
 )
 
 from ateam.config.schema import ModelEntry
-from ateam.errors import AuthFailed, ConfigError, ProviderError, provider_error_from_status
+from ateam.errors import AuthFailed, ConfigError, ProviderError
 from ateam.providers._headers import headroom as read_headroom
 from ateam.providers._headers import retry_after
 from ateam.providers.base import Chunk, Message, TextDelta, ToolCall, Usage
+from ateam.providers.status import provider_error_from_status
 
 PROVIDER_NAME = "anthropic"
 DEFAULT_API_KEY_ENV = "ANTHROPIC_API_KEY"

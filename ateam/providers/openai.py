@@ -8,7 +8,7 @@ Design:
 
 * **No retries in the SDK** (``max_retries=0``). Every failure becomes one typed
   :class:`~ateam.errors.ProviderError` at once (see
-  :func:`~ateam.errors.provider_error_from_status`): ateam's router decides whether to
+  :func:`~ateam.providers.status.provider_error_from_status`): ateam's router decides whether to
   wait, retry or switch model, knowing what the SDK cannot (fallbacks, cooldowns,
   headroom). Retrying in two layers would only delay a switch.
 * **Tool names are mapped.** ateam names tools with dots (``fs.read``) but OpenAI
@@ -59,7 +59,6 @@ from ateam.errors import (
     AuthFailed,
     ConfigError,
     ProviderError,
-    provider_error_from_status,
 )
 from ateam.providers._headers import headroom as read_headroom
 from ateam.providers._headers import retry_after
@@ -71,6 +70,7 @@ from ateam.providers.base import (
     Usage,
     estimate_tokens,
 )
+from ateam.providers.status import provider_error_from_status
 
 __all__ = ["PROVIDER_NAME", "OpenAIProvider", "from_entry"]
 

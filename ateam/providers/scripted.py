@@ -14,7 +14,7 @@ demonstrable offline and deterministically. The script format::
 A turn streams its ``text`` word by word, then its ``tool_calls`` (with ids ``call_1``,
 ``call_2``, ... numbered across the whole script), then a :class:`~ateam.providers.Usage`
 estimate. An ``error`` turn raises the typed :class:`~ateam.errors.ProviderError` a real
-provider would for that status (see :func:`~ateam.errors.provider_error_from_status`);
+provider would for that status (see :func:`~ateam.providers.status.provider_error_from_status`);
 ``error: {type: context_length}`` and ``error: {type: connection}`` simulate failures
 that have no telling status. Once every turn is used each call answers
 ``(script exhausted)``.
@@ -47,7 +47,6 @@ from ateam.errors import (
     ContextTooLong,
     ProviderError,
     ProviderUnavailable,
-    provider_error_from_status,
 )
 from ateam.providers.base import (
     Chunk,
@@ -57,6 +56,7 @@ from ateam.providers.base import (
     Usage,
     estimate_tokens,
 )
+from ateam.providers.status import provider_error_from_status
 
 EXHAUSTED = "(script exhausted)"
 """What a scripted model answers once every turn of its script has been used."""

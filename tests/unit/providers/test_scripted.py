@@ -21,7 +21,6 @@ from ateam.errors import (
     ProviderError,
     ProviderUnavailable,
     RateLimited,
-    provider_error_from_status,
 )
 from ateam.providers import (
     Chunk,
@@ -34,6 +33,7 @@ from ateam.providers import (
 )
 from ateam.providers.base import estimate_tokens
 from ateam.providers.scripted import EXHAUSTED
+from ateam.providers.status import provider_error_from_status
 
 USER = [Message(role="user", content="please build the project")]
 
