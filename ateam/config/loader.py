@@ -44,6 +44,7 @@ from ateam.config.schema import (
     Approval,
     EmbeddingsSpec,
     ExecSpec,
+    HooksSpec,
     ModelEntry,
     ModelsFile,
     ProjectFile,
@@ -92,6 +93,8 @@ class AgentConfig:
     """Every model known to the project, by id."""
     source: Path | None = None
     """The ``agent.yaml`` this came from; ``None`` for an agent without configuration."""
+    hooks: HooksSpec = field(default_factory=HooksSpec)
+    """Effective quality-gate hooks: ``agent.yaml`` ``hooks`` over ``project.yaml``'s."""
 
     @property
     def id(self) -> str:
@@ -167,6 +170,8 @@ class ProjectConfig:
     """Configured agents by name, nearest directory's first."""
     embeddings: EmbeddingsSpec | None = None
     """``models.yaml`` ``embeddings``: the knowledge bases' embedder (``None``: offline)."""
+    hooks: HooksSpec = field(default_factory=HooksSpec)
+    """``project.yaml`` ``hooks``: every agent's, and ``task_created`` of the front ends."""
 
     def agent(self, name: str) -> AgentConfig:
         """The configured agent called ``name``.
@@ -299,6 +304,7 @@ def load_project(start: Path | None = None, *, root: Path | None = None) -> Proj
         default_model=default_model,
         tools_layers=layers["tools.yaml"],
         policy=tools_file.tools,
+        hooks=project_file.hooks,
     )
     loaded = {
         agent: _load_agent(agent, agent_dir, defaults, problems)
@@ -319,6 +325,7 @@ def load_project(start: Path | None = None, *, root: Path | None = None) -> Proj
         redact_patterns=redact_file.patterns,
         agents=agents,
         embeddings=models_file.embeddings,
+        hooks=project_file.hooks,
     )
 
 
@@ -349,6 +356,7 @@ def standalone_agent(
         fs_whitelist=(),
         models=config.models if config else {ECHO_MODEL.id: ECHO_MODEL},
         source=None,
+        hooks=config.hooks if config else HooksSpec(),
     )
 
 
@@ -367,6 +375,7 @@ class _AgentDefaults:
     default_model: str
     tools_layers: list[_Layer]
     policy: ToolPolicy
+    hooks: HooksSpec
 
 
 class _ExecOnly(BaseModel):
@@ -441,6 +450,7 @@ def _load_agent(
         fs_whitelist=tuple(resolve_path(defaults.base, p) for p in spec.fs.whitelist),
         models=defaults.models,
         source=source,
+        hooks=spec.hooks.over(defaults.hooks),
     )
 
 

@@ -80,6 +80,30 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class HooksSpec(_Spec):
+    """Quality-gate hooks (``hooks`` in ``project.yaml`` and ``agent.yaml``).
+
+    Each is a shell command run in the agent's working directory with the event as JSON
+    on stdin: exit 0 accepts, exit 2 refuses (its stderr is the feedback), any other exit
+    is a hook failure, reported and never a refusal. ``agent.yaml`` wins hook by hook.
+    """
+
+    task_created: str | None = None
+    """Before a task is put on the board; a refusal writes nothing."""
+    task_done: str | None = None
+    """Before an agent marks the board task it worked on done."""
+    agent_idle: str | None = None
+    """When an agent is about to go idle after a task; a refusal is its next input."""
+    before_tool: str | None = None
+    """Before each tool call; a refusal is the call's result and the tool is not run."""
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    """How long one hook may run; one that takes longer is killed (a hook failure)."""
+
+    def over(self, base: HooksSpec) -> HooksSpec:
+        """These hooks laid over ``base``: what is set here wins, the rest is ``base``'s."""
+        return base.model_copy(update={name: getattr(self, name) for name in self.model_fields_set})
+
+
 # --- project.yaml -------------------------------------------------------------------
 
 
@@ -90,6 +114,8 @@ class ProjectFile(_Spec):
     """Project name; defaults to the directory that contains the nearest ``.ateam/``."""
     namespace: str | None = None
     """Redis key prefix for this project (wins over ``tools.yaml`` ``transport.namespace``)."""
+    hooks: HooksSpec = HooksSpec()
+    """Quality-gate hooks of every agent of the project (and of ``ateam tasks add``)."""
 
     @field_validator("name")
     @classmethod
@@ -548,4 +574,6 @@ class AgentSpec(_Spec):
     team: TeamSpec = TeamSpec()
     take_tasks: bool = False
     """Take open tasks from the project's board when idle (claim, do, mark done)."""
+    hooks: HooksSpec = HooksSpec()
+    """Quality-gate hooks of this agent, each over the one of ``project.yaml``."""
     description: str = ""

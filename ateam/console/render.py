@@ -286,6 +286,14 @@ def _team_context(fed: wire.TeamContextFed, event: Event) -> Rendered:
     )
 
 
+@_renders(wire.HookRun, EventType.HOOK_RUN)
+def _hook_run(run: wire.HookRun, event: Event) -> Rendered:
+    verdict = "refused" if run.refused else "failed" if run.failed else "accepted"
+    said = f": {run.feedback}" if run.feedback and (run.refused or run.failed) else ""
+    tone = Tone.WARN if run.refused or run.failed else Tone.QUIET
+    return (Line(f"hook {run.hook} {verdict} (exit {run.exit}, {run.ms} ms){said}", tone),)
+
+
 @_renders(wire.Handoff, EventType.HANDOFF)
 def _handoff(handoff: wire.Handoff, event: Event) -> Rendered:
     line = handoff_line(handoff)

@@ -39,6 +39,8 @@ class EventType(StrEnum):
     KB_PROGRESS = "kb.progress"
     TEAM_CONTEXT = "team.context"
     """Team context items fed to the agent's model for a task (SPEC §9)."""
+    HOOK_RUN = "hook.run"
+    """A quality-gate hook ran (issue 26): which, how it ended, whether it refused."""
 
 
 class Payload(BaseModel):
@@ -216,6 +218,21 @@ class TeamContextFed(Payload):
     items: list[FedItem] = []
 
 
+class HookRun(Payload):
+    """``hook.run``: one run of a quality-gate hook and its verdict."""
+
+    hook: str = "?"
+    exit: int | None = None
+    """Its exit status; ``None`` when it did not exit on its own (a timeout)."""
+    ms: int = 0
+    refused: bool = False
+    failed: bool = False
+    """It could not judge (an exit other than 0 or 2): reported, the step went on."""
+    feedback: str = ""
+    tool: str | None = None
+    """``before_tool``: the tool it judged."""
+
+
 class Malformed(Payload):
     """A payload that did not fit its type's model; ``problem`` says how."""
 
@@ -242,6 +259,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     EventType.CONTEXT: ContextChange,
     EventType.KB_PROGRESS: KbProgress,
     EventType.TEAM_CONTEXT: TeamContextFed,
+    EventType.HOOK_RUN: HookRun,
 }
 """Event type → the model of its payload; a type not listed (a newer agent's) is a bare
 :class:`Payload` with every field kept as extra."""

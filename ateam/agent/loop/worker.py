@@ -48,6 +48,7 @@ from ateam.agent.loop import journal
 from ateam.agent.loop.board_puller import SOURCE_PREFIX as BOARD_SOURCE
 from ateam.agent.loop.board_puller import BoardPuller, board_task_text
 from ateam.agent.loop.control import TaskControl
+from ateam.agent.loop.gates import Gates
 from ateam.agent.loop.prompt_reload import PromptReloader
 from ateam.agent.loop.status import AgentState, AgentStatus, Alert
 from ateam.agent.loop.switching import ModelSwitcher
@@ -118,6 +119,7 @@ class Worker:
         reloader: PromptReloader,
         upkeep: BusUpkeep,
         write_fence: WriteFence,
+        gates: Gates | None = None,
     ) -> None:
         self._config = config
         self._queue = queue
@@ -136,6 +138,8 @@ class Worker:
         self._reloader = reloader
         self._upkeep = upkeep
         self._write_fence = write_fence
+        self._gates = gates
+        """The quality gates: ``agent_idle`` is asked here (``task_done`` by the runner)."""
         self._work = asyncio.Event()
         """Set when there may be work: an input, a retry, a stop."""
         self._strays_checked = False
@@ -274,6 +278,8 @@ class Worker:
         self._work.clear()
         if await self._take_team_work():
             return
+        if self._gates is not None and await self._gates.on_idle(self.enqueue):
+            return  # the agent_idle hook refused: its feedback is the next input
         self._status.set(AgentState.IDLE)
         await self._step("switch-back check", self._switcher.maybe_switch_back(self._work))
         # Wake now and then while idle: the primary may have recovered.

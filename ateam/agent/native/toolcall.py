@@ -13,7 +13,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from ateam.agent.loop.control import TaskControl
@@ -28,7 +28,10 @@ from ateam.redact import Redactor
 from ateam.tools.approvals import Answer, Approvals, Decision
 from ateam.tools.registry import ToolContext, ToolPolicy
 
-__all__ = ["ToolCaller", "ToolHooks", "describe_error"]
+__all__ = ["ToolCaller", "ToolGate", "ToolHooks", "describe_error"]
+
+ToolGate = Callable[[str, Mapping[str, Any], TaskIds], Awaitable[None]]
+"""Asked before a call runs (the ``before_tool`` hook); raises to refuse it."""
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,7 @@ class ToolCaller:
         policy: The tools the agent may call; none without.
         approvals: Where calls needing the owner's approval wait.
         approval_timeout_s: How long an approval waits for the owner.
+        gate: Asked before each call that may run; what it raises is the call's result.
     """
 
     def __init__(
@@ -75,7 +79,9 @@ class ToolCaller:
         policy: ToolPolicy | None,
         approvals: Approvals | None,
         approval_timeout_s: float,
+        gate: ToolGate | None = None,
     ) -> None:
+        self._gate = gate
         self._events = publisher
         self._hooks = hooks
         self.policy = policy
@@ -150,6 +156,8 @@ class ToolCaller:
         if control.interrupted.is_set():
             # An approval and an interrupt that land together: the interrupt wins.
             return {"ok": False, "rejected": True, "result": "not run: the task was interrupted"}
+        if self._gate is not None:  # after the policy and the owner: only calls that may run
+            await self._gate(call.name, call.args, ids)
 
         context = self._hooks.tool_context(item, approval, coalescer.feed, control)
         if tool.self_approving:

@@ -190,7 +190,8 @@ async def tasks_list(ctx: ToolContext, status: str = "", limit: int = 50) -> lis
     return [task.to_wire() for task in tasks[: max(1, min(limit, 200))]]
 
 
-@tool("tasks.add", timeout_s=5.0)
+# Bounded by the task_created hook it may run (hooks.timeout_s, at most 3600 s).
+@tool("tasks.add", timeout_s=3605.0)
 async def tasks_add(
     ctx: ToolContext,
     title: str,

@@ -41,6 +41,7 @@ from ateam.agent.context.teamfeed import TeamFeed
 from ateam.agent.context.window import ContextWindow
 from ateam.agent.context.working import WorkingContext
 from ateam.agent.loop.board_puller import BoardPuller
+from ateam.agent.loop.gates import GatedBoard, GatedTasks, Gates
 from ateam.agent.loop.prompt_reload import PromptReloader
 from ateam.agent.loop.status import AgentState, AgentStatus, Alert
 from ateam.agent.loop.switching import ModelSwitcher
@@ -85,6 +86,7 @@ from ateam.redact import Redactor
 from ateam.tools.approvals import Answer, ApprovalRequest, Approvals
 from ateam.tools.exec_values import ExecLimits
 from ateam.tools.fs import Sandbox
+from ateam.tools.hooks import HookRunner
 from ateam.tools.registry import ToolPolicy, ToolRegistry
 from ateam.wire.registry import AgentEntry
 
@@ -362,6 +364,14 @@ def build_parts(
         ),
     )
     exec_limits = swap("exec_limits", lambda: _exec_limits(config))
+    gates = Gates(  # the hooks get the environment policy of os.exec, and its cwd
+        HookRunner(config.hooks, cwd=config.cwd, limits=exec_limits),
+        agent_id=agent_id,
+        events=events,
+        history=history,
+        redactor=redactor,
+        fence=lambda: lock.fence,
+    )
     keeper = swap(
         "keeper",
         lambda: HandoffKeeper(
@@ -421,7 +431,7 @@ def build_parts(
         context_items=context_items,
         kb=kb,
         list_agents=functools.partial(_list_agents, client, keys),
-        board=board,
+        board=GatedBoard(board, gates),
         teammates=TeamMessenger(client, keys, identity, config.spec.team.max_hops),
         keeper=keeper,
         switcher=switcher,
@@ -440,6 +450,7 @@ def build_parts(
             router=router,
             max_iterations=config.spec.max_iterations,
             approval_timeout_s=config.spec.tools.approval_timeout_s,
+            gate=gates.before_tool,
         ),
     )
 
@@ -508,7 +519,7 @@ def build_parts(
             config=config,
             queue=queue,
             history=history,
-            runner=tasks,
+            runner=GatedTasks(tasks, gates),
             stall=stall,
             team=team,
             puller=puller,
@@ -522,6 +533,7 @@ def build_parts(
             reloader=reloader,
             upkeep=upkeep,
             write_fence=fence,
+            gates=gates,
         ),
     )
 
