@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from ateam.bus.board import TaskBoard
+from ateam.client.gates import TaskGate, project_task_gate
 from ateam.client.redaction import Masked, same_fields
 from ateam.redact import Redactor, Scrubbed
 from ateam.wire.board import BoardTask, TaskStatus
@@ -33,6 +34,8 @@ class AddedTask(BoardTask):
 
     redacted: int = 0
     """Secrets replaced by ``****`` in its title and detail."""
+    hook_failure: str | None = None
+    """The ``task_created`` hook could not judge (it was added anyway): why."""
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, BoardTask) and same_fields(self, other, BoardTask)
@@ -41,14 +44,19 @@ class AddedTask(BoardTask):
 
     def notice(self) -> str | None:
         """The line telling whoever added it that secrets were masked, if any were."""
-        return Scrubbed("", self.redacted).notice()
+        lines = [Scrubbed("", self.redacted).notice(), self.hook_failure]
+        return "\n".join(line for line in lines if line) or None
 
 
 class TasksApi:
     """A project's task board: add, list, claim (atomic), finish."""
 
-    def __init__(self, board: TaskBoard, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self, board: TaskBoard, redactor: Redactor | None = None, gate: TaskGate | None = None
+    ) -> None:
         self._board = board
+        self.gate: TaskGate = gate or project_task_gate
+        """Asked before every add: the ``task_created`` hook (refuses with ``hook.refused``)."""
         self._redactor = redactor or Redactor()
         """The board's own: masking here first counts what the board would mask."""
 
@@ -80,17 +88,27 @@ class TasksApi:
 
         Raises:
             BadRequest: an argument is invalid or a dependency is unknown; nothing is stored.
+            GateRefused: the ``task_created`` hook refused it; nothing is stored.
         """
         masked = Masked(self._redactor)
+        after = list(depends_on)
+        wanted = {
+            "title": title,
+            "detail": detail,
+            "priority": priority,
+            "depends_on": after,
+            "created_by": created_by,
+        }
+        failure = await self.gate(project, self._redactor.redact_obj(wanted))
         task = await self._board.add(
             project,
             title=masked(title),
             detail=masked(detail),
             priority=priority,
-            depends_on=depends_on,
+            depends_on=after,
             created_by=created_by,
         )
-        return AddedTask(**masked.fields_of(task), redacted=masked.replaced)
+        return AddedTask(**masked.fields_of(task), redacted=masked.replaced, hook_failure=failure)
 
     async def claim(self, project: str, task_id: str, *, agent: str) -> BoardTask:
         """Make ``agent`` the one assignee; of any number of racing claims, one wins.
