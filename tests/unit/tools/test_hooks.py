@@ -66,13 +66,14 @@ async def test_a_hook_past_its_timeout_is_killed_and_failed(tmp_path: Path) -> N
 
 async def test_the_event_is_json_on_stdin_and_it_runs_in_cwd(tmp_path: Path) -> None:
     hook = "cat > seen.json; pwd > where.txt"
+    resolved = tmp_path.resolve()  # noqa: ASYNC240 (a test: nothing else waits)
     run = await runner(tmp_path, task_created=hook).run(Hook.TASK_CREATED, {"title": "port it"})
     assert run is not None and run.verdict is Verdict.ACCEPTED
     assert json.loads((tmp_path / "seen.json").read_text()) == {
         "hook": "task_created",
         "title": "port it",
     }
-    assert Path((tmp_path / "where.txt").read_text().strip()) == tmp_path.resolve()
+    assert Path((tmp_path / "where.txt").read_text().strip()) == resolved
 
 
 async def test_a_hook_that_does_not_read_stdin_is_fine(tmp_path: Path) -> None:
