@@ -213,3 +213,25 @@ def test_a_hook_that_exits_1_is_reported_as_failed_and_does_not_refuse(
     assert len(warns) == 1 and "pytest: command not configured" in warns[0]["msg"]
     kept = [t for t in history_turns(root) if t["source"] == "hook:task_done"]
     assert len(kept) == 1 and kept[0]["role"] == "system" and "failed" in kept[0]["content"]
+
+
+def test_the_gates_example_fixes_its_bug_before_the_task_is_done(
+    start_agent: AgentFactory, bus: Bus, redis_url: str, tmp_path: Path
+) -> None:
+    import shutil
+
+    root = tmp_path / "gates"
+    shutil.copytree(Path(__file__).parents[2] / "examples/gates", root)
+    start_agent("gates/coder", cwd=root)
+    task = tasks(root, redis_url, "add", "make", "add", "work")
+
+    done = wait_for(
+        lambda: (row := board_task(root, redis_url, task["id"]))["status"] == "done" and row,
+        WAIT_S,
+        "the example's task to pass its gate",
+    )
+    assert done["result"] == "Fixed: add() adds, and the tests pass."
+    assert "return a + b" in (root / "calc.py").read_text()
+    runs = of_type(bus, "gates/coder", "hook.run")
+    assert [r["refused"] for r in runs] == [True, False]
+    assert "test_adds" in runs[0]["feedback"]
