@@ -235,3 +235,35 @@ def test_the_gates_example_fixes_its_bug_before_the_task_is_done(
     runs = of_type(bus, "gates/coder", "hook.run")
     assert [r["refused"] for r in runs] == [True, False]
     assert "test_adds" in runs[0]["feedback"]
+
+
+def test_a_coding_agent_gets_a_refused_task_done_as_its_next_prompt(
+    start_agent: AgentFactory, bus: Bus, redis_url: str, tmp_path: Path
+) -> None:
+    from .conftest import write_acp_project
+
+    script = {
+        "prompts": [
+            {"steps": [{"text": "Done quickly."}]},
+            {"steps": [{"text": "Added the test; done."}]},
+        ]
+    }
+    project = write_acp_project(tmp_path / "r", "r", script, agent_yaml={"take_tasks": True})
+    # Refuses the first answer only (it leaves itself a mark), accepts the next.
+    gate = "test -f .asked && exit 0; touch .asked; echo 'add a regression test' >&2; exit 2"
+    with_hooks(project.root, "r", task_done=gate)
+    start_agent("r/zeus", cwd=project.root)
+    task = tasks(project.root, redis_url, "add", "fix", "the", "flaky", "test")
+
+    done = wait_for(
+        lambda: (
+            (row := board_task(project.root, redis_url, task["id"]))["status"] == "done" and row
+        ),
+        WAIT_S,
+        "the coding agent's task to pass its gate",
+    )
+    assert done["result"] == "Added the test; done."
+    first, second = project.sent("session/prompt")
+    assert "fix the flaky test" in first["text"]
+    assert "add a regression test" in second["text"]
+    assert len(of_type(bus, "r/zeus", "task.start")) == 1
