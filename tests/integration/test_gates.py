@@ -267,3 +267,26 @@ def test_a_coding_agent_gets_a_refused_task_done_as_its_next_prompt(
     assert "fix the flaky test" in first["text"]
     assert "add a regression test" in second["text"]
     assert len(of_type(bus, "r/zeus", "task.start")) == 1
+
+
+def test_the_tasks_done_tool_is_gated_by_task_done(
+    start_agent: AgentFactory, bus: Bus, redis_url: str, tmp_path: Path
+) -> None:
+    root = write_scripted_project(tmp_path / "d", "d", [], allow=("tasks.*",))
+    with_hooks(root, "d", task_done="echo 'the tests are red' >&2; exit 2")
+    task = tasks(root, redis_url, "add", "fix", "the", "build")
+    claim = {"name": "tasks.claim", "args": {"id": task["id"]}}
+    done = {"name": "tasks.done", "args": {"id": task["id"], "result": "fixed"}}
+    turns = [{"text": "Taking it.", "tool_calls": [claim, done]}, {"text": "Not yet."}]
+    (root / ".ateam" / "script.yaml").write_text(yaml.safe_dump({"turns": turns}))
+    start_agent("d/zeus", cwd=root)
+    sent = run_ateam("send", "d/zeus", "fix the build", "--redis", redis_url, cwd=root)
+    assert sent.returncode == 0, sent.stderr
+
+    wait_for(lambda: of_type(bus, "d/zeus", "task.end"), WAIT_S, "the task to end")
+    results = [t for t in history_turns(root) if t["role"] == "tool"]
+    assert [t["ok"] for t in results] == [True, False]
+    assert results[1]["content"].startswith("error [hook.refused]")
+    assert "the tests are red" in results[1]["content"]
+    row = board_task(root, redis_url, task["id"])
+    assert (row["status"], row["assignee"]) == ("claimed", "d/zeus")

@@ -16,7 +16,8 @@ the agent asks it and acts on the answer:
                  The answer to that input does not arm it again, so a hook that always
                  refuses gets one say per real task, not an endless loop
 ``task_created`` the ``tasks.add`` tool's board refuses the add (:class:`GatedBoard`);
-                 nothing is written
+                 nothing is written. The same board asks ``task_done`` before the
+                 ``tasks.done`` tool marks a task done: a refusal is the tool's result
 ==============  ===========================================================================
 
 Every run is a ``hook.run`` event and a ``system`` turn of the history; a hook that could
@@ -248,9 +249,8 @@ def _added(before: TaskOutcome, after: TaskOutcome) -> TaskOutcome:
 
 
 class GatedBoard:
-    """The board the ``tasks.add`` tool writes to, with ``task_created`` asked first.
-
-    Everything but :meth:`add` is the board's own.
+    """The board the ``tasks.*`` tools use: ``task_created`` asked before an add,
+    ``task_done`` before a done. Everything else is the board's own.
     """
 
     def __init__(self, board: TaskBoardPort, gates: Gates) -> None:
@@ -290,3 +290,12 @@ class GatedBoard:
             depends_on=after,
             created_by=created_by,
         )
+
+    async def done(
+        self, project: str, task_id: str, *, agent: str, result: str = ""
+    ) -> BoardTaskItem:
+        event = {"project": project, "task": task_id, "answer": result}
+        run = await self._gates.judge(Hook.TASK_DONE, event, {})
+        if run is not None and run.refused:
+            raise run.refusal()
+        return await self._board.done(project, task_id, agent=agent, result=result)

@@ -233,7 +233,8 @@ async def tasks_claim(ctx: ToolContext, id: str) -> JsonObject:
     return (await board.claim(project, id, agent=ctx.agent_id)).to_wire()
 
 
-@tool("tasks.done", timeout_s=5.0)
+# Bounded by the task_done hook it may run (hooks.timeout_s, at most 3600 s).
+@tool("tasks.done", timeout_s=3605.0)
 async def tasks_done(ctx: ToolContext, id: str, result: str = "") -> JsonObject:
     """Mark a task you hold as done, with what came of it.
 
