@@ -51,6 +51,7 @@ __all__ = [
     "HookRunner",
     "Verdict",
     "hook_limits",
+    "run_command",
 ]
 
 REFUSE_EXIT: Final = 2
