@@ -104,6 +104,8 @@ def test_a_task_done_gate_that_never_passes_fails_the_task_after_three_refusals(
     assert "hook.refused" in failed["reason"] and "still red" in failed["reason"]
     runs = [r for r in of_type(bus, "n/zeus", "hook.run") if r["hook"] == "task_done"]
     assert len(runs) == 3 and all(r["refused"] for r in runs)
+    warns = [w for w in of_type(bus, "n/zeus", "warn") if w.get("code") == "hook.refused"]
+    assert len(warns) == 1 and "still red" in warns[0]["msg"]
 
 
 def test_a_before_tool_refusal_is_the_tool_result_and_the_tool_does_not_run(

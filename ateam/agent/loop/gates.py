@@ -99,10 +99,14 @@ class Gates:
         self._events.emit(EventType.HOOK_RUN, **run.to_wire(), **extra, **ids)
         if run.failed:
             failure = run.failure()
-            log.warning("%s", failure.message)
-            self._events.emit(EventType.WARN, msg=failure.message, code=failure.code, **ids)
+            self.warn(failure.message, failure.code, ids)
         self._record(run, ids)
         return run
+
+    def warn(self, message: str, code: str, ids: TaskIds) -> None:
+        """A ``warn`` event about a gate (and the log line)."""
+        log.warning("%s", message)
+        self._events.emit(EventType.WARN, msg=message, code=code, **ids)
 
     def _record(self, run: HookRun, ids: TaskIds) -> None:
         verdict = f"{run.hook} hook {run.verdict} (exit {run.exit_code}, {run.ms} ms)"
@@ -221,7 +225,9 @@ class GatedTasks:
                 return outcome
             refusals += 1
             if refusals >= MAX_TASK_DONE_REFUSALS:
-                return _refused_for_good(outcome, run, refusals)
+                failed = _refused_for_good(outcome, run, refusals)
+                self._gates.warn(failed.error or "", Code.HOOK_REFUSED, item.ids())
+                return failed
             text = done_refused_text(run.feedback, refusals)
             self._gates.record_input(item, text)
             control.continuing = True
