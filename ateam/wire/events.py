@@ -39,6 +39,8 @@ class EventType(StrEnum):
     KB_PROGRESS = "kb.progress"
     TEAM_CONTEXT = "team.context"
     """Team context items fed to the agent's model for a task (SPEC §9)."""
+    TEAM_NOTICE = "team.notice"
+    """A teammate finished or failed a board task, or went idle (issue 26)."""
 
 
 class Payload(BaseModel):
@@ -216,6 +218,18 @@ class TeamContextFed(Payload):
     items: list[FedItem] = []
 
 
+class TeamNoticeSent(Payload):
+    """``team.notice``: on the sender's stream with ``to``, on a receiver's with ``sender``."""
+
+    sender: str = ""
+    kind: str = ""
+    board_task: str = ""
+    title: str = ""
+    text: str = ""
+    to: list[str] = []
+    """The agents it was sent to (on the sender's stream only)."""
+
+
 class Malformed(Payload):
     """A payload that did not fit its type's model; ``problem`` says how."""
 
@@ -242,6 +256,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     EventType.CONTEXT: ContextChange,
     EventType.KB_PROGRESS: KbProgress,
     EventType.TEAM_CONTEXT: TeamContextFed,
+    EventType.TEAM_NOTICE: TeamNoticeSent,
 }
 """Event type → the model of its payload; a type not listed (a newer agent's) is a bare
 :class:`Payload` with every field kept as extra."""
