@@ -99,7 +99,7 @@ def test_the_lead_hears_finished_failed_and_idle_in_its_next_context(
     tmp_path: Path,
     wire: OpenAIWireServer,
 ) -> None:
-    turns = [
+    turns: list[dict[str, Any]] = [
         {"text": "Parsed it all."},
         {"error": {"status": 400, "message": "the lexer is on fire"}},
     ]
