@@ -26,7 +26,7 @@ import redis.asyncio as aioredis
 
 from ateam.bus.events import EventType
 from ateam.bus.keys import Keys
-from ateam.bus.notices import NoticeBox
+from ateam.bus.notices import NOTICES_MAX, NoticeBox
 from ateam.bus.subscription import SOFT_ERRORS, listen_forever
 from ateam.wire.notices import TeamNotice
 
@@ -38,6 +38,8 @@ NOTICES_HEADER = "## Team notices (teammates that finished, failed or went idle;
 _SHOWN_MAX = 20
 """Most notices in one context: the newest; the model needs the news, not a log."""
 _READ_TIMEOUT_S = 1.0
+"""A task waits at most this long for the bus; then it runs with what it has."""
+_CATCH_UP_TIMEOUT_S = 5.0
 
 
 class NoticeFeed:
@@ -82,12 +84,14 @@ class NoticeFeed:
             what="team notices",
         )
 
-    async def catch_up(self) -> None:
+    async def catch_up(self, timeout_s: float = _CATCH_UP_TIMEOUT_S) -> None:
         """Read what is waiting on the bus (start-up, a reconnect, a wake-up)."""
-        async with asyncio.timeout(_READ_TIMEOUT_S * 5):
+        async with asyncio.timeout(timeout_s):
             found = await self._box.pending(self.agent_id)
         for notice in found:
             self._add(notice)
+        # What the list no longer holds cannot be read again: no need to remember it.
+        self._seen &= {notice.id for notice in found} | self.inbox.keys()
 
     async def _on_wake(self, data: bytes) -> None:
         await self.catch_up()
@@ -97,20 +101,21 @@ class NoticeFeed:
             return
         self._seen.add(notice.id)
         self.inbox[notice.id] = notice
+        while len(self.inbox) > NOTICES_MAX:  # an idle agent of a busy team: the newest
+            del self.inbox[next(iter(self.inbox))]
         if self._emit is not None:
             self._emit(EventType.TEAM_NOTICE, **notice.to_wire())
 
     async def begin_task(self) -> None:
         """Give this task the waiting notices, and remove them from the bus."""
         try:
-            await self.catch_up()  # a wake-up may still be on its way
+            await self.catch_up(_READ_TIMEOUT_S)  # a wake-up may still be on its way
         except SOFT_ERRORS as exc:
             log.warning("team notices not read: %s", exc)
         self.shown = tuple(self.inbox.values())[-_SHOWN_MAX:]
         taken, self.inbox = list(self.inbox.values()), {}
         if not taken:
             return
-        self._seen = {notice.id for notice in taken}  # the list forgets them: so can we
         try:
             async with asyncio.timeout(_READ_TIMEOUT_S):
                 await self._box.consume(self.agent_id, taken)
