@@ -162,6 +162,14 @@ class Keys:
         """The agent's handoff record (SPEC §7), mirrored from ``state/handoff.json``."""
         return self._agent("handoff", agent)
 
+    def notices(self, agent: str) -> str:
+        """List of the teammates' notices waiting for the agent's model (issue 26), bounded."""
+        return self._agent("notices", agent)
+
+    def notices_channel(self, agent: str) -> str:
+        """Pub/sub channel saying a notice was added to :meth:`notices`."""
+        return self._agent("events-notices", agent)
+
     def rpc(self, agent: str) -> str:
         """List of pending requests for the agent."""
         return self._agent("rpc", agent)

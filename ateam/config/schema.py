@@ -549,6 +549,14 @@ class TeamSpec(_Spec):
     max_hops: int = Field(default=4, ge=1, le=64)
     """The longest chain of agent-to-agent messages one thread may run: a message that
     would be hop ``max_hops + 1`` is refused with ``team.hop_limit``."""
+    notify: tuple[str, ...] = ()
+    """Teammates (names in this project) told when this agent finishes or fails a board
+    task or goes idle: a notice in their next model context, not a task (issue 26)."""
+
+    @field_validator("notify")
+    @classmethod
+    def _valid_notify(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(check_name(name, "agent") for name in value))
 
 
 class AgentSpec(_Spec):

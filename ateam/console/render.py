@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from ateam.client import Event, EventType, Gap
 from ateam.console.tables import handoff_line, kb_progress_line
 from ateam.wire import events as wire
+from ateam.wire.notices import notice_line
 
 __all__ = ["Chunk", "Line", "Rendered", "Tone", "render", "render_gap"]
 
@@ -292,6 +293,14 @@ def _hook_run(run: wire.HookRun, event: Event) -> Rendered:
     said = f": {run.feedback}" if run.feedback and (run.refused or run.failed) else ""
     tone = Tone.WARN if run.refused or run.failed else Tone.QUIET
     return (Line(f"hook {run.hook} {verdict} (exit {run.exit}, {run.ms} ms){said}", tone),)
+
+
+@_renders(wire.TeamNoticeSent, EventType.TEAM_NOTICE)
+def _team_notice(notice: wire.TeamNoticeSent, event: Event) -> Rendered:
+    # On the sender's stream it names who was told; on a receiver's it is news heard.
+    said = notice_line(notice.sender, notice.kind, notice.board_task, notice.title, notice.text)
+    told = f" (told {', '.join(notice.to)})" if notice.to else ""
+    return (Line(f"notice: {said}{told}", Tone.STATE),)
 
 
 @_renders(wire.Handoff, EventType.HANDOFF)

@@ -41,6 +41,8 @@ class EventType(StrEnum):
     """Team context items fed to the agent's model for a task (SPEC §9)."""
     HOOK_RUN = "hook.run"
     """A quality-gate hook ran (issue 26): which, how it ended, whether it refused."""
+    TEAM_NOTICE = "team.notice"
+    """A teammate finished or failed a board task, or went idle (issue 26)."""
 
 
 class Payload(BaseModel):
@@ -233,6 +235,18 @@ class HookRun(Payload):
     """``before_tool``: the tool it judged."""
 
 
+class TeamNoticeSent(Payload):
+    """``team.notice``: on the sender's stream with ``to``, on a receiver's with ``sender``."""
+
+    sender: str = ""
+    kind: str = ""
+    board_task: str = ""
+    title: str = ""
+    text: str = ""
+    to: list[str] = []
+    """The agents it was sent to (on the sender's stream only)."""
+
+
 class Malformed(Payload):
     """A payload that did not fit its type's model; ``problem`` says how."""
 
@@ -260,6 +274,7 @@ PAYLOADS: dict[str, type[Payload]] = {
     EventType.KB_PROGRESS: KbProgress,
     EventType.TEAM_CONTEXT: TeamContextFed,
     EventType.HOOK_RUN: HookRun,
+    EventType.TEAM_NOTICE: TeamNoticeSent,
 }
 """Event type → the model of its payload; a type not listed (a newer agent's) is a bare
 :class:`Payload` with every field kept as extra."""

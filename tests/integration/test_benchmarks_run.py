@@ -39,6 +39,7 @@ def test_the_pty_benchmark_runs_and_loses_no_byte(tmp_path: Path) -> None:
     [
         ("bench_board.py", {"name=board_claim_p99", "name=board_claim_p50"}),
         ("bench_context.py", {"name=context_visible_p99", "name=context_visible_p50"}),
+        ("bench_notices.py", {"name=notice_latency_p99", "name=notice_latency_p50"}),
         (
             "bench_ps.py",
             {

@@ -28,6 +28,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from ateam.agent.context.notices import NoticeFeed
 from ateam.bus.codec import unpack
 from ateam.bus.context_items import ContextStore
 from ateam.bus.keys import Keys
@@ -99,6 +100,8 @@ class TeamFeed:
         """Wakes the worker when a blocking item arrives (set by the composition root)."""
         self.listening = asyncio.Event()
         """Set while subscribed (tests wait for it before posting)."""
+        self.notices: NoticeFeed | None = None
+        """Teammates' notices (issue 26), fed beside the items (set by the composition root)."""
 
     # -- what fits ---------------------------------------------------------------------
 
@@ -171,7 +174,13 @@ class TeamFeed:
             self._add(item)
 
     async def listen(self) -> None:
-        """Subscribe to the context channel for good; reconnects and catches up."""
+        """Subscribe to the context channel and the notices for good; reconnects, catches up."""
+        if self.notices is not None:
+            await asyncio.gather(self._listen_items(), self.notices.listen())
+        else:
+            await self._listen_items()
+
+    async def _listen_items(self) -> None:
         await listen_forever(
             self._client,
             (self._keys.context_channel(self.project), self._keys.context_global_channel),
@@ -194,7 +203,9 @@ class TeamFeed:
     # -- a task starts -----------------------------------------------------------------
 
     async def begin_task(self, now: float) -> None:
-        """Choose the items this task is fed, mark them fed and record it."""
+        """Choose the items (and notices) this task is fed, mark them fed and record it."""
+        if self.notices is not None:
+            await self.notices.begin_task()
         try:
             async with asyncio.timeout(_READ_TIMEOUT_S):
                 await self._top_up()
@@ -258,9 +269,9 @@ class TeamFeed:
 
     def render(self) -> str:
         """The block for the system prompt; ``""`` when there is nothing to tell."""
-        if not self.items:
-            return ""
-        return "\n".join([HEADER, *(_line(item) for item in self.items)])
+        items = "\n".join([HEADER, *(_line(item) for item in self.items)]) if self.items else ""
+        notices = self.notices.render() if self.notices is not None else ""
+        return "\n\n".join(block for block in (items, notices) if block)
 
 
 def from_outside(item: ContextItem) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 
 import redis.asyncio as aioredis
 
@@ -76,6 +76,8 @@ class BoardPuller:
         self.on_news: Callable[[], None] | None = None
         """Wakes the idle worker (set by the composition root)."""
         self.listening = asyncio.Event()
+        self.on_finished: Callable[[BoardTask | None], Awaitable[None]] | None = None
+        """Told each task this agent finished, as the board left it (the team's notices)."""
 
     async def next_task(self) -> BoardTask | None:
         """Claim the most important claimable open task, if the board may have one."""
@@ -156,17 +158,27 @@ class BoardPuller:
     async def finished(self, task_id: str, *, ok: bool, text: str, error: str | None) -> None:
         """Record the end of the queue item that carried board task ``task_id``."""
         self.dirty = self.enabled
+        task: BoardTask | None = None
         try:
             if ok:
                 result = _clip(text or "done")
-                await self._board.done(self.project, task_id, agent=self.agent_id, result=result)
+                task = await self._board.done(
+                    self.project, task_id, agent=self.agent_id, result=result
+                )
             else:
                 reason = _clip(error or "failed")
-                await self._board.fail(self.project, task_id, agent=self.agent_id, reason=reason)
+                task = await self._board.fail(
+                    self.project, task_id, agent=self.agent_id, reason=reason
+                )
         except _LOST_RACE:
-            pass  # finished by the model through tasks.done/fail, or reopened meanwhile
+            # Finished by the model through tasks.done/fail, or reopened meanwhile: the
+            # board says which (the notice tells what the board holds, not our guess).
+            with contextlib.suppress(*SOFT_ERRORS):
+                task = await self._board.get(self.project, task_id)
         except SOFT_ERRORS as exc:
             log.warning("board task %s not marked finished: %s", task_id, exc)
+        if self.on_finished is not None:
+            await self.on_finished(task)
 
     async def listen(self) -> None:
         """Mark the board dirty and wake the worker on every change of our project."""

@@ -146,6 +146,8 @@ class Worker:
         """Whether this process looked for claims it holds with nothing queued for them."""
         self._refused_for_room: StorageFull | None = None
         """An input refused for lack of room: the worker waits, blocked, until there is."""
+        self.on_idle: Callable[[], Awaitable[None]] | None = None
+        """Told once per busy → idle with nothing queued (the team's notices)."""
 
     # the way in ----------------------------------------------------------------------
 
@@ -280,6 +282,8 @@ class Worker:
             return
         if self._gates is not None and await self._gates.on_idle(self.enqueue):
             return  # the agent_idle hook refused: its feedback is the next input
+        if self.on_idle is not None and self._status.state is AgentState.BUSY:
+            await self._step("idle notice", self.on_idle())
         self._status.set(AgentState.IDLE)
         await self._step("switch-back check", self._switcher.maybe_switch_back(self._work))
         # Wake now and then while idle: the primary may have recovered.

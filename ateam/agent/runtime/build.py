@@ -35,6 +35,7 @@ import redis.asyncio as aioredis
 from ateam._fs import DamageLog, DamageMemory
 from ateam.agent.context.compaction import MARKER_FILE, Compactor, read_marker
 from ateam.agent.context.handoff import HandoffStore
+from ateam.agent.context.notices import NoticeFeed
 from ateam.agent.context.prompts import Prompts
 from ateam.agent.context.successor import HandoffKeeper, HandoffMirror
 from ateam.agent.context.teamfeed import TeamFeed
@@ -42,6 +43,7 @@ from ateam.agent.context.window import ContextWindow
 from ateam.agent.context.working import WorkingContext
 from ateam.agent.loop.board_puller import BoardPuller
 from ateam.agent.loop.gates import GatedBoard, GatedTasks, Gates
+from ateam.agent.loop.notices import Notifier
 from ateam.agent.loop.prompt_reload import PromptReloader
 from ateam.agent.loop.status import AgentState, AgentStatus, Alert
 from ateam.agent.loop.switching import ModelSwitcher
@@ -71,6 +73,7 @@ from ateam.bus.events import EventType
 from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.lock import FENCE_FILE, InstanceLock
+from ateam.bus.notices import NoticeBox
 from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import Heartbeat, Registry
 from ateam.bus.rpc import Refused, RpcServer
@@ -545,6 +548,13 @@ def build_parts(
     events.on_refused = upkeep.on_refused = functools.partial(_refused, status)
     team.on_blocking = worker.wake  # a blocking item wakes an idle worker to take it
     puller.on_news = worker.wake  # so does news on the board, when it takes tasks
+    # Teammates' notices (issue 26): heard beside the team's items, sent at a task's end
+    # and on going idle.
+    notice_box = NoticeBox(client, keys)
+    team.notices = NoticeFeed(notice_box, client, keys, agent_id, events.emit)
+    notifier = Notifier(notice_box, agent_id, config.spec.team.notify, events.emit, redactor.redact)
+    puller.on_finished = notifier.finished
+    worker.on_idle = notifier.idle
 
     snapshot = swap(
         "snapshot",

@@ -84,3 +84,32 @@ def test_renderers_read_typed_payloads() -> None:
     assert render(switch) == (Line("model switch: big → small (429)", Tone.SWITCH),)
     newer = Event("p/a", 2, "team.message", 0.0, {"to": "b", "text": "hi"})
     assert render(newer) == (Line('team.message {"to": "b", "text": "hi"}', Tone.QUIET),)
+
+
+def test_a_team_notice_is_one_line_in_both_modes() -> None:
+    sent = Event(
+        "p/a",
+        1,
+        "team.notice",
+        0.0,
+        {
+            "sender": "p/a",
+            "kind": "failed",
+            "board_task": "t-1",
+            "title": "fix it",
+            "text": "tests fail",
+            "to": ["p/lead"],
+        },
+    )
+    heard = Event("p/a", 2, "team.notice", 0.0, {"sender": "p/b", "kind": "idle"})
+    assert render(sent) == (
+        Line("notice: p/a failed board task t-1 (fix it): tests fail (told p/lead)", Tone.STATE),
+    )
+    assert plain_lines(sent, heard) == [
+        "[A:p/a] notice: p/a failed board task t-1 (fix it): tests fail (told p/lead)",
+        "[A:p/a] notice: p/b is idle: nothing queued",
+    ]
+    assert panes_lines(sent, heard) == [
+        "notice: p/a failed board task t-1 (fix it): tests fail (told p/lead)",
+        "notice: p/b is idle: nothing queued",
+    ]
