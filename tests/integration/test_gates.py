@@ -15,7 +15,15 @@ import yaml
 
 from tests._wait import wait_for
 
-from .conftest import AgentFactory, Bus, history_turns, run_ateam, write_scripted_project
+from .conftest import (
+    AgentFactory,
+    Bus,
+    ConsoleFactory,
+    attach_and_send,
+    history_turns,
+    run_ateam,
+    write_scripted_project,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -292,3 +300,18 @@ def test_the_tasks_done_tool_is_gated_by_task_done(
     assert "the tests are red" in results[1]["content"]
     row = board_task(root, redis_url, task["id"])
     assert (row["status"], row["assignee"]) == ("claimed", "d/zeus")
+
+
+def test_a_refused_tasks_add_in_the_console_is_one_line_and_writes_nothing(
+    start_agent: AgentFactory, start_console: ConsoleFactory, redis_url: str, tmp_path: Path
+) -> None:
+    # The console runs in tmp_path: here that is the project root, whose hooks it finds.
+    gate = "grep -q urgent || { echo 'say why it is urgent' >&2; exit 2; }"
+    root = with_hooks(write_scripted_project(tmp_path, "k", []), "k", task_created=gate)
+    start_agent("k/zeus", cwd=root)
+    console = start_console()
+    attach_and_send(console, "k/zeus", "/tasks add tidy up")
+    error = console.wait_line("error [")
+    assert error.startswith("error [hook.refused]") and "say why it is urgent" in error
+    assert console.wait_exit() != 0  # a console on a pipe stops at an error
+    assert tasks(root, redis_url, "ls") == []
