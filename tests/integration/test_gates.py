@@ -315,3 +315,15 @@ def test_a_refused_tasks_add_in_the_console_is_one_line_and_writes_nothing(
     assert error.startswith("error [hook.refused]") and "say why it is urgent" in error
     assert console.wait_exit() != 0  # a console on a pipe stops at an error
     assert tasks(root, redis_url, "ls") == []
+
+
+def test_a_failed_task_created_hook_adds_the_task_and_says_so(
+    redis_url: str, tmp_path: Path
+) -> None:
+    root = write_scripted_project(tmp_path / "e", "e", [])
+    with_hooks(root, "e", task_created="echo 'gate script missing' >&2; exit 1")
+    added = run_ateam("tasks", "add", "tidy", "up", "--redis", redis_url, cwd=root)
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith("added t-")
+    assert "error [hook.failed]" in added.stderr and "gate script missing" in added.stderr
+    assert [row["title"] for row in tasks(root, redis_url, "ls")] == ["tidy up"]

@@ -127,6 +127,8 @@ async def _add(call: Call, words: list[str]) -> None:
         created_by=console.session,
     )
     call.view.info(f"added {task.id} to the board of {project}: {task.title}")
+    if task.hook_failure:  # added all the same: the task_created hook could not judge it
+        call.view.info(task.hook_failure)
 
 
 async def _claim(call: Call, words: list[str]) -> None:
