@@ -40,7 +40,7 @@ from ateam.agent.state.history import History
 from ateam.agent.state.queue_item import QueueItem, TaskIds
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
-from ateam.errors import Code, LockLost, StorageError
+from ateam.errors import Code, StorageError
 from ateam.redact import Redactor
 from ateam.tools.hooks import Hook, HookRun, HookRunner
 from ateam.tools.services import BoardTaskItem, TaskBoardPort
@@ -91,6 +91,8 @@ class Gates:
         self, hook: Hook, event: Mapping[str, Any], ids: TaskIds, **extra: Any
     ) -> HookRun | None:
         """Run ``hook`` on ``event`` and report the run; ``None`` when it is not configured."""
+        if self.runner.command(hook) is None:
+            return None  # asked before every tool call: no hook must cost nothing
         given = self._redactor.redact_obj({"agent": self._agent_id, **ids, **event})
         run = await self.runner.run(hook, given)
         if run is None:
@@ -121,8 +123,6 @@ class Gates:
         )
         try:
             self._history.append(turn)
-        except LockLost:
-            raise
         except StorageError as exc:  # the event told it; the work is not held up for it
             log.warning("hook run not kept in the history: %s", exc.one_line())
 
