@@ -85,7 +85,8 @@ class HooksSpec(_Spec):
 
     Each is a shell command run in the agent's working directory with the event as JSON
     on stdin: exit 0 accepts, exit 2 refuses (its stderr is the feedback), any other exit
-    is a hook failure, reported and never a refusal. ``agent.yaml`` wins hook by hook.
+    is a hook failure, reported and never a refusal. ``agent.yaml`` wins hook by hook, and
+    ``""`` there turns the project's hook off for that agent (YAML ``null`` reads as unset).
     """
 
     task_created: str | None = None
