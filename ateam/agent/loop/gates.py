@@ -112,11 +112,15 @@ class Gates:
 
     def _record(self, run: HookRun, ids: TaskIds) -> None:
         verdict = f"{run.hook} hook {run.verdict} (exit {run.exit_code}, {run.ms} ms)"
+        self._note(run.hook, f"{verdict}: {run.feedback}" if run.feedback else verdict, ids)
+
+    def _note(self, hook: Hook, content: str, ids: TaskIds) -> None:
+        """A ``system`` turn about ``hook``: kept for people, never shown to the model."""
         turn = Turn(
             ts=time.time(),
             role="system",
-            source=f"hook:{run.hook}",
-            content=f"{verdict}: {run.feedback}" if run.feedback else verdict,
+            source=f"hook:{hook}",
+            content=content,
             task_id=ids.get("task_id"),
             trace_id=ids.get("trace_id"),
             fence=self._fence(),
@@ -137,6 +141,12 @@ class Gates:
 
     async def task_done(self, item: QueueItem, task_id: str, answer: str) -> HookRun | None:
         """Ask ``task_done`` about the answer to board task ``task_id``."""
+        if self.runner.command(Hook.TASK_DONE) is None:
+            return None
+        # Noted before it runs: the answer is then no longer the task's newest turn, so
+        # an agent killed while the hook runs does not settle the task with an answer
+        # nobody judged when it starts again (the worker's replay); it runs it again.
+        self._note(Hook.TASK_DONE, "task_done hook asked about the answer", item.ids())
         event = {"task": task_id, "answer": answer}
         return await self.judge(Hook.TASK_DONE, event, item.ids())
 
