@@ -167,5 +167,11 @@ class Mailbox:
         await self._client.sadd(self._keys.known_agents(project), name)
 
     async def known(self, agent: str) -> bool:
+        """Whether ``agent`` ever started on this bus, or has messages waiting already (a
+        person kept one for an agent configured in their project)."""
         project, name = split_agent(agent)
-        return bool(await self._client.sismember(self._keys.known_agents(project), name))
+        pipe = self._client.pipeline(transaction=False)
+        pipe.sismember(self._keys.known_agents(project), name)
+        pipe.exists(self._keys.mailbox(agent))
+        member, waiting = await pipe.execute()
+        return bool(member) or bool(waiting)
