@@ -91,6 +91,8 @@ class MailMessage:
         """Raises: ValueError: not a message this version can read."""
         try:
             data = json.loads(raw)
+            if not isinstance(data, dict):
+                raise ValueError("not an object")
             known = {f.name for f in fields(cls)}
             message = cls(**{k: v for k, v in data.items() if k in known})
         except (TypeError, ValueError) as exc:
