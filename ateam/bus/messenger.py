@@ -13,6 +13,12 @@ writing to the agent. What the receiver checks instead is that the message comes
 the agent it names: the request carries this instance's identity token
 (:mod:`ateam.bus.identity`), whose hash the sender's heartbeat publishes.
 
+With ``reply`` the receiver sends its final answer back the same way when the item
+ends (:meth:`TeamMessenger.answer`, under a request id derived from the answered item,
+so a repeat is queued once). A teammate that is not running is not refused: the message
+waits in its mailbox (:mod:`ateam.bus.mailbox`), under the request id the RPC would have
+carried. :meth:`TeamMessenger.broadcast` sends one text to every running teammate.
+
 Loops are bounded by hops. A message sent while working on an item that arrived over
 ``team.send`` carries that item's hop count plus one and its trace id (the thread), and
 the receiver refuses a hop past its ``team.max_hops``. The sender checks its own limit

@@ -28,6 +28,7 @@ from ateam.bus.events import EventType
 from ateam.bus.messenger import TeamMessenger
 from ateam.bus.publisher import EventPublisher
 from ateam.errors import AteamError, RedisUnavailable, RpcTimeout
+from ateam.wire.rpc import MAX_HOPS_CEILING
 
 __all__ = ["Replier", "reply_text"]
 
@@ -70,7 +71,8 @@ class Replier:
                 sent = await self._messenger.answer(
                     asker,
                     reply_text(outcome),
-                    hops=item.hops + 1,
+                    # One more hop of the thread, within what team.input can carry.
+                    hops=min(item.hops + 1, MAX_HOPS_CEILING),
                     trace_id=item.trace_id,
                     item_id=item.id,
                 )
