@@ -16,7 +16,15 @@ import yaml
 
 from ateam.bus.mailbox import MAILBOX_MAX_MESSAGES, MailMessage
 from tests._wait import wait_for
-from tests.integration.conftest import KEYS, AgentFactory, Bus, history_turns, run_ateam
+from tests.integration.conftest import (
+    KEYS,
+    AgentFactory,
+    Bus,
+    ConsoleFactory,
+    attach_and_send,
+    history_turns,
+    run_ateam,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -311,3 +319,34 @@ def test_send_wait_for_start_and_a_full_mailbox(
     start_agent("t/hera", cwd=root)
     (got,) = wait_for(lambda: asked(root, "hera"), 30, "hera to run the kept message")
     assert got["content"] == "hello" and got["source"] == "cli"
+
+
+def test_a_person_broadcasts_from_the_cli_and_from_a_console(
+    start_agent: AgentFactory, start_console: ConsoleFactory, tmp_path: Path, redis_url: str
+) -> None:
+    root = write_team(
+        tmp_path / "t",
+        {"zeus": [{"text": "ok"}] * 2, "hera": [{"text": "ok"}] * 2},
+    )
+    start_agent("t/zeus", cwd=root)
+    start_agent("t/hera", cwd=root)
+    console = start_console()
+    attach_and_send(console, "t/hera")
+    # hera is this console's: another person's broadcast is refused there, and says so.
+    done = run_ateam("broadcast", "from", "the", "cli", "--project", "t", "--redis", redis_url)
+    assert done.returncode == 1, done.stderr
+    lines = sorted(done.stdout.splitlines())
+    assert lines[0].startswith("t/hera: refused: ownership.denied")
+    assert lines[1].startswith("t/zeus: q-")
+
+    # The owner's own console reaches both (hera's, and zeus by a one-call claim).
+    console.send("/broadcast from the console")
+    console.wait_line(lambda line: line.startswith("t/zeus") and "queued q-" in line)
+    console.wait_line(lambda line: line.startswith("t/hera") and "queued q-" in line)
+    for name in ("zeus", "hera"):
+        wait_for(
+            lambda n=name: "from the console" in [t["content"] for t in asked(root, n)],
+            30,
+            f"{name} to run the console's broadcast",
+        )
+    assert [t["content"] for t in asked(root, "zeus")] == ["from the cli", "from the console"]
