@@ -534,7 +534,7 @@ def build_parts(
     events.on_fence_doubt = upkeep.fence_doubted
     events.on_refused = upkeep.on_refused = functools.partial(_refused, status)
     # A teammate that asked (team.send with reply) gets the answer before the item is done.
-    worker.answer_back = Replier(messenger, status, events).answer_back
+    worker.answer_back = Replier(messenger, status, events, redactor.redact).answer_back
     team.on_blocking = worker.wake  # a blocking item wakes an idle worker to take it
     puller.on_news = worker.wake  # so does news on the board, when it takes tasks
 

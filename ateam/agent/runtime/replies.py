@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
@@ -54,9 +55,14 @@ class Replier:
     """Sends an item's answer to the teammate that asked for it."""
 
     def __init__(
-        self, messenger: TeamMessenger, status: AgentStatus, events: EventPublisher
+        self,
+        messenger: TeamMessenger,
+        status: AgentStatus,
+        events: EventPublisher,
+        redact: Callable[[str], str],
     ) -> None:
         self._messenger = messenger
+        self._redact = redact
         self._status = status
         self._events = events
 
@@ -70,7 +76,8 @@ class Replier:
             try:
                 sent = await self._messenger.answer(
                     asker,
-                    reply_text(outcome),
+                    # Masked before it leaves: it may wait in a mailbox on the bus.
+                    self._redact(reply_text(outcome)),
                     # One more hop of the thread, within what team.input can carry.
                     hops=min(item.hops + 1, MAX_HOPS_CEILING),
                     trace_id=item.trace_id,
