@@ -41,7 +41,7 @@ from ateam.bus.mailbox import Mailbox, MailMessage
 from ateam.bus.registry import Registry
 from ateam.bus.rpc import RpcClient
 from ateam.config.schema import check_name
-from ateam.errors import AgentNotFound, AteamError, BadRequest, HopLimit
+from ateam.errors import AgentNotFound, AteamError, BadRequest, HopLimit, RpcTimeout
 from ateam.wire.results import InputResult, parse_result
 
 __all__ = ["SEND_TIMEOUT_S", "TeamMessenger"]
@@ -194,8 +194,11 @@ class TeamMessenger:
                 value = await rpc.call(
                     target, "team.input", params, timeout=SEND_TIMEOUT_S, request_id=rid
                 )
-            except AgentNotFound:
-                pass  # gone since the registry said otherwise: nothing was pushed
+            except (AgentNotFound, RpcTimeout):
+                # Gone since the registry said otherwise (nothing was pushed), or not
+                # answering (crashed a moment ago, or hung): kept under the same request
+                # id, which the queue drops if the pushed request is served after all.
+                pass
             else:
                 got = parse_result(InputResult, "team.input", value)
                 return {

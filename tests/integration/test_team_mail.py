@@ -350,3 +350,29 @@ def test_a_person_broadcasts_from_the_cli_and_from_a_console(
             f"{name} to run the console's broadcast",
         )
     assert [t["content"] for t in asked(root, "zeus")] == ["from the cli", "from the console"]
+
+
+def test_a_message_to_a_teammate_killed_a_moment_ago_waits_for_it(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path, redis_url: str
+) -> None:
+    """Crashed, not stopped: its registry entry and liveness key outlive it for a few
+    seconds, so the send may be pushed and go unanswered; it is kept all the same, once."""
+    root = write_team(
+        tmp_path / "t",
+        {
+            "zeus": [call("team.send", to="hera", text="are you there?"), {"text": "sent"}],
+            "hera": [{"text": "here"}, {"text": "here again?"}],
+        },
+    )
+    start_agent("t/zeus", cwd=root)
+    start_agent("t/hera", cwd=root).kill9()
+    send(redis_url, "t/zeus", "ask hera")
+    (sent,) = wait_for(lambda: tool_results(root, "zeus", "team.send"), 60, "zeus's send")
+    assert sent["mailbox"] is True
+    start_agent("t/hera", cwd=root)
+    wait_for(lambda: asked(root, "hera"), 30, "hera to run it")
+    wait_for(lambda: bus.client.llen(KEYS.mailbox("t/hera")) == 0, 30, "the mailbox emptied")
+    wait_for(lambda: idle_and_empty(bus, "t/hera"), 30, "hera idle")
+    assert [t["content"] for t in asked(root, "hera")] == [
+        "[from teammate zeus, through team.send]\nare you there?"
+    ]
