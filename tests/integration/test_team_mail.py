@@ -144,6 +144,9 @@ def test_a_reply_comes_back_to_the_lead_once_even_after_a_kill(
     wait_for(lambda: idle_and_empty(bus, "t/hera"), 30, "hera to finish again")
     assert bus.client.llen(KEYS.mailbox("t/zeus")) == 0
     wait_for(lambda: idle_and_empty(bus, "t/zeus"), 30, "zeus to be idle")
+    # The queue file is written before the sender is acknowledged: one add, one reply.
+    adds = [op for op in queue_ops(root, "zeus") if op.get("op") == "add"]
+    assert [op["source"] for op in adds].count("agent:hera") == 1, adds
     assert len(replies()) == 1, "the reply sent twice was queued twice"
     assert [t["content"] for t in history_turns(root, "zeus") if t.get("role") == "assistant"][
         -1
