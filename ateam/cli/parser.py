@@ -22,6 +22,7 @@ from ateam.cli import (
     kb,
     lifecycle,
     logs,
+    mail,
     mcp,
     runtimes,
     server,
@@ -83,6 +84,12 @@ VERBS: tuple[Verb, ...] = (
         agents.session_args,
     ),
     Verb("send", "queue text for an agent", agents.cmd_send, agents.send_args),
+    Verb(
+        "broadcast",
+        "queue one text at every running agent of the project",
+        mail.cmd_broadcast,
+        mail.broadcast_args,
+    ),
     Verb("tail", "print an agent's events", agents.cmd_tail, agents.tail_args),
     Verb(
         "stop",

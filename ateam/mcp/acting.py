@@ -58,9 +58,10 @@ class AgentBridge:
             detail={"agent": agent, "acting_as": self.me},
         )
 
-    async def agent_send(self, to: str, text: str) -> dict[str, object]:
-        """``team.send`` as the agent: to a teammate of its project, on its thread."""
-        sent = await self.member.send(to, text)
+    async def agent_send(self, to: str, text: str, reply: bool = False) -> dict[str, object]:
+        """``team.send`` as the agent: to a teammate of its project, on its thread; with
+        ``reply`` the teammate's answer comes back to the agent as an input."""
+        sent = await self.member.send(to, text, reply=reply)
         return {**sent, "from": self.me}
 
     async def context_post(

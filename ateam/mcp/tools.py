@@ -299,13 +299,17 @@ def _agent_faces(acting: AgentBridge) -> _Faces:
     async def agent_send(
         agent: Teammate,
         text: Annotated[str, Field(description="The task, complete enough to do alone.")],
+        reply: Annotated[
+            bool, Field(description="Have its final answer sent back to you as an input.")
+        ] = False,
     ) -> Json:
         """Give a teammate (another agent of project {project}) work, as {me}: queue text
         as its next task, like {me}'s own team.send. It arrives marked as from {me}. Hand
         off a piece of work, not a chat: a thread may pass between agents only a few times
         (team.max_hops, else team.hop_limit). Returns the task id; follow it with
-        agent_tail."""
-        return await _run(acting.agent_send(agent, text))
+        agent_tail. A teammate that is not running gets it when it starts (mailbox:
+        true)."""
+        return await _run(acting.agent_send(agent, text, reply))
 
     @tool(_WRITE)
     async def context_post(

@@ -141,4 +141,8 @@ class TaskBoardPort(Protocol):
 class Teammates(Protocol):
     """The agent's teammates, as ``team.send`` queues work for them (SPEC §9)."""
 
-    async def send(self, to: str, text: str, *, hops: int, trace_id: str | None) -> JsonObject: ...
+    async def send(
+        self, to: str, text: str, *, hops: int, trace_id: str | None, reply: bool = False
+    ) -> JsonObject: ...
+
+    async def broadcast(self, text: str, *, hops: int, trace_id: str | None) -> JsonObject: ...

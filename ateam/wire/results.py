@@ -228,6 +228,8 @@ class QueueEntry(Result):
     kills: int = 0
     hops: int = 0
     """Agent-to-agent steps that brought it (``team.send``); 0 for a person's input."""
+    reply_to: str | None = None
+    """The teammate its final answer goes back to (``team.send`` with ``reply: true``)."""
     reason: str | None = None
     """Why a dead-lettered item was given up on."""
     dead_at: float | None = None

@@ -144,6 +144,9 @@ class Worker:
         """An input refused for lack of room: the worker waits, blocked, until there is."""
         self.on_idle: Callable[[], Awaitable[None]] | None = None
         """Told once per busy → idle with nothing queued (the team's notices)."""
+        self.answer_back: Callable[[QueueItem, TaskOutcome], Awaitable[bool]] | None = None
+        """Sends an item's answer to the teammate that asked for it (``reply_to``);
+        ``False`` when the agent stopped before it could (:mod:`ateam.agent.loop.replies`)."""
 
     # the way in ----------------------------------------------------------------------
 
@@ -161,6 +164,7 @@ class Worker:
         caller: str | None = None,
         trace_id: str | None = None,
         hops: int = 0,
+        reply_to: str | None = None,
     ) -> Queued:
         """Durably queue an input, its secrets redacted first. A repeated rid is not re-added."""
         if rid is not None:
@@ -176,6 +180,7 @@ class Worker:
                 caller=caller,
                 trace_id=trace_id or os.urandom(6).hex(),
                 hops=hops,
+                reply_to=reply_to,
             )
         except StorageFull as exc:
             # Refused, not acknowledged; an idle worker turns blocked too, so /ps and
@@ -507,6 +512,12 @@ class Worker:
             await self._puller.finished(
                 task_id, ok=outcome.ok, text=outcome.text, error=outcome.error
             )
+        if item.reply_to is not None and self.answer_back is not None:
+            # Before done, as the board is: killed in between, the replay finds the answer
+            # in the history and sends it again under the same request id, which the
+            # asker's queue recognises. Stopped before it could be sent: the restart does.
+            if not await self.answer_back(item, outcome):
+                return
         try:
             self._queue.done(item.id, ok=outcome.ok, error=outcome.error)
         except StorageFull as exc:

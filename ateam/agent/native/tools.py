@@ -77,20 +77,37 @@ async def agents_list(ctx: ToolContext) -> list[JsonObject]:
 
 
 @tool("team.send", timeout_s=15.0)
-async def team_send(ctx: ToolContext, to: str, text: str) -> JsonObject:
+async def team_send(ctx: ToolContext, to: str, text: str, reply: bool = False) -> JsonObject:
     """Give a teammate (another agent of this project) work: queue text as its next task.
 
     It arrives in the teammate's durable queue marked as coming from you. Use it to
     hand off a piece of work, not to chat: each thread may pass between agents only a
-    few times (team.max_hops).
+    few times (team.max_hops). A teammate that is not running gets it when it starts
+    (the result says mailbox: true).
 
     Args:
         to: The teammate's name (or project/name), as agents.list shows it.
         text: The task, complete enough to do without asking back.
+        reply: Have the teammate's final answer sent back to you as a new input, so you
+            can go on meanwhile.
     """
     if ctx.teammates is None:
         raise BadRequest("this agent cannot reach its teammates (no bus)")
-    return await ctx.teammates.send(to, ctx.redact(text), hops=ctx.hops + 1, trace_id=ctx.trace_id)
+    return await ctx.teammates.send(
+        to, ctx.redact(text), hops=ctx.hops + 1, trace_id=ctx.trace_id, reply=reply
+    )
+
+
+@tool("team.broadcast", timeout_s=20.0)
+async def team_broadcast(ctx: ToolContext, text: str) -> JsonObject:
+    """Queue the same text at every running teammate (not you); each answers for itself.
+
+    Args:
+        text: What every teammate should read or do.
+    """
+    if ctx.teammates is None:
+        raise BadRequest("this agent cannot reach its teammates (no bus)")
+    return await ctx.teammates.broadcast(ctx.redact(text), hops=ctx.hops + 1, trace_id=ctx.trace_id)
 
 
 def _memory(ctx: ToolContext) -> Memory:
@@ -368,6 +385,7 @@ STATE_TOOLS: tuple[Tool, ...] = (
     plan_append,
     agents_list,
     team_send,
+    team_broadcast,
     memory_decide,
     memory_failure,
     memory_constrain,

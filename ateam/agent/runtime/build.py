@@ -56,6 +56,7 @@ from ateam.agent.native.tools import default_registry
 from ateam.agent.runtime.dispatch import ModelDispatch
 from ateam.agent.runtime.messenger import TeamMessenger
 from ateam.agent.runtime.port import ServicePort
+from ateam.agent.runtime.replies import Replier
 from ateam.agent.runtime.reporter import Reporter
 from ateam.agent.runtime.service import build_methods
 from ateam.agent.runtime.snapshot_keeper import SnapshotKeeper
@@ -414,6 +415,7 @@ def build_parts(
             events=events,
         ),
     )
+    messenger = TeamMessenger(client, keys, identity, config.spec.team.max_hops)
     hooks = AgentHooks(
         config=config,
         lock=lock,
@@ -425,7 +427,7 @@ def build_parts(
         kb=kb,
         list_agents=functools.partial(_list_agents, client, keys),
         board=board,
-        teammates=TeamMessenger(client, keys, identity, config.spec.team.max_hops),
+        teammates=messenger,
         keeper=keeper,
         switcher=switcher,
         compactor=compactor,
@@ -534,6 +536,8 @@ def build_parts(
     events.lock_value = lock.value
     events.on_fence_doubt = upkeep.fence_doubted
     events.on_refused = upkeep.on_refused = functools.partial(_refused, status)
+    # A teammate that asked (team.send with reply) gets the answer before the item is done.
+    worker.answer_back = Replier(messenger, status, events, redactor.redact).answer_back
     team.on_blocking = worker.wake  # a blocking item wakes an idle worker to take it
     puller.on_news = worker.wake  # so does news on the board, when it takes tasks
     # Teammates' notices (issue 26): heard beside the team's items, sent at a task's end

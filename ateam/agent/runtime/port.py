@@ -81,6 +81,7 @@ class Intake(Protocol):
         caller: str | None = None,
         trace_id: str | None = None,
         hops: int = 0,
+        reply_to: str | None = None,
     ) -> Queued: ...
 
     def wakeup(self) -> None:
