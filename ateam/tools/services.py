@@ -125,6 +125,7 @@ class TaskBoardPort(Protocol):
         priority: int = 0,
         depends_on: Iterable[str] = (),
         created_by: str,
+        require_plan: bool = False,
     ) -> BoardTaskItem: ...
 
     async def claim(self, project: str, task_id: str, *, agent: str) -> BoardTaskItem: ...

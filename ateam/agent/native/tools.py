@@ -197,6 +197,7 @@ async def tasks_add(
     detail: str = "",
     priority: int = 0,
     depends_on: list[str] | None = None,
+    require_plan: bool = False,
 ) -> JsonObject:
     """Put a task on the project's board for any teammate (or you) to claim.
 
@@ -205,6 +206,8 @@ async def tasks_add(
         detail: What a teammate needs to do it without asking back.
         priority: Higher is taken first.
         depends_on: Ids of tasks that must be done before this one can be claimed.
+        require_plan: The teammate must have its plan approved before editing or running
+            anything (you approve it with plan.approve).
     """
     board, project = _board(ctx)
     task = await board.add(
@@ -214,6 +217,7 @@ async def tasks_add(
         priority=priority,
         depends_on=depends_on or (),
         created_by=ctx.agent_id,
+        require_plan=require_plan,
     )
     return task.to_wire()
 

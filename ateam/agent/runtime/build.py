@@ -41,6 +41,7 @@ from ateam.agent.context.teamfeed import TeamFeed
 from ateam.agent.context.window import ContextWindow
 from ateam.agent.context.working import WorkingContext
 from ateam.agent.loop.board_puller import BoardPuller
+from ateam.agent.loop.modes import WorkModes
 from ateam.agent.loop.prompt_reload import PromptReloader
 from ateam.agent.loop.status import AgentState, AgentStatus, Alert
 from ateam.agent.loop.switching import ModelSwitcher
@@ -61,6 +62,7 @@ from ateam.agent.runtime.steering import Steering
 from ateam.agent.state.fence import StateDirLock, WriteFence
 from ateam.agent.state.history import History, SummaryLog
 from ateam.agent.state.knowledge import AgentKb
+from ateam.agent.state.modes import ModeStore
 from ateam.agent.state.queue import DurableQueue
 from ateam.agent.state.usage import UsageLedger
 from ateam.bus.board import TaskBoard
@@ -132,6 +134,8 @@ class Parts:
     """The team's task board (issue 12): the ``tasks.*`` tools and the upkeep's reconcile."""
     puller: BoardPuller
     """Takes board tasks when idle (``take_tasks``)."""
+    modes: WorkModes
+    """Plan approval and delegate mode (issue 26): the tool calls' gate."""
     workctx: WorkingContext
     tool_registry: ToolRegistry
     plugin_warnings: list[str]
@@ -324,6 +328,15 @@ def build_parts(
             board, client, keys, config.project, agent_id, enabled=config.spec.take_tasks
         ),
     )
+    modes = swap(
+        "modes",
+        lambda: WorkModes(
+            config,
+            ModeStore(state_dir, fence=fence),
+            status,
+            functools.partial(board.get, config.project),
+        ),
+    )
     workctx = swap(
         "workctx", lambda: WorkingContext(state_dir, fence=fence, scrub=redactor.redact_obj)
     )
@@ -440,6 +453,7 @@ def build_parts(
             router=router,
             max_iterations=config.spec.max_iterations,
             approval_timeout_s=config.spec.tools.approval_timeout_s,
+            gate=modes,
         ),
     )
 
@@ -522,6 +536,7 @@ def build_parts(
             reloader=reloader,
             upkeep=upkeep,
             write_fence=fence,
+            modes=modes,
         ),
     )
 
@@ -533,6 +548,7 @@ def build_parts(
     events.on_refused = upkeep.on_refused = functools.partial(_refused, status)
     team.on_blocking = worker.wake  # a blocking item wakes an idle worker to take it
     puller.on_news = worker.wake  # so does news on the board, when it takes tasks
+    modes.enqueue = worker.enqueue  # an answer to a plan is the agent's next input
 
     snapshot = swap(
         "snapshot",
@@ -571,6 +587,7 @@ def build_parts(
             handoff=handoff,
             approvals=approvals,
             policy=policy,
+            modes=modes,
         ),
     )
 
@@ -607,6 +624,7 @@ def build_parts(
         team=team,
         board=board,
         puller=puller,
+        modes=modes,
         workctx=workctx,
         tool_registry=tool_registry,
         plugin_warnings=plugin_warnings,
