@@ -8,6 +8,7 @@ One module per family of commands, each exporting its :class:`Command` records:
   clearhistory (and ``# text`` overlay lines)
 - :mod:`.approval`: approve, apply, reject, edit, pending
 - :mod:`.plan`, :mod:`.kb`, :mod:`.context`: the plan, knowledge bases, team context
+- :mod:`.modes`: delegate
 - :mod:`.board`: tasks (the team's task board)
 - :mod:`.fleet`, :mod:`.offload`: agents, agent, spawn, stop; offload
 """
@@ -26,6 +27,7 @@ from ateam.console.commands import (
     context,
     fleet,
     kb,
+    modes,
     offload,
     plan,
     prompt,
@@ -51,7 +53,7 @@ __all__ = [
 
 COMMANDS: Mapping[str, Command] = {
     command.name: command
-    for family in (session, task, prompt, approval, plan, kb, context, board, fleet, offload)
+    for family in (session, task, prompt, approval, plan, modes, kb, context, board, fleet, offload)
     for command in family.COMMANDS
 }
 """Every console command by name, in the order ``/help`` lists them."""
