@@ -19,6 +19,7 @@ __all__ = [
     "ContextItems",
     "KnowledgeBases",
     "Memory",
+    "PlanReviews",
     "SharedItem",
     "TaskBoardPort",
     "Teammates",
@@ -143,3 +144,9 @@ class Teammates(Protocol):
     """The agent's teammates, as ``team.send`` queues work for them (SPEC §9)."""
 
     async def send(self, to: str, text: str, *, hops: int, trace_id: str | None) -> JsonObject: ...
+
+
+class PlanReviews(Protocol):
+    """A lead's answers to its teammates' plans (``plan.approve``, ``plan.reject``)."""
+
+    async def answer(self, to: str, *, approve: bool, feedback: str) -> JsonObject: ...

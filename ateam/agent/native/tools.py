@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ateam._json import JsonObject
+from ateam.agent.native.plan_tools import PLAN_REVIEW_TOOLS
 from ateam.agent.state.knowledge import check_scope
 from ateam.agent.state.plan import append_plan, read_plan, write_plan
 from ateam.errors import BadRequest
@@ -370,6 +371,7 @@ STATE_TOOLS: tuple[Tool, ...] = (
     plan_read,
     plan_write,
     plan_append,
+    *PLAN_REVIEW_TOOLS,
     agents_list,
     team_send,
     memory_decide,

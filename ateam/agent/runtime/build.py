@@ -72,6 +72,7 @@ from ateam.bus.events import EventType
 from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.lock import FENCE_FILE, InstanceLock
+from ateam.bus.plan_review import PlanReviewer
 from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import Heartbeat, Registry
 from ateam.bus.rpc import Refused, RpcServer
@@ -439,6 +440,7 @@ def build_parts(
         keeper=keeper,
         switcher=switcher,
         compactor=compactor,
+        plan_reviews=PlanReviewer(client, keys, identity),
     )
     runner = swap(
         "runner",
