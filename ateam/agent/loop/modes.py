@@ -89,7 +89,8 @@ class WorkModes:
         board_task: BoardLookup,
     ) -> None:
         self._config = config
-        self._store = store
+        self.store = store
+        """``state/modes.json``, as loaded and kept."""
         self._status = status
         self._board_task = board_task
         self.enqueue: Enqueue | None = None
@@ -102,15 +103,15 @@ class WorkModes:
 
     @property
     def delegate(self) -> bool:
-        toggled = self._store.delegate
+        toggled = self.store.delegate
         return self._config.spec.delegate if toggled is None else toggled
 
     @property
     def plan(self) -> PlanRecord | None:
-        return self._store.plan
+        return self.store.plan
 
     def view(self) -> ModesResult:
-        record = self._store.plan
+        record = self.store.plan
         return ModesResult(
             require_plan=self._config.spec.require_plan,
             plan=_shown(record),
@@ -136,11 +137,11 @@ class WorkModes:
         pending = False
         if needs:
             key = task_key(item)
-            record = self._store.plan
+            record = self.store.plan
             if record is None or record.task != key:
                 # A new task: whatever was approved before was another task's plan.
                 record = PlanRecord(task=key, trace_id=item.trace_id)
-                self._store.plan = record
+                self.store.plan = record
                 self._save()
             pending = not record.approved
         return WorkMode(delegate=self.delegate, plan_pending=pending)
@@ -160,7 +161,7 @@ class WorkModes:
     def holds_back(self, item: QueueItem) -> bool:
         """Whether ``item``, a board task's, ended before its plan was approved: the task
         stays claimed, and the answer's input carries it on."""
-        record = self._store.plan
+        record = self.store.plan
         return (
             item.source.startswith(BOARD_SOURCE)
             and record is not None
@@ -178,7 +179,7 @@ class WorkModes:
             BadRequest: no task of this agent has needed a plan yet, or a rejection
                 without feedback.
         """
-        record = self._store.plan
+        record = self.store.plan
         if record is None:
             raise BadRequest(
                 f"{self._config.id} has no plan awaiting approval (no task of it has needed one)"
@@ -201,17 +202,17 @@ class WorkModes:
 
     def set_delegate(self, on: bool) -> ModesResult:
         """Delegate mode on or off for this agent, from now on and across restarts."""
-        self._store.delegate = on
+        self.store.delegate = on
         self._save()
         return self.view()
 
     def _save(self) -> None:
-        self._store.save()
+        self.store.save()
         self._publish()
 
     def _publish(self) -> None:
         entry = self._status.entry
-        shown, delegate = _shown(self._store.plan), self.delegate
+        shown, delegate = _shown(self.store.plan), self.delegate
         if (entry.plan, entry.delegate) != (shown, delegate):
             entry.plan, entry.delegate = shown, delegate
             self._status.touch()
