@@ -169,6 +169,13 @@ class WorkModes:
             and not record.approved
         )
 
+    @property
+    def holding_board_task(self) -> bool:
+        """A board task of this agent waits for its plan's approval: it takes no other
+        (one plan waits at a time; the answer carries that task on)."""
+        record = self.store.plan
+        return record is not None and record.task.startswith(BOARD_SOURCE) and not record.approved
+
     # changing ------------------------------------------------------------------------
 
     def answer(self, approve: bool, *, by: str, feedback: str = "") -> ModesResult:

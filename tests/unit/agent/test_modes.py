@@ -105,9 +105,10 @@ async def test_only_board_tasks_that_ask_for_a_plan_need_one(tmp_path: Path) -> 
         await gate.check("fs.write", on_board)
     assert task_key(on_board) == "board:t-1"
     assert gate.holds_back(on_board)  # ended now, the board task would stay claimed
+    assert gate.holding_board_task  # and the agent takes no other board task meanwhile
     gate.answer(True, by="a person (cli)")
     assert queued[-1][1]["source"] == "board:t-1"  # the work goes on as the board task
-    assert not gate.holds_back(on_board)
+    assert not gate.holds_back(on_board) and not gate.holding_board_task
 
     free, _, _ = modes(config(tmp_path / "b"), requires=False)
     await free.check("fs.write", item(3, source="board:t-1"))
