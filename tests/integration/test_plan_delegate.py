@@ -19,7 +19,7 @@ from ateam.bus.connection import RedisTarget
 from ateam.client import Team
 from ateam.redact import Redactor
 from tests._wait import wait_for
-from tests.integration.conftest import AgentFactory, history_turns, run_ateam
+from tests.integration.conftest import AgentFactory, ConsoleFactory, history_turns, run_ateam
 
 pytestmark = pytest.mark.integration
 
@@ -228,3 +228,45 @@ def test_a_lead_in_delegate_mode_approves_a_board_tasks_plan(
     again = run_ateam("send", "t/zeus", "run it", "--wait", "--redis", redis_url)
     assert again.returncode == 0, again.stderr
     assert tool_results(root, "zeus", "os.exec")[-1].endswith("[exit code 0]")
+
+
+def test_the_console_answers_plans_and_switches_delegate_mode(
+    start_agent: AgentFactory, start_console: ConsoleFactory, tmp_path: Path, redis_url: str
+) -> None:
+    root = write_project(
+        tmp_path / "t",
+        {"zeus": {"require_plan": True, "tools": {"allow": ["fs.*", "plan.*", "os.*"]}}},
+    )
+    echo = {"name": "os.exec", "args": {"cmd": "echo hi"}}
+    script(
+        root,
+        "zeus",
+        [
+            call(fs_write("x.txt")),
+            {"text": "Waiting for approval."},
+            {"text": "Revising."},  # the rejection's input
+            call(echo),  # the approval's input: approved, but in delegate mode by then
+            {"text": "Blocked by delegate mode."},
+        ],
+    )
+    start_agent("t/zeus", cwd=root)
+    sent = run_ateam("send", "t/zeus", "make x.txt", "--wait", "--redis", redis_url)
+    assert sent.returncode == 0, sent.stderr
+    console = start_console()
+    console.wait_line("awaits approval (/plan approve t/zeus)")  # the banner
+
+    console.send("/plan reject t/zeus split it in two")
+    console.wait_line("plan of t/zeus sent back")
+    wait_for(lambda: answered(root, "zeus", "Revising."), 30, "the feedback's turn")
+    assert "Feedback: split it in two" in user_turns(root, "zeus")[-1]["content"]
+
+    console.send("/delegate on t/zeus")
+    console.wait_line("delegate mode of t/zeus on: coordination tools only")
+    console.send("/plan approve t/zeus")
+    console.wait_line("plan of t/zeus approved")
+    wait_for(lambda: answered(root, "zeus", "Blocked by delegate mode."), 30, "the approved turn")
+    assert tool_results(root, "zeus", "fs.write")[0].startswith(PLAN_REFUSAL)
+    refused = tool_results(root, "zeus", "os.exec")[0]
+    assert refused.startswith("error [tool.denied]: tool os.exec refused: delegate mode: ")
+    console.send("/ps")
+    console.wait_line(lambda line: "t/zeus" in line and "delegate, plan: approved" in line)
