@@ -142,3 +142,38 @@ def test_a_damaged_state_file_reads_as_empty(tmp_path: Path) -> None:
     (tmp_path / "modes.json").write_text("{not json")
     store = ModeStore(tmp_path)
     assert store.plan is None and store.delegate is None
+
+
+async def test_only_a_proven_teammate_answers_through_team_plan(agent: Any, team: Any) -> None:
+    """team.plan takes no ownership, so the caller must prove it is another agent here."""
+    from ateam.agent.runtime.process import Agent
+    from ateam.agent.state.modes import PlanRecord
+    from ateam.bus.identity import AgentIdentity
+    from ateam.bus.rpc import RpcClient
+    from ateam.errors import OwnershipDenied
+
+    assert isinstance(agent, Agent)
+    parts = agent.parts
+    parts.modes.store.plan = PlanRecord(task="trace:x")
+    lead = AgentIdentity("proj/lead")
+    await parts.client.set(parts.keys.identity(lead.agent), lead.digest)
+    stranger = AgentIdentity("other/lead")
+    await parts.client.set(parts.keys.identity(stranger.agent), stranger.digest)
+    forged = [
+        ("agent:proj/lead", "a guess"),  # a name without its token
+        (agent.parts.identity.caller, agent.parts.identity.token),  # itself
+        (stranger.caller, stranger.token),  # another project's agent, proven
+        ("console:box:1:a", lead.token),  # a person, at the wrong door
+    ]
+    answer = {"decision": "approve"}
+    for caller, auth in forged:
+        rpc = RpcClient(parts.client, parts.keys, caller=caller, auth=auth)
+        with pytest.raises(OwnershipDenied):
+            await rpc.call(agent.id, "team.plan", answer)
+    assert parts.modes.plan is not None and not parts.modes.plan.approved
+    rpc = RpcClient(parts.client, parts.keys, caller=lead.caller, auth=lead.token)
+    reply = await rpc.call(agent.id, "team.plan", answer)
+    assert isinstance(reply, dict) and reply["plan"] == "approved"
+    # A person's answer is mutating: the owner's, or a one-call claim.
+    state = await team.agent(agent.id).modes.reject("again, smaller")
+    assert state.status == "rejected" and state.feedback == "again, smaller"
