@@ -72,6 +72,7 @@ class TasksApi:
         priority: int = 0,
         depends_on: Iterable[str] = (),
         created_by: str,
+        require_plan: bool = False,
     ) -> AddedTask:
         """Put an open task on the board.
 
@@ -89,6 +90,7 @@ class TasksApi:
             priority=priority,
             depends_on=depends_on,
             created_by=created_by,
+            require_plan=require_plan,
         )
         return AddedTask(**masked.fields_of(task), redacted=masked.replaced)
 

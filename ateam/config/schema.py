@@ -556,4 +556,8 @@ class AgentSpec(_Spec):
     team: TeamSpec = TeamSpec()
     take_tasks: bool = False
     """Take open tasks from the project's board when idle (claim, do, mark done)."""
+    require_plan: bool = False
+    """Every task needs an approved plan before the agent edits or runs anything."""
+    delegate: bool = False
+    """Delegate mode by default: coordination tools only (``/delegate`` toggles it)."""
     description: str = ""

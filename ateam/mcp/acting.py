@@ -90,7 +90,13 @@ class AgentBridge:
         return {**item.to_wire(), "redacted": item.redacted}
 
     async def task_add(
-        self, *, title: str, detail: str, priority: int, depends_on: list[str]
+        self,
+        *,
+        title: str,
+        detail: str,
+        priority: int,
+        depends_on: list[str],
+        require_plan: bool = False,
     ) -> dict[str, object]:
         await self.member.check()
         task = await self.team.tasks.add(
@@ -100,6 +106,7 @@ class AgentBridge:
             priority=priority,
             depends_on=depends_on,
             created_by=self.me,
+            require_plan=require_plan,
         )
         return {**task.to_wire(), "redacted": task.redacted}
 

@@ -48,6 +48,7 @@ from ateam.agent.loop import journal
 from ateam.agent.loop.board_puller import SOURCE_PREFIX as BOARD_SOURCE
 from ateam.agent.loop.board_puller import BoardPuller, board_task_text
 from ateam.agent.loop.control import TaskControl
+from ateam.agent.loop.modes import WorkModes
 from ateam.agent.loop.prompt_reload import PromptReloader
 from ateam.agent.loop.status import AgentState, AgentStatus, Alert
 from ateam.agent.loop.switching import ModelSwitcher
@@ -118,7 +119,10 @@ class Worker:
         reloader: PromptReloader,
         upkeep: BusUpkeep,
         write_fence: WriteFence,
+        modes: WorkModes,
     ) -> None:
+        self.modes = modes
+        """A board task whose plan awaits approval stays claimed (see :mod:`.modes`)."""
         self._config = config
         self._queue = queue
         self._history = history
@@ -314,6 +318,8 @@ class Worker:
 
     async def _take_board_task(self) -> bool:
         """With ``take_tasks``, claim a task from the board and queue it."""
+        if self.modes.holding_board_task:
+            return False  # its answer carries the held task on; taking another would race it
         task = await self._puller.next_task()
         if task is None:
             return False
@@ -504,7 +510,7 @@ class Worker:
 
     async def _finish(self, item: QueueItem, outcome: TaskOutcome, seconds: float = 0.0) -> None:
         """Record the end of a task that ran, then the bookkeeping and upkeep after it."""
-        if item.source.startswith(BOARD_SOURCE):
+        if item.source.startswith(BOARD_SOURCE) and not self.modes.holds_back(item):
             # The board before the queue: killed in between, the replay finds the task
             # finished there and settles the item; the other way round this agent would
             # hold the claim for good with nothing left to run for it.

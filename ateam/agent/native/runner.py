@@ -43,7 +43,7 @@ from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.task import HandOver, TaskOutcome, end_task
 from ateam.agent.models.router import Action, ModelRouter, Reason
 from ateam.agent.models.router import Decision as RouteDecision
-from ateam.agent.native.toolcall import ToolCaller, ToolHooks, describe_error
+from ateam.agent.native.toolcall import ToolCaller, ToolGate, ToolHooks, describe_error
 from ateam.agent.state.history import History
 from ateam.agent.state.queue_item import QueueItem, TaskIds
 from ateam.bus.coalesce import Coalescer
@@ -135,6 +135,7 @@ class NativeRunner:
         router: Retries and switches after failures; the provider alone without.
         max_iterations: Model calls one task may make.
         approval_timeout_s: How long an approval waits for the owner.
+        gate: Delegate mode and plan approval, checked before each tool call.
     """
 
     def __init__(
@@ -150,6 +151,7 @@ class NativeRunner:
         router: ModelRouter | None = None,
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         approval_timeout_s: float = 600.0,
+        gate: ToolGate | None = None,
     ) -> None:
         self._events = publisher
         self._history = history
@@ -167,6 +169,7 @@ class NativeRunner:
             policy=policy,
             approvals=approvals,
             approval_timeout_s=approval_timeout_s,
+            gate=gate,
         )
         self.max_iterations = max_iterations
         self.headroom: Headroom | None = None

@@ -28,7 +28,7 @@ from ateam.redact import Redactor
 from ateam.tools.approvals import Answer, Approvals, Decision
 from ateam.tools.registry import ToolContext, ToolPolicy
 
-__all__ = ["ToolCaller", "ToolHooks", "describe_error"]
+__all__ = ["ToolCaller", "ToolGate", "ToolHooks", "describe_error"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,14 @@ class ToolHooks(Protocol):
         ...
 
 
+class ToolGate(Protocol):
+    """The agent's run-time modes (delegate, a plan awaiting approval): may this call run?"""
+
+    async def check(self, tool: str, item: QueueItem) -> None:
+        """Raise the refusal of ``tool`` within ``item``, if any."""
+        ...
+
+
 class ToolCaller:
     """Runs the tool calls of a task's model replies, one at a time.
 
@@ -65,6 +73,7 @@ class ToolCaller:
         policy: The tools the agent may call; none without.
         approvals: Where calls needing the owner's approval wait.
         approval_timeout_s: How long an approval waits for the owner.
+        gate: The agent's run-time modes, checked after the policy.
     """
 
     def __init__(
@@ -75,9 +84,11 @@ class ToolCaller:
         policy: ToolPolicy | None,
         approvals: Approvals | None,
         approval_timeout_s: float,
+        gate: ToolGate | None = None,
     ) -> None:
         self._events = publisher
         self._hooks = hooks
+        self.gate = gate
         self.policy = policy
         self._approvals = approvals
         self._approval_timeout_s = approval_timeout_s
@@ -142,6 +153,8 @@ class ToolCaller:
         if self.policy is None:
             raise _denied(call.name)
         approval = self.policy.check(call.name)  # ToolDenied for anything not allowed
+        if self.gate is not None:  # delegate mode, a plan awaiting approval
+            await self.gate.check(call.name, item)
         tool = self.policy.tools[call.name]
         if approval is Approval.ASK and not tool.self_approving:
             answer = await self._ask("tool", call, ids, {}, control)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ateam._json import JsonObject
+from ateam.agent.native.plan_tools import PLAN_REVIEW_TOOLS
 from ateam.agent.state.knowledge import check_scope
 from ateam.agent.state.plan import append_plan, read_plan, write_plan
 from ateam.errors import BadRequest
@@ -214,6 +215,7 @@ async def tasks_add(
     detail: str = "",
     priority: int = 0,
     depends_on: list[str] | None = None,
+    require_plan: bool = False,
 ) -> JsonObject:
     """Put a task on the project's board for any teammate (or you) to claim.
 
@@ -222,6 +224,8 @@ async def tasks_add(
         detail: What a teammate needs to do it without asking back.
         priority: Higher is taken first.
         depends_on: Ids of tasks that must be done before this one can be claimed.
+        require_plan: The teammate must have its plan approved before editing or running
+            anything (you approve it with plan.approve).
     """
     board, project = _board(ctx)
     task = await board.add(
@@ -231,6 +235,7 @@ async def tasks_add(
         priority=priority,
         depends_on=depends_on or (),
         created_by=ctx.agent_id,
+        require_plan=require_plan,
     )
     return task.to_wire()
 
@@ -383,6 +388,7 @@ STATE_TOOLS: tuple[Tool, ...] = (
     plan_read,
     plan_write,
     plan_append,
+    *PLAN_REVIEW_TOOLS,
     agents_list,
     team_send,
     team_broadcast,

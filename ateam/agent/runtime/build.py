@@ -42,6 +42,7 @@ from ateam.agent.context.teamfeed import TeamFeed
 from ateam.agent.context.window import ContextWindow
 from ateam.agent.context.working import WorkingContext
 from ateam.agent.loop.board_puller import BoardPuller
+from ateam.agent.loop.modes import WorkModes
 from ateam.agent.loop.notices import Notifier
 from ateam.agent.loop.prompt_reload import PromptReloader
 from ateam.agent.loop.status import AgentState, AgentStatus, Alert
@@ -64,6 +65,7 @@ from ateam.agent.runtime.steering import Steering
 from ateam.agent.state.fence import StateDirLock, WriteFence
 from ateam.agent.state.history import History, SummaryLog
 from ateam.agent.state.knowledge import AgentKb
+from ateam.agent.state.modes import ModeStore
 from ateam.agent.state.queue import DurableQueue
 from ateam.agent.state.usage import UsageLedger
 from ateam.bus.board import TaskBoard
@@ -74,6 +76,7 @@ from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.lock import FENCE_FILE, InstanceLock
 from ateam.bus.notices import NoticeBox
+from ateam.bus.plan_review import PlanReviewer
 from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import Heartbeat, Registry
 from ateam.bus.rpc import Refused, RpcServer
@@ -136,6 +139,8 @@ class Parts:
     """The team's task board (issue 12): the ``tasks.*`` tools and the upkeep's reconcile."""
     puller: BoardPuller
     """Takes board tasks when idle (``take_tasks``)."""
+    modes: WorkModes
+    """Plan approval and delegate mode (issue 26): the tool calls' gate."""
     workctx: WorkingContext
     tool_registry: ToolRegistry
     plugin_warnings: list[str]
@@ -328,6 +333,15 @@ def build_parts(
             board, client, keys, config.project, agent_id, enabled=config.spec.take_tasks
         ),
     )
+    modes = swap(
+        "modes",
+        lambda: WorkModes(
+            config,
+            ModeStore(state_dir, fence=fence),
+            status,
+            functools.partial(board.get, config.project),
+        ),
+    )
     workctx = swap(
         "workctx", lambda: WorkingContext(state_dir, fence=fence, scrub=redactor.redact_obj)
     )
@@ -431,6 +445,7 @@ def build_parts(
         keeper=keeper,
         switcher=switcher,
         compactor=compactor,
+        plan_reviews=PlanReviewer(client, keys, identity),
     )
     runner = swap(
         "runner",
@@ -445,6 +460,7 @@ def build_parts(
             router=router,
             max_iterations=config.spec.max_iterations,
             approval_timeout_s=config.spec.tools.approval_timeout_s,
+            gate=modes,
         ),
     )
 
@@ -527,6 +543,7 @@ def build_parts(
             reloader=reloader,
             upkeep=upkeep,
             write_fence=fence,
+            modes=modes,
         ),
     )
 
@@ -547,6 +564,7 @@ def build_parts(
     notifier = Notifier(notice_box, agent_id, config.spec.team.notify, events.emit, redactor.redact)
     puller.on_finished = notifier.finished
     worker.on_idle = notifier.idle
+    modes.enqueue = worker.enqueue  # an answer to a plan is the agent's next input
 
     snapshot = swap(
         "snapshot",
@@ -585,6 +603,7 @@ def build_parts(
             handoff=handoff,
             approvals=approvals,
             policy=policy,
+            modes=modes,
         ),
     )
 
@@ -621,6 +640,7 @@ def build_parts(
         team=team,
         board=board,
         puller=puller,
+        modes=modes,
         workctx=workctx,
         tool_registry=tool_registry,
         plugin_warnings=plugin_warnings,

@@ -18,6 +18,7 @@ from pathlib import Path
 from ateam._fs import atomic_write
 from ateam.agent.loop.worker import Queued
 from ateam.agent.runtime.inbox import FROM_HEADINGS, asked_by, team_input_text
+from ateam.agent.runtime.mode_methods import mode_methods
 from ateam.agent.runtime.port import ServicePort
 from ateam.agent.state.knowledge import check_scope
 from ateam.agent.state.plan import PLAN_FILE, append_plan, delete_plan, read_plan, write_plan
@@ -778,7 +779,8 @@ def build_methods(port: ServicePort) -> dict[str, Method]:
             "graceful stop {restart?}",
         ),
     ]
-    return {
+    rows = {
         name: Method(name, fn, mutating, doc, params, result)
         for name, fn, params, result, mutating, doc in table
     }
+    return {**rows, **mode_methods(port)}  # plan approval, delegate mode: their own module
