@@ -144,6 +144,7 @@ class Code(StrEnum):
     HOOK_REFUSED = "hook.refused"
     HOOK_FAILED = "hook.failed"
     PLAN_REQUIRED = "plan.required"
+    MAILBOX_FULL = "mailbox.full"
 
 
 class AteamError(Exception):
@@ -672,6 +673,13 @@ class HopLimit(RpcError):
     hint = "answer the person who started the thread instead of passing it on"
 
 
+class MailboxFull(RpcError):
+    """A stopped agent's mailbox holds as many messages (or bytes) as it may keep."""
+
+    code = Code.MAILBOX_FULL
+    hint = "start the agent (`ateam up NAME`) so it takes its messages"
+
+
 _RPC_ERRORS: dict[str, type[RpcError]] = {
     Code.OWNERSHIP_DENIED: OwnershipDenied,
     Code.AGENT_NOT_FOUND: AgentNotFound,
@@ -680,6 +688,7 @@ _RPC_ERRORS: dict[str, type[RpcError]] = {
     Code.NO_SUCH_METHOD: NoSuchMethod,
     Code.BAD_REQUEST: BadRequest,
     Code.TEAM_HOP_LIMIT: HopLimit,
+    Code.MAILBOX_FULL: MailboxFull,
 }
 
 

@@ -318,6 +318,7 @@ class TaskBoard:
         priority: int = 0,
         depends_on: Iterable[str] = (),
         created_by: str,
+        require_plan: bool = False,
     ) -> BoardTask:
         """Put an ``open`` task on the project's board.
 
@@ -356,6 +357,7 @@ class TaskBoard:
                 created_by=created_by,
                 created=now,
                 updated=now,
+                require_plan=require_plan is True,
             )
             if await self._client.hsetnx(key, task.id, pack(task.to_wire())):
                 await self._announce(task)

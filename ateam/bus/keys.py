@@ -170,6 +170,19 @@ class Keys:
         """Pub/sub channel saying a notice was added to :meth:`notices`."""
         return self._agent("events-notices", agent)
 
+    def mailbox(self, agent: str) -> str:
+        """List of messages kept for the agent while it is not running, oldest first."""
+        return self._agent("mailbox", agent)
+
+    def mailbox_bytes(self, agent: str) -> str:
+        """The size of :meth:`mailbox` in bytes (same hash tag: one script keeps both)."""
+        return self._agent("mailbox-bytes", agent)
+
+    def known_agents(self, project: str) -> str:
+        """Set of the names of ``project``'s agents that ever started on this bus: who a
+        message may wait for in a mailbox (a name never seen is a typo, refused)."""
+        return f"{self.project_prefix(project)}agents:known"
+
     def rpc(self, agent: str) -> str:
         """List of pending requests for the agent."""
         return self._agent("rpc", agent)

@@ -17,6 +17,7 @@ from typing import Any
 from ateam.cli._hints import cli_line
 from ateam.cli._run import print_table, run_verb
 from ateam.cli._verb import add_json_option, add_project_option, add_redis_option
+from ateam.cli.mail import keep_for_start
 from ateam.client import Gap, Team, local_redactor, secrets_notice
 from ateam.client.tail import event_json
 from ateam.config import project_here, project_name
@@ -202,6 +203,8 @@ def cmd_send(args: argparse.Namespace) -> int:
     async def work(team: Team) -> int:
         # Started before the send, so no event of the task can pass unseen; a resend
         # (--request-id) may name a task that ended already, so it reads from the start.
+        if args.wait_for_start and await keep_for_start(team, args, rid) is not None:
+            return 0  # kept in its mailbox: the agent queues it when it starts
         watch = team.watch(args.id) if args.wait else None
         if watch is not None:
             await watch.start(from_start=args.request_id is not None)
@@ -254,6 +257,12 @@ def send_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("text", nargs="+", metavar="TEXT", help="the words to queue, as one input")
     p.add_argument("--takeover", action="store_true", help=_TAKEOVER_HELP.format(what="send"))
     add_json_option(p, "the queued item: id (the task id), agent, queued, created, redacted")
+    p.add_argument(
+        "--wait-for-start",
+        action="store_true",
+        help="if the agent is not running, keep the text in its mailbox: it is queued when "
+        "the agent starts",
+    )
     p.add_argument(
         "--timeout",
         type=float,

@@ -22,7 +22,9 @@ from ateam.cli import (
     kb,
     lifecycle,
     logs,
+    mail,
     mcp,
+    modes,
     runtimes,
     server,
     tasks,
@@ -83,6 +85,12 @@ VERBS: tuple[Verb, ...] = (
         agents.session_args,
     ),
     Verb("send", "queue text for an agent", agents.cmd_send, agents.send_args),
+    Verb(
+        "broadcast",
+        "queue one text at every running agent of the project",
+        mail.cmd_broadcast,
+        mail.broadcast_args,
+    ),
     Verb("tail", "print an agent's events", agents.cmd_tail, agents.tail_args),
     Verb(
         "stop",
@@ -168,6 +176,31 @@ VERBS: tuple[Verb, ...] = (
                 chain(tasks.tasks_fail_args, project_verb_options),
             ),
         ),
+    ),
+    Verb(
+        "plan",
+        "an agent's plan and its approval (agents or tasks with require_plan)",
+        actions=(
+            Verb("show", "plan.md and its approval", modes.cmd_plan_show, modes.plan_show_args),
+            Verb(
+                "approve",
+                "approve the plan: edits and commands allowed again",
+                modes.cmd_plan_approve,
+                modes.plan_approve_args,
+            ),
+            Verb(
+                "reject",
+                "send the plan back with feedback",
+                modes.cmd_plan_reject,
+                modes.plan_reject_args,
+            ),
+        ),
+    ),
+    Verb(
+        "delegate",
+        "delegate mode on or off: coordination tools only",
+        modes.cmd_delegate,
+        modes.delegate_args,
     ),
     Verb(
         "context",

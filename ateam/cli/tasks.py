@@ -56,6 +56,7 @@ def cmd_tasks_add(args: argparse.Namespace) -> int:
             priority=args.priority,
             depends_on=after,
             created_by=by,
+            require_plan=args.require_plan,
         )
         if args.json:
             print(
@@ -122,6 +123,11 @@ def tasks_add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--detail", default="", metavar="TEXT", help="a longer description")
     p.add_argument("--priority", type=int, default=0, metavar="N", help="higher first")
     p.add_argument("--depends-on", metavar="ID,ID", help="tasks that must be done first")
+    p.add_argument(
+        "--require-plan",
+        action="store_true",
+        help="its agent works read-only until its plan is approved (ateam plan approve)",
+    )
     p.add_argument(
         "--as", dest="agent", metavar="NAME", help=_AS_HELP.format(what="adds it (default: cli)")
     )

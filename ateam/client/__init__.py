@@ -25,6 +25,7 @@ from ateam.client.agent import (
 )
 from ateam.client.board import TasksApi
 from ateam.client.member import TeamMember
+from ateam.client.modes import ModesApi, ModesResult
 from ateam.client.notices import RESUMED, Notice, NoticeKind, Notices
 from ateam.client.outcomes import Outcomes, TaskResult, TaskWatch
 from ateam.client.redaction import local_redactor, project_at, redactor_for, secrets_notice
@@ -74,6 +75,8 @@ __all__ = [
     "KbProgress",
     "KbReport",
     "Malformed",
+    "ModesApi",
+    "ModesResult",
     "Notice",
     "NoticeKind",
     "Notices",

@@ -19,6 +19,7 @@ from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.events import Event
 from ateam.bus.tail import EventTail
 from ateam.client._session import Session
+from ateam.client.modes import ModesApi
 from ateam.client.redaction import redactor_for
 from ateam.client.tail import DEFAULT_BACKLOG, Item, Tail, follow_one
 from ateam.constants import OWNER_REFRESH_S, RPC_DEFAULT_DEADLINE_S
@@ -88,6 +89,8 @@ class AgentHandle:
         self._session = session
         self.id = agent_id
         self.plan = PlanApi(self)
+        self.modes = ModesApi(self)
+        """Plan approval and delegate mode."""
         self.kb = KbApi(self)
 
     def __repr__(self) -> str:

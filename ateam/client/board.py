@@ -80,6 +80,7 @@ class TasksApi:
         priority: int = 0,
         depends_on: Iterable[str] = (),
         created_by: str,
+        require_plan: bool = False,
     ) -> AddedTask:
         """Put an open task on the board.
 
@@ -98,6 +99,7 @@ class TasksApi:
             "priority": priority,
             "depends_on": after,
             "created_by": created_by,
+            "require_plan": require_plan,
         }
         failure = await self.gate(project, self._redactor.redact_obj(wanted))
         task = await self._board.add(
@@ -107,6 +109,7 @@ class TasksApi:
             priority=priority,
             depends_on=after,
             created_by=created_by,
+            require_plan=require_plan,
         )
         return AddedTask(**masked.fields_of(task), redacted=masked.replaced, hook_failure=failure)
 

@@ -97,25 +97,30 @@ class TeamMember:
             return 0, None
         return reply.current.hops, reply.current.trace_id
 
-    async def send(self, to: str, text: str) -> JsonObject:
+    async def send(self, to: str, text: str, *, reply: bool = False) -> JsonObject:
         """Queue ``text`` at teammate ``to`` (``NAME`` or ``P/NAME``) as this agent.
 
         The next hop of the agent's current thread, with its trace id, exactly as the
         agent's ``team.send`` tool sends it (:class:`~ateam.bus.messenger.TeamMessenger`).
         Secrets are masked first, and counted.
 
+        With ``reply`` the teammate's final answer comes back to the agent as an input;
+        a teammate that is not running gets the message in its mailbox.
+
         Returns:
-            ``{to, id, queued, hops, trace_id, redacted}``.
+            ``{to, id, queued, hops, trace_id, mailbox, redacted}``.
 
         Raises:
             IdentityRefused: see :meth:`check`.
             BadRequest: ``to`` is malformed, of another project, or this agent.
-            AgentNotFound: no such teammate is running.
+            AgentNotFound: no such teammate has run on this bus.
             HopLimit: the thread already ran the agent's ``team.max_hops`` (or the
                 receiver's).
         """
         await self.check()
         hops, trace_id = await self.thread()
         clean = self._session.redactor.scrub(text)
-        sent = await self._messenger.send(to, clean.text, hops=hops + 1, trace_id=trace_id)
+        sent = await self._messenger.send(
+            to, clean.text, hops=hops + 1, trace_id=trace_id, reply=reply
+        )
         return {**sent, "redacted": clean.replaced}

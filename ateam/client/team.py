@@ -32,6 +32,7 @@ from ateam.client.acl import create_user
 from ateam.client.agent import AgentHandle
 from ateam.client.board import TasksApi
 from ateam.client.listing import AgentListing
+from ateam.client.mail import MailApi
 from ateam.client.member import TeamMember
 from ateam.client.notices import Notices
 from ateam.client.outcomes import TaskWatch
@@ -87,6 +88,8 @@ class Team:
             redactor,
         )
         self.tasks = TasksApi(TaskBoard(client, self._keys, redactor=redactor), redactor)
+        self.mail = MailApi(self._session)
+        """Mailboxes of stopped agents, and broadcasts to a project's running agents."""
 
     @classmethod
     def open(

@@ -585,4 +585,8 @@ class AgentSpec(_Spec):
     """Take open tasks from the project's board when idle (claim, do, mark done)."""
     hooks: HooksSpec = HooksSpec()
     """Quality-gate hooks of this agent, each over the one of ``project.yaml``."""
+    require_plan: bool = False
+    """Every task needs an approved plan before the agent edits or runs anything."""
+    delegate: bool = False
+    """Delegate mode by default: coordination tools only (``/delegate`` toggles it)."""
     description: str = ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ateam.client import AgentStatus
+from ateam.wire.modes import PLAN_AWAITING
 
 __all__ = ["agent_banners", "auto_tails"]
 
@@ -30,6 +31,11 @@ def agent_banners(
         banners.append((f"agent {view.id} is back", "info"))
     if waiting and view.state == "waiting" and (old is None or old.state != "waiting"):
         banners.append((f"agent {view.id} is waiting for approval", "alert"))
+    awaiting = view.entry.plan == PLAN_AWAITING
+    if awaiting and (old is None or old.entry.plan != PLAN_AWAITING):
+        banners.append(
+            (f"agent {view.id}'s plan awaits approval (/plan approve {view.id})", "alert")
+        )
     was_blocked = old is not None and old.state == "blocked"
     if view.state == "blocked" and not was_blocked:
         banners.append((f"agent {view.id} is {view.entry.alert or 'blocked'}", "alert"))

@@ -19,13 +19,14 @@ __all__ = [
     "handoff_line",
     "kb_hit_rows",
     "kb_progress_line",
+    "mode_cell",
     "ps_rows",
     "table_lines",
 ]
 
 PS_COLUMNS = [
     "id", "state", "model", "pinned", "ctx_pct", "host", "queue_len", "owner", "tokens", "cost",
-    "alert",
+    "mode", "alert",
 ]  # fmt: skip
 """The columns of ``ateam ps`` and ``/ps``, in order."""
 
@@ -80,10 +81,20 @@ def ps_rows(views: Iterable[_Jsonable], *, table: bool = True) -> list[JsonObjec
         row["cost"] = usage.get("cost", 0)
         if table and row.get("runtime_mode"):  # a coding agent's mode is part of what it is
             row["model"] = f"{row.get('model')} ({row['runtime_mode']})"
+        row["mode"] = mode_cell(row)
         damage = damage_alert(row.get("id", ""), row.get("damage") or [])
         alerts = [text for text in (row.get("alert"), damage) if text]
         row["alert"] = "; ".join(alerts) if alerts else None
     return rows
+
+
+def mode_cell(row: Mapping[str, Any]) -> str | None:
+    """The MODE cell: delegate mode and where the plan stands (``plan: approved``)."""
+    parts = [
+        "delegate" if row.get("delegate") else "",
+        f"plan: {row['plan']}" if row.get("plan") else "",
+    ]
+    return ", ".join(part for part in parts if part) or None
 
 
 def damage_alert(agent: str, damage: Sequence[Mapping[str, Any]]) -> str | None:

@@ -58,9 +58,10 @@ class AgentBridge:
             detail={"agent": agent, "acting_as": self.me},
         )
 
-    async def agent_send(self, to: str, text: str) -> dict[str, object]:
-        """``team.send`` as the agent: to a teammate of its project, on its thread."""
-        sent = await self.member.send(to, text)
+    async def agent_send(self, to: str, text: str, reply: bool = False) -> dict[str, object]:
+        """``team.send`` as the agent: to a teammate of its project, on its thread; with
+        ``reply`` the teammate's answer comes back to the agent as an input."""
+        sent = await self.member.send(to, text, reply=reply)
         return {**sent, "from": self.me}
 
     async def context_post(
@@ -89,7 +90,13 @@ class AgentBridge:
         return {**item.to_wire(), "redacted": item.redacted}
 
     async def task_add(
-        self, *, title: str, detail: str, priority: int, depends_on: list[str]
+        self,
+        *,
+        title: str,
+        detail: str,
+        priority: int,
+        depends_on: list[str],
+        require_plan: bool = False,
     ) -> dict[str, object]:
         await self.member.check()
         task = await self.team.tasks.add(
@@ -99,6 +106,7 @@ class AgentBridge:
             priority=priority,
             depends_on=depends_on,
             created_by=self.me,
+            require_plan=require_plan,
         )
         return {**task.to_wire(), "redacted": task.redacted}
 

@@ -287,6 +287,7 @@ class TeamBridge:
         priority: int,
         depends_on: list[str],
         runtime: str,
+        require_plan: bool = False,
     ) -> dict[str, object]:
         task = await self.team.tasks.add(
             self.project(project),
@@ -295,6 +296,7 @@ class TeamBridge:
             priority=priority,
             depends_on=depends_on,
             created_by=f"mcp:{runtime}",
+            require_plan=require_plan,
         )
         return {**task.to_wire(), "redacted": task.redacted}
 

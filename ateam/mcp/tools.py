@@ -41,6 +41,7 @@ Project = Annotated[
     str | None,
     Field(description="The project; default: the one `ateam mcp` was started with."),
 ]
+_PLAN_HELP = "The agent that takes it works read-only until its plan is approved."
 TaskId = Annotated[str, Field(description="A task id from tasks_list or task_add (t-…).")]
 TypeArg = Literal["discovery", "decision", "status", "request", "alert"]
 UrgencyArg = Literal["background", "attention", "blocking"]
@@ -243,6 +244,7 @@ def _runtime_faces(bridge: TeamBridge) -> _Faces:
             list[str] | None, Field(description="Task ids that must be done first.")
         ] = None,
         project: Project = None,
+        require_plan: Annotated[bool, Field(description=_PLAN_HELP)] = False,
     ) -> Json:
         """Put an open task on the project's board for an agent to claim. Secrets are
         masked first; `redacted` says how many were replaced."""
@@ -254,6 +256,7 @@ def _runtime_faces(bridge: TeamBridge) -> _Faces:
                 priority=priority,
                 depends_on=depends_on or [],
                 runtime=runtime_of(ctx),
+                require_plan=require_plan,
             )
         )
 
@@ -299,13 +302,17 @@ def _agent_faces(acting: AgentBridge) -> _Faces:
     async def agent_send(
         agent: Teammate,
         text: Annotated[str, Field(description="The task, complete enough to do alone.")],
+        reply: Annotated[
+            bool, Field(description="Have its final answer sent back to you as an input.")
+        ] = False,
     ) -> Json:
         """Give a teammate (another agent of project {project}) work, as {me}: queue text
         as its next task, like {me}'s own team.send. It arrives marked as from {me}. Hand
         off a piece of work, not a chat: a thread may pass between agents only a few times
         (team.max_hops, else team.hop_limit). Returns the task id; follow it with
-        agent_tail."""
-        return await _run(acting.agent_send(agent, text))
+        agent_tail. A teammate that is not running gets it when it starts (mailbox:
+        true)."""
+        return await _run(acting.agent_send(agent, text, reply))
 
     @tool(_WRITE)
     async def context_post(
@@ -341,13 +348,18 @@ def _agent_faces(acting: AgentBridge) -> _Faces:
         depends_on: Annotated[
             list[str] | None, Field(description="Task ids that must be done first.")
         ] = None,
+        require_plan: Annotated[bool, Field(description=_PLAN_HELP)] = False,
     ) -> Json:
         """Put an open task on project {project}'s board, created by {me}, for any
         teammate (or {me}) to claim. Secrets are masked first; `redacted` says how many
         were replaced."""
         return await _run(
             acting.task_add(
-                title=title, detail=detail, priority=priority, depends_on=depends_on or []
+                title=title,
+                detail=detail,
+                priority=priority,
+                depends_on=depends_on or [],
+                require_plan=require_plan,
             )
         )
 

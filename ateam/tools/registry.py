@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         ContextItems,
         KnowledgeBases,
         Memory,
+        PlanReviews,
         TaskBoardPort,
         Teammates,
     )
@@ -151,6 +152,8 @@ class ToolContext:
     """The team's task board (issue 12), for ``tasks.*``."""
     teammates: Teammates | None = field(default=None, repr=False)
     """The project's other agents, for ``team.send``."""
+    plan_reviews: PlanReviews | None = field(default=None, repr=False)
+    """Answers to teammates' plans, for ``plan.approve`` and ``plan.reject``."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ __all__ = [
     "ContextItems",
     "KnowledgeBases",
     "Memory",
+    "PlanReviews",
     "SharedItem",
     "TaskBoardPort",
     "Teammates",
@@ -125,6 +126,7 @@ class TaskBoardPort(Protocol):
         priority: int = 0,
         depends_on: Iterable[str] = (),
         created_by: str,
+        require_plan: bool = False,
     ) -> BoardTaskItem: ...
 
     async def claim(self, project: str, task_id: str, *, agent: str) -> BoardTaskItem: ...
@@ -141,4 +143,14 @@ class TaskBoardPort(Protocol):
 class Teammates(Protocol):
     """The agent's teammates, as ``team.send`` queues work for them (SPEC §9)."""
 
-    async def send(self, to: str, text: str, *, hops: int, trace_id: str | None) -> JsonObject: ...
+    async def send(
+        self, to: str, text: str, *, hops: int, trace_id: str | None, reply: bool = False
+    ) -> JsonObject: ...
+
+    async def broadcast(self, text: str, *, hops: int, trace_id: str | None) -> JsonObject: ...
+
+
+class PlanReviews(Protocol):
+    """A lead's answers to its teammates' plans (``plan.approve``, ``plan.reject``)."""
+
+    async def answer(self, to: str, *, approve: bool, feedback: str) -> JsonObject: ...

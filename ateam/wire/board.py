@@ -48,6 +48,8 @@ class BoardTask:
     result: str = ""
     reason: str = ""
     """Why it failed, or why it was reopened."""
+    require_plan: bool = False
+    """The agent that takes it must have its plan approved before it edits or runs anything."""
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -64,6 +66,7 @@ class BoardTask:
             "updated": self.updated,
             "result": self.result,
             "reason": self.reason,
+            "require_plan": self.require_plan,
         }
 
     @classmethod
@@ -89,6 +92,7 @@ class BoardTask:
                 depends_on=tuple(str(d) for d in (data.get("depends_on") or ())),
                 result=str(data.get("result") or ""),
                 reason=str(data.get("reason") or ""),
+                require_plan=data.get("require_plan") is True,
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise BadRequest(f"malformed board task: {type(exc).__name__}: {exc}") from exc

@@ -156,6 +156,10 @@ class AgentEntry(Result):
     """The last task's failure; cleared when a task succeeds (its alert with it)."""
     runtime_mode: str | None = None
     """A coding agent's own mode (Claude Code's ``default``, Codex's ``read-only`` ...)."""
+    plan: str | None = None
+    """``awaiting approval`` or ``approved``: the plan of the newest task that needed one."""
+    delegate: bool = False
+    """Delegate mode: coordination tools only."""
     damage: list[dict[str, Any]] = []
     """Damaged files this process found (each a ``storage.damaged`` warning's fields and
     ``msg``): ``ps`` shows ALERT until someone acknowledges them (``alert.ack``, ``ateam
@@ -228,6 +232,8 @@ class QueueEntry(Result):
     kills: int = 0
     hops: int = 0
     """Agent-to-agent steps that brought it (``team.send``); 0 for a person's input."""
+    reply_to: str | None = None
+    """The teammate its final answer goes back to (``team.send`` with ``reply: true``)."""
     reason: str | None = None
     """Why a dead-lettered item was given up on."""
     dead_at: float | None = None

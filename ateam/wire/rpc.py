@@ -91,6 +91,11 @@ class TeamInputParams(Params):
     """How many agent-to-agent steps this message is into its thread (1: the first)."""
     trace_id: str | None = Field(default=None, max_length=64)
     """The thread: the sender's task trace, so the whole exchange shares one id."""
+    reply: bool = False
+    """The sender wants the final answer back, as a message of its own (issue 26)."""
+    in_reply_to: str | None = Field(default=None, max_length=64)
+    """This message is the answer to the item the receiver sent as ``reply``: its id
+    at the teammate. A reply never asks for a reply."""
 
 
 class CancelParams(Params):

@@ -213,13 +213,22 @@ class GatedTasks:
     runner goes on with it (``control.continuing``: no second ``task.start``).
     """
 
-    def __init__(self, inner: TaskRunner, gates: Gates) -> None:
+    def __init__(
+        self,
+        inner: TaskRunner,
+        gates: Gates,
+        *,
+        held: Callable[[QueueItem], bool] = lambda item: False,
+    ) -> None:
         self.inner = inner
         self._gates = gates
+        self._held = held
+        """Whether a board task's run ended without finishing it (its plan not approved
+        yet): no answer to judge, the task is not being marked done."""
 
     async def run(self, item: QueueItem, control: TaskControl) -> TaskOutcome:
         outcome = await self.inner.run(item, control)
-        if item.source.startswith(BOARD_SOURCE):
+        if item.source.startswith(BOARD_SOURCE) and not self._held(item):
             outcome = await self._judged(item, control, outcome)
         self._gates.task_finished(item)
         return outcome
@@ -285,7 +294,9 @@ class GatedBoard:
         priority: int = 0,
         depends_on: Iterable[str] = (),
         created_by: str,
+        **more: Any,
     ) -> BoardTaskItem:
+        # ``more``: the board's other settings of a task (``require_plan``), passed on.
         after = list(depends_on)
         event = {
             "project": project,
@@ -294,6 +305,7 @@ class GatedBoard:
             "priority": priority,
             "depends_on": after,
             "created_by": created_by,
+            **more,
         }
         run = await self._gates.judge(Hook.TASK_CREATED, event, {})
         if run is not None and run.refused:
@@ -305,6 +317,7 @@ class GatedBoard:
             priority=priority,
             depends_on=after,
             created_by=created_by,
+            **more,
         )
 
     async def done(

@@ -49,6 +49,7 @@ from ateam.agent.loop.board_puller import SOURCE_PREFIX as BOARD_SOURCE
 from ateam.agent.loop.board_puller import BoardPuller, board_task_text
 from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.gates import Gates
+from ateam.agent.loop.modes import WorkModes
 from ateam.agent.loop.prompt_reload import PromptReloader
 from ateam.agent.loop.status import AgentState, AgentStatus, Alert
 from ateam.agent.loop.switching import ModelSwitcher
@@ -119,8 +120,11 @@ class Worker:
         reloader: PromptReloader,
         upkeep: BusUpkeep,
         write_fence: WriteFence,
+        modes: WorkModes,
         gates: Gates | None = None,
     ) -> None:
+        self.modes = modes
+        """A board task whose plan awaits approval stays claimed (see :mod:`.modes`)."""
         self._config = config
         self._queue = queue
         self._history = history
@@ -148,6 +152,9 @@ class Worker:
         """An input refused for lack of room: the worker waits, blocked, until there is."""
         self.on_idle: Callable[[], Awaitable[None]] | None = None
         """Told once per busy → idle with nothing queued (the team's notices)."""
+        self.answer_back: Callable[[QueueItem, TaskOutcome], Awaitable[bool]] | None = None
+        """Sends an item's answer to the teammate that asked for it (``reply_to``);
+        ``False`` when the agent stopped before it could (:mod:`ateam.agent.loop.replies`)."""
 
     # the way in ----------------------------------------------------------------------
 
@@ -165,6 +172,7 @@ class Worker:
         caller: str | None = None,
         trace_id: str | None = None,
         hops: int = 0,
+        reply_to: str | None = None,
     ) -> Queued:
         """Durably queue an input, its secrets redacted first. A repeated rid is not re-added."""
         if rid is not None:
@@ -180,6 +188,7 @@ class Worker:
                 caller=caller,
                 trace_id=trace_id or os.urandom(6).hex(),
                 hops=hops,
+                reply_to=reply_to,
             )
         except StorageFull as exc:
             # Refused, not acknowledged; an idle worker turns blocked too, so /ps and
@@ -315,6 +324,8 @@ class Worker:
 
     async def _take_board_task(self) -> bool:
         """With ``take_tasks``, claim a task from the board and queue it."""
+        if self.modes.holding_board_task:
+            return False  # its answer carries the held task on; taking another would race it
         task = await self._puller.next_task()
         if task is None:
             return False
@@ -505,7 +516,7 @@ class Worker:
 
     async def _finish(self, item: QueueItem, outcome: TaskOutcome, seconds: float = 0.0) -> None:
         """Record the end of a task that ran, then the bookkeeping and upkeep after it."""
-        if item.source.startswith(BOARD_SOURCE):
+        if item.source.startswith(BOARD_SOURCE) and not self.modes.holds_back(item):
             # The board before the queue: killed in between, the replay finds the task
             # finished there and settles the item; the other way round this agent would
             # hold the claim for good with nothing left to run for it.
@@ -513,6 +524,12 @@ class Worker:
             await self._puller.finished(
                 task_id, ok=outcome.ok, text=outcome.text, error=outcome.error
             )
+        if item.reply_to is not None and self.answer_back is not None:
+            # Before done, as the board is: killed in between, the replay finds the answer
+            # in the history and sends it again under the same request id, which the
+            # asker's queue recognises. Stopped before it could be sent: the restart does.
+            if not await self.answer_back(item, outcome):
+                return
         try:
             self._queue.done(item.id, ok=outcome.ok, error=outcome.error)
         except StorageFull as exc:

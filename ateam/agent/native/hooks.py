@@ -34,6 +34,7 @@ from ateam.tools.services import (
     AgentLister,
     ContextItems,
     KnowledgeBases,
+    PlanReviews,
     TaskBoardPort,
     Teammates,
 )
@@ -93,6 +94,7 @@ class AgentHooks:
     keeper: HandoffKeeper
     switcher: ModelSwitcher
     compactor: Compactor
+    plan_reviews: PlanReviews | None = None
 
     def fence(self) -> int:
         return self.lock.fence
@@ -130,6 +132,7 @@ class AgentHooks:
             kb=self.kb,
             teammates=self.teammates,
             board=self.board,
+            plan_reviews=self.plan_reviews,
         )
 
     def on_turn(self, item: QueueItem, turn: Turn) -> None:

@@ -43,7 +43,13 @@ from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.task import HandOver, TaskOutcome, end_task
 from ateam.agent.models.router import Action, ModelRouter, Reason
 from ateam.agent.models.router import Decision as RouteDecision
-from ateam.agent.native.toolcall import ToolCaller, ToolGate, ToolHooks, describe_error
+from ateam.agent.native.toolcall import (
+    BeforeTool,
+    ToolCaller,
+    ToolGate,
+    ToolHooks,
+    describe_error,
+)
 from ateam.agent.state.history import History
 from ateam.agent.state.queue_item import QueueItem, TaskIds
 from ateam.bus.coalesce import Coalescer
@@ -135,7 +141,8 @@ class NativeRunner:
         router: Retries and switches after failures; the provider alone without.
         max_iterations: Model calls one task may make.
         approval_timeout_s: How long an approval waits for the owner.
-        gate: The ``before_tool`` hook, asked before each tool call.
+        gate: Delegate mode and plan approval, checked before each tool call.
+        before_tool: The ``before_tool`` hook, asked before each tool call that may run.
     """
 
     def __init__(
@@ -152,6 +159,7 @@ class NativeRunner:
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
         approval_timeout_s: float = 600.0,
         gate: ToolGate | None = None,
+        before_tool: BeforeTool | None = None,
     ) -> None:
         self._events = publisher
         self._history = history
@@ -170,6 +178,7 @@ class NativeRunner:
             approvals=approvals,
             approval_timeout_s=approval_timeout_s,
             gate=gate,
+            before_tool=before_tool,
         )
         self.max_iterations = max_iterations
         self.headroom: Headroom | None = None

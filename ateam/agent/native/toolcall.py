@@ -28,9 +28,9 @@ from ateam.redact import Redactor
 from ateam.tools.approvals import Answer, Approvals, Decision
 from ateam.tools.registry import ToolContext, ToolPolicy
 
-__all__ = ["ToolCaller", "ToolGate", "ToolHooks", "describe_error"]
+__all__ = ["BeforeTool", "ToolCaller", "ToolGate", "ToolHooks", "describe_error"]
 
-ToolGate = Callable[[str, Mapping[str, Any], TaskIds], Awaitable[None]]
+BeforeTool = Callable[[str, Mapping[str, Any], TaskIds], Awaitable[None]]
 """Asked before a call runs (the ``before_tool`` hook); raises to refuse it."""
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,14 @@ class ToolHooks(Protocol):
         ...
 
 
+class ToolGate(Protocol):
+    """The agent's run-time modes (delegate, a plan awaiting approval): may this call run?"""
+
+    async def check(self, tool: str, item: QueueItem) -> None:
+        """Raise the refusal of ``tool`` within ``item``, if any."""
+        ...
+
+
 class ToolCaller:
     """Runs the tool calls of a task's model replies, one at a time.
 
@@ -68,7 +76,8 @@ class ToolCaller:
         policy: The tools the agent may call; none without.
         approvals: Where calls needing the owner's approval wait.
         approval_timeout_s: How long an approval waits for the owner.
-        gate: Asked before each call that may run; what it raises is the call's result.
+        gate: The agent's run-time modes, checked after the policy.
+        before_tool: Asked before each call that may run; what it raises is the result.
     """
 
     def __init__(
@@ -80,10 +89,12 @@ class ToolCaller:
         approvals: Approvals | None,
         approval_timeout_s: float,
         gate: ToolGate | None = None,
+        before_tool: BeforeTool | None = None,
     ) -> None:
-        self._gate = gate
+        self._before_tool = before_tool
         self._events = publisher
         self._hooks = hooks
+        self.gate = gate
         self.policy = policy
         self._approvals = approvals
         self._approval_timeout_s = approval_timeout_s
@@ -148,6 +159,8 @@ class ToolCaller:
         if self.policy is None:
             raise _denied(call.name)
         approval = self.policy.check(call.name)  # ToolDenied for anything not allowed
+        if self.gate is not None:  # delegate mode, a plan awaiting approval
+            await self.gate.check(call.name, item)
         tool = self.policy.tools[call.name]
         if approval is Approval.ASK and not tool.self_approving:
             answer = await self._ask("tool", call, ids, {}, control)
@@ -156,8 +169,8 @@ class ToolCaller:
         if control.interrupted.is_set():
             # An approval and an interrupt that land together: the interrupt wins.
             return {"ok": False, "rejected": True, "result": "not run: the task was interrupted"}
-        if self._gate is not None:  # after the policy and the owner: only calls that may run
-            await self._gate(call.name, call.args, ids)
+        if self._before_tool is not None:  # after the policy, modes and owner: calls that may run
+            await self._before_tool(call.name, call.args, ids)
 
         context = self._hooks.tool_context(item, approval, coalescer.feed, control)
         if tool.self_approving:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ateam._json import JsonObject
+from ateam.agent.native.plan_tools import PLAN_REVIEW_TOOLS
 from ateam.agent.state.knowledge import check_scope
 from ateam.agent.state.plan import append_plan, read_plan, write_plan
 from ateam.errors import BadRequest
@@ -77,20 +78,37 @@ async def agents_list(ctx: ToolContext) -> list[JsonObject]:
 
 
 @tool("team.send", timeout_s=15.0)
-async def team_send(ctx: ToolContext, to: str, text: str) -> JsonObject:
+async def team_send(ctx: ToolContext, to: str, text: str, reply: bool = False) -> JsonObject:
     """Give a teammate (another agent of this project) work: queue text as its next task.
 
     It arrives in the teammate's durable queue marked as coming from you. Use it to
     hand off a piece of work, not to chat: each thread may pass between agents only a
-    few times (team.max_hops).
+    few times (team.max_hops). A teammate that is not running gets it when it starts
+    (the result says mailbox: true).
 
     Args:
         to: The teammate's name (or project/name), as agents.list shows it.
         text: The task, complete enough to do without asking back.
+        reply: Have the teammate's final answer sent back to you as a new input, so you
+            can go on meanwhile.
     """
     if ctx.teammates is None:
         raise BadRequest("this agent cannot reach its teammates (no bus)")
-    return await ctx.teammates.send(to, ctx.redact(text), hops=ctx.hops + 1, trace_id=ctx.trace_id)
+    return await ctx.teammates.send(
+        to, ctx.redact(text), hops=ctx.hops + 1, trace_id=ctx.trace_id, reply=reply
+    )
+
+
+@tool("team.broadcast", timeout_s=20.0)
+async def team_broadcast(ctx: ToolContext, text: str) -> JsonObject:
+    """Queue the same text at every running teammate (not you); each answers for itself.
+
+    Args:
+        text: What every teammate should read or do.
+    """
+    if ctx.teammates is None:
+        raise BadRequest("this agent cannot reach its teammates (no bus)")
+    return await ctx.teammates.broadcast(ctx.redact(text), hops=ctx.hops + 1, trace_id=ctx.trace_id)
 
 
 def _memory(ctx: ToolContext) -> Memory:
@@ -198,6 +216,7 @@ async def tasks_add(
     detail: str = "",
     priority: int = 0,
     depends_on: list[str] | None = None,
+    require_plan: bool = False,
 ) -> JsonObject:
     """Put a task on the project's board for any teammate (or you) to claim.
 
@@ -206,6 +225,8 @@ async def tasks_add(
         detail: What a teammate needs to do it without asking back.
         priority: Higher is taken first.
         depends_on: Ids of tasks that must be done before this one can be claimed.
+        require_plan: The teammate must have its plan approved before editing or running
+            anything (you approve it with plan.approve).
     """
     board, project = _board(ctx)
     task = await board.add(
@@ -215,6 +236,7 @@ async def tasks_add(
         priority=priority,
         depends_on=depends_on or (),
         created_by=ctx.agent_id,
+        require_plan=require_plan,
     )
     return task.to_wire()
 
@@ -368,8 +390,10 @@ STATE_TOOLS: tuple[Tool, ...] = (
     plan_read,
     plan_write,
     plan_append,
+    *PLAN_REVIEW_TOOLS,
     agents_list,
     team_send,
+    team_broadcast,
     memory_decide,
     memory_failure,
     memory_constrain,

@@ -43,6 +43,7 @@ from ateam.agent.context.window import ContextWindow
 from ateam.agent.context.working import WorkingContext
 from ateam.agent.loop.board_puller import BoardPuller
 from ateam.agent.loop.gates import GatedBoard, GatedTasks, Gates
+from ateam.agent.loop.modes import WorkModes
 from ateam.agent.loop.notices import Notifier
 from ateam.agent.loop.prompt_reload import PromptReloader
 from ateam.agent.loop.status import AgentState, AgentStatus, Alert
@@ -57,6 +58,7 @@ from ateam.agent.native.tools import default_registry
 from ateam.agent.runtime.dispatch import ModelDispatch
 from ateam.agent.runtime.messenger import TeamMessenger
 from ateam.agent.runtime.port import ServicePort
+from ateam.agent.runtime.replies import Replier
 from ateam.agent.runtime.reporter import Reporter
 from ateam.agent.runtime.service import build_methods
 from ateam.agent.runtime.snapshot_keeper import SnapshotKeeper
@@ -64,6 +66,7 @@ from ateam.agent.runtime.steering import Steering
 from ateam.agent.state.fence import StateDirLock, WriteFence
 from ateam.agent.state.history import History, SummaryLog
 from ateam.agent.state.knowledge import AgentKb
+from ateam.agent.state.modes import ModeStore
 from ateam.agent.state.queue import DurableQueue
 from ateam.agent.state.usage import UsageLedger
 from ateam.bus.board import TaskBoard
@@ -74,6 +77,7 @@ from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.lock import FENCE_FILE, InstanceLock
 from ateam.bus.notices import NoticeBox
+from ateam.bus.plan_review import PlanReviewer
 from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import Heartbeat, Registry
 from ateam.bus.rpc import Refused, RpcServer
@@ -137,6 +141,8 @@ class Parts:
     """The team's task board (issue 12): the ``tasks.*`` tools and the upkeep's reconcile."""
     puller: BoardPuller
     """Takes board tasks when idle (``take_tasks``)."""
+    modes: WorkModes
+    """Plan approval and delegate mode (issue 26): the tool calls' gate."""
     workctx: WorkingContext
     tool_registry: ToolRegistry
     plugin_warnings: list[str]
@@ -329,6 +335,15 @@ def build_parts(
             board, client, keys, config.project, agent_id, enabled=config.spec.take_tasks
         ),
     )
+    modes = swap(
+        "modes",
+        lambda: WorkModes(
+            config,
+            ModeStore(state_dir, fence=fence),
+            status,
+            functools.partial(board.get, config.project),
+        ),
+    )
     workctx = swap(
         "workctx", lambda: WorkingContext(state_dir, fence=fence, scrub=redactor.redact_obj)
     )
@@ -424,6 +439,7 @@ def build_parts(
             events=events,
         ),
     )
+    messenger = TeamMessenger(client, keys, identity, config.spec.team.max_hops)
     hooks = AgentHooks(
         config=config,
         lock=lock,
@@ -435,10 +451,11 @@ def build_parts(
         kb=kb,
         list_agents=functools.partial(_list_agents, client, keys),
         board=GatedBoard(board, gates),
-        teammates=TeamMessenger(client, keys, identity, config.spec.team.max_hops),
+        teammates=messenger,
         keeper=keeper,
         switcher=switcher,
         compactor=compactor,
+        plan_reviews=PlanReviewer(client, keys, identity),
     )
     runner = swap(
         "runner",
@@ -453,7 +470,8 @@ def build_parts(
             router=router,
             max_iterations=config.spec.max_iterations,
             approval_timeout_s=config.spec.tools.approval_timeout_s,
-            gate=gates.before_tool,
+            gate=modes,
+            before_tool=gates.before_tool,
         ),
     )
 
@@ -522,7 +540,7 @@ def build_parts(
             config=config,
             queue=queue,
             history=history,
-            runner=GatedTasks(tasks, gates),
+            runner=GatedTasks(tasks, gates, held=modes.holds_back),
             stall=stall,
             team=team,
             puller=puller,
@@ -536,6 +554,7 @@ def build_parts(
             reloader=reloader,
             upkeep=upkeep,
             write_fence=fence,
+            modes=modes,
             gates=gates,
         ),
     )
@@ -546,6 +565,8 @@ def build_parts(
     events.lock_value = lock.value
     events.on_fence_doubt = upkeep.fence_doubted
     events.on_refused = upkeep.on_refused = functools.partial(_refused, status)
+    # A teammate that asked (team.send with reply) gets the answer before the item is done.
+    worker.answer_back = Replier(messenger, status, events, redactor.redact).answer_back
     team.on_blocking = worker.wake  # a blocking item wakes an idle worker to take it
     puller.on_news = worker.wake  # so does news on the board, when it takes tasks
     # Teammates' notices (issue 26): heard beside the team's items, sent at a task's end
@@ -555,6 +576,7 @@ def build_parts(
     notifier = Notifier(notice_box, agent_id, config.spec.team.notify, events.emit, redactor.redact)
     puller.on_finished = notifier.finished
     worker.on_idle = notifier.idle
+    modes.enqueue = worker.enqueue  # an answer to a plan is the agent's next input
 
     snapshot = swap(
         "snapshot",
@@ -593,6 +615,7 @@ def build_parts(
             handoff=handoff,
             approvals=approvals,
             policy=policy,
+            modes=modes,
         ),
     )
 
@@ -629,6 +652,7 @@ def build_parts(
         team=team,
         board=board,
         puller=puller,
+        modes=modes,
         workctx=workctx,
         tool_registry=tool_registry,
         plugin_warnings=plugin_warnings,

@@ -31,6 +31,7 @@ from typing import Protocol
 
 from ateam.agent.context.handoff import HandoffStore
 from ateam.agent.context.prompts import Prompts
+from ateam.agent.loop.modes import WorkModes
 from ateam.agent.loop.status import AgentState
 from ateam.agent.loop.worker import Queued
 from ateam.agent.models.router import ModelRouter
@@ -81,6 +82,7 @@ class Intake(Protocol):
         caller: str | None = None,
         trace_id: str | None = None,
         hops: int = 0,
+        reply_to: str | None = None,
     ) -> Queued: ...
 
     def wakeup(self) -> None:
@@ -182,6 +184,8 @@ class ServicePort:
     handoff: HandoffStore
     approvals: Approvals
     policy: ToolPolicy
+    modes: WorkModes | None = None
+    """Plan approval and delegate mode (``plan.approve``, ``delegate.set`` …)."""
 
     @property
     def id(self) -> str:

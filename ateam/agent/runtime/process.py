@@ -37,11 +37,13 @@ from ateam.agent.loop.control import cancel_quietly
 from ateam.agent.loop.status import AgentState
 from ateam.agent.loop.worker import Queued
 from ateam.agent.runtime.build import Parts, ReplRunner, build_parts
+from ateam.agent.runtime.inbox import MailboxIntake
 from ateam.agent.state.fence import STATE_LOCK_GRACE_S, STATE_LOCK_WAIT_S
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable
 from ateam.bus.events import EventType
 from ateam.bus.guard import check_eviction
+from ateam.bus.mailbox import Mailbox
 from ateam.bus.rpc import RpcServer
 from ateam.config import AgentConfig
 from ateam.constants import SHUTDOWN_HARD_S, SHUTDOWN_SOFT_S
@@ -216,6 +218,15 @@ class Agent:
         self._tasks.append(asyncio.create_task(upkeep.lock_watch(), name="lock-watch"))
         self._tasks.append(asyncio.create_task(parts.team.listen(), name="team-context"))
         self._tasks.append(asyncio.create_task(parts.puller.listen(), name="board"))
+        # What teammates sent while this agent was not running, queued before new work.
+        mail = MailboxIntake(
+            Mailbox(parts.client, parts.keys),
+            self.id,
+            parts.worker,
+            parts.events,
+            max_hops=lambda: self.config.spec.team.max_hops,
+        )
+        self._tasks.append(asyncio.create_task(mail.run(), name="mailbox"))
         parts.stall.start()
         parts.snapshot.start()
         self._tasks.append(asyncio.create_task(parts.reloader.watch(), name="prompts"))

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from ateam._fs import atomic_write
 from ateam.agent.loop.worker import Queued
+from ateam.agent.runtime.inbox import FROM_HEADINGS, asked_by, team_input_text
+from ateam.agent.runtime.mode_methods import mode_methods
 from ateam.agent.runtime.port import ServicePort
 from ateam.agent.state.knowledge import check_scope
 from ateam.agent.state.plan import PLAN_FILE, append_plan, delete_plan, read_plan, write_plan
@@ -113,12 +115,7 @@ def save_model(config: AgentConfig, model: str) -> str:
 
 _MODEL_LINE = re.compile(r"^model:.*$", re.MULTILINE)
 
-_FROM = {
-    "agent": "[from teammate {sender}, through team.send]",
-    "mcp": "[from {sender}, an external runtime, through ateam mcp]",
-}
-"""The first line of a ``team.input`` task, by source kind."""
-_TEAM_SOURCES = tuple(f"{kind}:" for kind in _FROM)
+_TEAM_SOURCES = tuple(f"{kind}:" for kind in FROM_HEADINGS)
 """Sources only ``team.input`` may queue under: ``input`` refuses them."""
 
 
@@ -212,21 +209,25 @@ class AgentService:
         kind, sender = params.source.split(":", 1)
         await self._admit[kind](call, sender)
         limit = self.port.config.spec.team.max_hops
-        if params.hops > limit:
+        hops = params.hops
+        if params.in_reply_to is not None:
+            # An answer this agent asked for ends its thread: kept within the limit (no
+            # send may follow it past there) rather than lost to it.
+            hops = min(hops, limit)
+        elif hops > limit:
             raise HopLimit(
                 f"message refused: hop {params.hops} of its thread, over {self.port.id}'s "
                 f"limit of {limit} (team.max_hops)",
                 detail={"hops": params.hops, "max_hops": limit},
             )
-        # The model reads the task as text: it must know who asked, to answer the right one.
-        heading = _FROM[kind].format(sender=sender)
         queued = self.port.intake.enqueue(
-            f"{heading}\n{params.text}",
+            team_input_text(kind, sender, params.text, in_reply_to=params.in_reply_to),
             source=params.source,
             rid=call.id,
             caller=call.caller,
             trace_id=params.trace_id,
-            hops=params.hops if kind == "agent" else 0,
+            hops=hops if kind == "agent" else 0,
+            reply_to=asked_by(self.port.config.project, kind, sender, params),
         )
         return self._accepted(queued)
 
@@ -778,7 +779,8 @@ def build_methods(port: ServicePort) -> dict[str, Method]:
             "graceful stop {restart?}",
         ),
     ]
-    return {
+    rows = {
         name: Method(name, fn, mutating, doc, params, result)
         for name, fn, params, result, mutating, doc in table
     }
+    return {**rows, **mode_methods(port)}  # plan approval, delegate mode: their own module

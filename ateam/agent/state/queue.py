@@ -347,6 +347,7 @@ class DurableQueue:
         trace_id: str | None = None,
         priority: int = 0,
         hops: int = 0,
+        reply_to: str | None = None,
     ) -> QueueItem:
         """Enqueue ``text``; returns only once the item is written and fsynced.
 
@@ -364,6 +365,7 @@ class DurableQueue:
             caller=caller,
             trace_id=trace_id,
             hops=hops,
+            reply_to=reply_to,
         )
         # Advanced before the write: an id that may have reached the disk is never reissued.
         self._last_id = item.id

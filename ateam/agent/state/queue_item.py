@@ -94,6 +94,9 @@ class QueueItem:
     kills: int = 0
     """How many times the process was killed from outside (SIGKILL, SIGTERM that could not
     finish) while this item was in progress: not held against it as crashes are."""
+    reply_to: str | None = None
+    """The teammate (``PROJECT/NAME``) that sent it with ``reply: true``: its final answer,
+    or its error, goes back to that agent before the item is marked done."""
 
     def to_dict(self) -> dict[str, Any]:
         """The item as a JSON-ready dict."""
@@ -111,6 +114,8 @@ class QueueItem:
             "attempts": self.attempts,
             "kills": self.kills,
             "hops": self.hops,
+            # Only when set: most items are not awaited, and every append is fsynced.
+            **({"reply_to": self.reply_to} if self.reply_to is not None else {}),
         }
 
     def ids(self) -> TaskIds:
@@ -134,8 +139,9 @@ class QueueItem:
         if not (is_int(item.enqueued_at) or isinstance(item.enqueued_at, float)):
             raise ValueError("queue item: enqueued_at must be a number")
         # The rid is a dict key once loaded: a list there would fail open() as a TypeError.
-        if not all(v is None or isinstance(v, str) for v in (item.rid, item.caller, item.trace_id)):
-            raise ValueError("queue item: rid, caller and trace_id must be strings or null")
+        optional = (item.rid, item.caller, item.trace_id, item.reply_to)
+        if not all(v is None or isinstance(v, str) for v in optional):
+            raise ValueError("queue item: rid, caller, trace_id, reply_to: strings or null")
         return item
 
 

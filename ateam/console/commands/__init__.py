@@ -8,7 +8,9 @@ One module per family of commands, each exporting its :class:`Command` records:
   clearhistory (and ``# text`` overlay lines)
 - :mod:`.approval`: approve, apply, reject, edit, pending
 - :mod:`.plan`, :mod:`.kb`, :mod:`.context`: the plan, knowledge bases, team context
+- :mod:`.modes`: delegate
 - :mod:`.board`: tasks (the team's task board)
+- :mod:`.mail`: broadcast (one input to every running agent of the project)
 - :mod:`.fleet`, :mod:`.offload`: agents, agent, spawn, stop; offload
 """
 
@@ -26,6 +28,8 @@ from ateam.console.commands import (
     context,
     fleet,
     kb,
+    mail,
+    modes,
     offload,
     plan,
     prompt,
@@ -51,7 +55,20 @@ __all__ = [
 
 COMMANDS: Mapping[str, Command] = {
     command.name: command
-    for family in (session, task, prompt, approval, plan, kb, context, board, fleet, offload)
+    for family in (
+        session,
+        task,
+        prompt,
+        approval,
+        plan,
+        modes,
+        kb,
+        context,
+        board,
+        mail,
+        fleet,
+        offload,
+    )
     for command in family.COMMANDS
 }
 """Every console command by name, in the order ``/help`` lists them."""

@@ -105,6 +105,8 @@ async def _add(call: Call, words: list[str]) -> None:
                 after.extend(csv(value))
             else:
                 options[word] = value
+        elif word == "--require-plan":
+            options[word] = "yes"
         elif word.startswith("--"):
             raise call.bad(f"unknown option {word}")
         else:
@@ -125,6 +127,7 @@ async def _add(call: Call, words: list[str]) -> None:
         priority=priority,
         depends_on=after,
         created_by=console.session,
+        require_plan="--require-plan" in options,
     )
     call.view.info(f"added {task.id} to the board of {project}: {task.title}")
     if task.hook_failure:  # added all the same: the task_created hook could not judge it
@@ -174,7 +177,8 @@ COMMANDS = (
         "tasks",
         tasks,
         "ls|add|claim|done|fail … (ls [--status S]; add TITLE [--priority N] [--after T,T] "
-        "[--detail TEXT]; claim|done|fail TASK [--as ID] [--result TEXT] [--reason TEXT])",
+        "[--detail TEXT] [--require-plan]; claim|done|fail TASK [--as ID] [--result TEXT] "
+        "[--reason TEXT])",
         "the team's task board; claims are the attached agent's unless --as names one",
     ),
 )

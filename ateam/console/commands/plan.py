@@ -1,4 +1,5 @@
-"""``/plan``: the attached agent's ``plan.md``, and who on the team has one."""
+"""``/plan``: the attached agent's ``plan.md``, who on the team has one, and answering a
+plan that awaits approval (``/plan approve NAME``, ``/plan reject NAME FEEDBACK``)."""
 
 from __future__ import annotations
 
@@ -89,7 +90,27 @@ async def _list(call: Call, text: str) -> None:
         call.view.info("no running agent has a plan")
 
 
+async def _approve(call: Call, text: str) -> None:
+    name, _, note = text.partition(" ")
+    if not name:
+        raise call.bad("approve needs NAME")
+    agent = await call.console.resolve_agent(name)
+    state = await call.console.agent(agent).modes.approve(note.strip())
+    call.view.info(f"plan of {agent} approved ({state.task}): it may edit and run commands")
+
+
+async def _reject(call: Call, text: str) -> None:
+    name, _, feedback = text.partition(" ")
+    if not name or not feedback.strip():
+        raise call.bad("reject needs NAME and FEEDBACK")
+    agent = await call.console.resolve_agent(name)
+    state = await call.console.agent(agent).modes.reject(feedback.strip())
+    call.view.info(f"plan of {agent} sent back ({state.task}); the feedback is its next input")
+
+
 _ACTIONS: dict[str, Callable[[Call, str], Awaitable[None]]] = {
+    "approve": _approve,
+    "reject": _reject,
     "read": _read,
     "show": _read,
     "write": _write,
@@ -102,7 +123,8 @@ COMMANDS = (
     Command(
         "plan",
         plan,
-        "[read|write|append|delete|list] [TEXT]",
-        "the attached agent's plan.md; write without TEXT opens $EDITOR",
+        "[read|write|append|delete|list|approve|reject] [TEXT]",
+        "the attached agent's plan.md; write without TEXT opens $EDITOR; approve NAME "
+        "[NOTE] / reject NAME FEEDBACK answer a plan that awaits approval",
     ),
 )

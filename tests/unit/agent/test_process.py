@@ -72,6 +72,7 @@ async def test_status_reports_state_and_offsets(agent: Agent) -> None:
         "approval.answer", "prompt.append", "prompt.set", "prompt.reload",
         "model.use", "model.save", "context.summarize", "offload.propose",
         "plan.write", "plan.append", "plan.delete", "kb.ingest", "kb.import",
+        "plan.approve", "plan.reject", "delegate.set",
     }  # fmt: skip
 
 

@@ -137,3 +137,20 @@ async def test_kb_search_means_the_agents_own_knowledge_base(
         assert own["hits"] and "make rollback" in own["hits"][0]["text"]
         theirs = await call(client, "kb_search", query="roll back", agent="proj/hera")
         assert (theirs["agent"], theirs["hits"]) == ("proj/hera", [])
+
+
+async def test_a_send_with_reply_brings_the_teammates_answer_back(
+    agent: Agent, team: Team, hera: Agent
+) -> None:
+    async with connect(acting_server(team, agent)) as client:
+        sent = await call(client, "agent_send", agent="hera", text="ping", reply=True)
+    assert sent["mailbox"] is False
+
+    def answered() -> dict[str, object] | None:
+        turns = [t for t in agent.parts.history.tail(50) if t.get("source") == "agent:hera"]
+        return turns[0] if turns else None
+
+    turn = await async_wait_for(answered, 20, "hera's answer in zeus's history")
+    heading = f"[reply from teammate hera to your team.send {sent['id']}]\n"
+    assert str(turn["content"]).startswith(heading)
+    assert turn["trace_id"] == sent["trace_id"]

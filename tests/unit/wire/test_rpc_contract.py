@@ -14,7 +14,11 @@ from typing import Any
 
 from ateam.agent.runtime.process import Agent
 from ateam.agent.runtime.service import build_methods
+from ateam.agent.state.modes import PlanRecord
+from ateam.bus.identity import AgentIdentity
+from ateam.bus.rpc import RpcClient
 from ateam.client import AgentHandle, Team
+from ateam.wire.modes import ModesResult
 from ateam.wire.results import STRICT_ROWS, Result
 from tests._wait import async_wait_for
 
@@ -98,6 +102,19 @@ async def test_every_method_replies_what_its_model_declares(
         await call("offload.propose", {"name": "zeus-2"})
         await call("context.summarize")
         await call("history.clear", {"confirm_id": agent.id})
+        await call("plan.state")
+        agent.parts.modes.store.plan = PlanRecord(task="trace:contract")  # a task waits
+        await call("plan.reject", {"feedback": "smaller steps"})
+        lead = AgentIdentity(f"{agent.id.split('/')[0]}/lead")  # a teammate, proven
+        await agent.parts.client.set(agent.parts.keys.identity(lead.agent), lead.digest)
+        rpc = RpcClient(agent.parts.client, agent.parts.keys, caller=lead.caller, auth=lead.token)
+        check(
+            ModesResult,
+            await rpc.call(agent.id, "team.plan", {"decision": "reject", "feedback": "no"}),
+        )
+        seen.add("team.plan")
+        await call("plan.approve", {"note": "go"})
+        await call("delegate.set", {"on": True})
         await call("shutdown")
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.wait_for(asking, 5)

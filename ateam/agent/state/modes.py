@@ -1,0 +1,120 @@
+"""``state/modes.json``: the agent's plan approval and delegate mode, kept across restarts.
+
+One small JSON file, rewritten atomically on every change::
+
+    {"delegate": true,
+     "plan": {"task": "trace:9f2c…", "trace_id": "9f2c…", "status": "rejected",
+              "feedback": "split the migration", "by": "console:…", "at": 1764064800.5}}
+
+``delegate`` is the run-time toggle (``/delegate on|off``); absent, ``agent.yaml`` decides.
+``plan`` is about one task only — the newest that needed a plan (its key, see
+:mod:`ateam.agent.loop.modes`): a task with another key has no approval. A damaged file
+is reported and read as empty, so the worst a damaged file costs is asking again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from ateam._fs import atomic_write
+from ateam._jsonl import storage_error
+from ateam.agent.state.fence import Fenced, unfenced
+
+__all__ = ["MODES_FILE", "ModeStore", "PlanRecord", "PlanStatus"]
+
+log = logging.getLogger(__name__)
+
+MODES_FILE = "modes.json"
+
+
+class PlanStatus(StrEnum):
+    PENDING = "pending"
+    """Written or being written; nobody has answered yet."""
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    """Sent back with feedback; the agent revises it and waits again."""
+
+
+@dataclass
+class PlanRecord:
+    """Where the plan of one task stands."""
+
+    task: str
+    """The task's key: ``board:<id>`` for a board task, else ``trace:<trace id>``."""
+    trace_id: str | None = None
+    """The thread the task runs in: the answer's input continues it."""
+    status: PlanStatus = PlanStatus.PENDING
+    feedback: str = ""
+    """The rejection's words, for the model and for ``plan show``."""
+    by: str = ""
+    """Who answered: a console session, ``cli``, or a lead ``agent:P/NAME``."""
+    at: float = field(default_factory=time.time)
+
+    @property
+    def approved(self) -> bool:
+        return self.status is PlanStatus.APPROVED
+
+    @classmethod
+    def from_wire(cls, data: Any) -> PlanRecord | None:
+        if not isinstance(data, dict) or not isinstance(data.get("task"), str):
+            return None
+        try:
+            return cls(
+                task=data["task"],
+                trace_id=data.get("trace_id") if isinstance(data.get("trace_id"), str) else None,
+                status=PlanStatus(data.get("status", "pending")),
+                feedback=str(data.get("feedback") or ""),
+                by=str(data.get("by") or ""),
+                at=float(data.get("at") or 0.0),
+            )
+        except (TypeError, ValueError):
+            return None
+
+
+class ModeStore:
+    """``state/modes.json`` of one agent.
+
+    Args:
+        state_dir: the agent's ``state/`` directory.
+        fence: checked before each write (a fenced-off agent writes nothing).
+    """
+
+    def __init__(self, state_dir: Path, *, fence: Fenced = unfenced) -> None:
+        self.path = state_dir / MODES_FILE
+        self._fence = fence
+        self.delegate: bool | None = None
+        """The run-time toggle; ``None``: ``agent.yaml`` decides."""
+        self.plan: PlanRecord | None = None
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            log.warning("%s unreadable, starting without it: %s", self.path, exc)
+            return
+        if not isinstance(data, dict):
+            log.warning("%s is not a JSON object, starting without it", self.path)
+            return
+        delegate = data.get("delegate")
+        self.delegate = delegate if isinstance(delegate, bool) else None
+        self.plan = PlanRecord.from_wire(data.get("plan"))
+
+    def save(self) -> None:
+        """Write both values, atomically; raises a storage error when the disk refuses."""
+        self._fence("state/modes.json")
+        record = self.plan
+        plan = None if record is None else {**asdict(record), "status": record.status.value}
+        data = {"delegate": self.delegate, "plan": plan}
+        try:
+            atomic_write(self.path, json.dumps(data, indent=1).encode("utf-8"))
+        except OSError as exc:
+            raise storage_error("state", "cannot write", self.path, exc) from exc
