@@ -27,6 +27,7 @@ from ateam.client import (
     Gap,
     TaskStatus,
     Team,
+    blocked_by,
 )
 from ateam.client.tail import event_json, json_ready
 from ateam.config.schema import check_name, checked_name
@@ -111,7 +112,16 @@ def _agent_row(view: AgentStatus) -> dict[str, object]:
 
 
 def _task_rows(tasks: Iterable[BoardTask]) -> list[dict[str, object]]:
-    return [task.to_wire() for task in tasks]
+    """Each task, and for an open one what it waits for (``blocked_by``: ids, ``failed``)."""
+    listed = list(tasks)
+    waits = blocked_by(listed)
+    return [
+        {
+            **task.to_wire(),
+            "blocked_by": [{"id": d, "failed": f} for d, f in waits.get(task.id, ())],
+        }
+        for task in listed
+    ]
 
 
 def _item_rows(items: Iterable[ContextItem]) -> list[JsonObject]:
@@ -311,6 +321,23 @@ class TeamBridge:
         task = await self.team.tasks.done(
             self.project(project, agent), task_id, agent=_agent_id(agent), result=result
         )
+        return task.to_wire()
+
+    async def task_fail(
+        self, project: str | None, task_id: str, agent: str, reason: str
+    ) -> dict[str, object]:
+        task = await self.team.tasks.fail(
+            self.project(project, agent), task_id, agent=_agent_id(agent), reason=reason
+        )
+        return task.to_wire()
+
+    async def task_reopen(
+        self, project: str | None, task_id: str, retry: bool, runtime: str
+    ) -> dict[str, object]:
+        """A failed task back to open, by ``mcp:RUNTIME``: for anyone, or (``retry``)
+        offered first to the agent that failed it."""
+        again = self.team.tasks.retry if retry else self.team.tasks.reopen
+        task = await again(self.project(project), task_id, by=f"mcp:{runtime}")
         return task.to_wire()
 
     # resources -------------------------------------------------------------------------

@@ -90,20 +90,30 @@ class BoardPuller:
             log.warning("board not read: %s", exc)
             return None
         done = {t.id for t in tasks if t.status is TaskStatus.DONE}
-        for task in tasks:  # highest priority first, then oldest
+        # A task retried for this agent first (it failed it and was asked again); then
+        # highest priority first, then oldest (sorted() keeps that order among equals).
+        for task in sorted(tasks, key=lambda t: t.offered_to != self.agent_id):
             if task.status is not TaskStatus.OPEN or not set(task.depends_on) <= done:
                 continue
             try:
                 # No timeout here: one cut short after the script ran would leave a claim
                 # nobody works on (the reconcile spares a live agent's own claims).
                 return await self._board.claim(self.project, task.id, agent=self.agent_id)
-            except _LOST_RACE:
+            except _LOST_RACE as exc:
+                self._wake_when_offer_lapses(exc)
                 continue  # another agent was quicker; try the next one
             except SOFT_ERRORS as exc:
                 self.dirty = True
                 log.warning("board claim of %s not confirmed: %s", task.id, exc)
                 return await self._mine_after_all(task.id)
         return None
+
+    def _wake_when_offer_lapses(self, refused: Exception) -> None:
+        """A task offered to a teammate (a retry) is ours to try once the offer lapses;
+        no change is announced then, so this look is booked rather than waited for."""
+        left = getattr(refused, "detail", {}).get("offer_left_s")
+        if isinstance(left, int | float):
+            asyncio.get_running_loop().call_later(float(left) + 0.1, self._news)
 
     async def _mine_after_all(self, task_id: str) -> BoardTask | None:
         """After a claim whose reply was lost: the task, if the claim went through."""
@@ -207,6 +217,9 @@ def board_task_text(task: BoardTask) -> str:
     lines = [f"[board task {task.id}, claimed by you from the {task.project} board]", task.title]
     if task.detail:
         lines += ["", task.detail]
+    if task.last_error:
+        # Reopened or retried after a failure: what went wrong last time, to do otherwise.
+        lines += ["", f"An earlier attempt failed: {task.last_error}"]
     lines += [
         "",
         "Your final answer is recorded as the task's result; if you cannot do it, say why.",

@@ -256,6 +256,30 @@ async def tasks_fail(ctx: ToolContext, id: str, reason: str) -> JsonObject:
     return (await board.fail(project, id, agent=ctx.agent_id, reason=reason)).to_wire()
 
 
+@tool("tasks.reopen", timeout_s=5.0)
+async def tasks_reopen(ctx: ToolContext, id: str) -> JsonObject:
+    """Put a failed task back on the board for anyone to claim; why it failed is kept
+    (last_error) for whoever takes it next.
+
+    Args:
+        id: The failed task's id.
+    """
+    board, project = _board(ctx)
+    return (await board.reopen(project, id, by=ctx.agent_id)).to_wire()
+
+
+@tool("tasks.retry", timeout_s=5.0)
+async def tasks_retry(ctx: ToolContext, id: str) -> JsonObject:
+    """Ask the agent that failed a task to try it again: it goes back on the board offered
+    to that agent first while it runs (then to anyone); why it failed is kept.
+
+    Args:
+        id: The failed task's id.
+    """
+    board, project = _board(ctx)
+    return (await board.retry(project, id, by=ctx.agent_id)).to_wire()
+
+
 @tool("kb.search")
 async def kb_search(
     ctx: ToolContext, query: str, scope: str = "agent", k: int = 8
@@ -379,6 +403,8 @@ STATE_TOOLS: tuple[Tool, ...] = (
     tasks_claim,
     tasks_done,
     tasks_fail,
+    tasks_reopen,
+    tasks_retry,
     kb_search,
     kb_ingest,
 )
