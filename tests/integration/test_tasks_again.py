@@ -34,7 +34,8 @@ def scripted_project(root: Path, agents: tuple[str, ...], turns: list[dict[str, 
     (ateam_dir / "script.yaml").write_text(yaml.safe_dump({"turns": turns}))
     for agent in agents:
         (ateam_dir / "agents" / agent).mkdir(parents=True)
-        (ateam_dir / "agents" / agent / "agent.yaml").write_text("model: script\ntake_tasks: true\n")
+        agent_yaml = ateam_dir / "agents" / agent / "agent.yaml"
+        agent_yaml.write_text("model: script\ntake_tasks: true\n")
     return root
 
 
@@ -109,9 +110,7 @@ def test_reopen_gives_a_failed_task_to_anyone_and_tells_them_why_it_failed(
     root = scripted_project(tmp_path / P, ("a",), [{"text": "migrated"}])
     rc, first = tasks("add", "migrate", "the", "db", redis_url=redis_url, cwd=root)
     assert rc == 0, first
-    rc, second = tasks(
-        "add", "ship", "--depends-on", first["id"], redis_url=redis_url, cwd=root
-    )
+    rc, second = tasks("add", "ship", "--depends-on", first["id"], redis_url=redis_url, cwd=root)
     assert rc == 0, second
     # A person takes the first and gives up (no agent runs yet: nobody else claims it).
     rc, _ = tasks("claim", first["id"], "--as", f"{P}/x", redis_url=redis_url, cwd=root)

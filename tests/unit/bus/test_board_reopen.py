@@ -25,7 +25,8 @@ def board(client: aioredis.Redis, namespace: str) -> TaskBoard:
 
 async def beat(client: aioredis.Redis, namespace: str, agent: str) -> None:
     project, name = agent.split("/")
-    await Heartbeat(client, Keys(namespace), AgentEntry(id=agent, name=name, project=project)).beat()
+    entry = AgentEntry(id=agent, name=name, project=project)
+    await Heartbeat(client, Keys(namespace), entry).beat()
 
 
 async def in_status(board: TaskBoard, status: TaskStatus) -> BoardTask:
@@ -43,7 +44,9 @@ async def in_status(board: TaskBoard, status: TaskStatus) -> BoardTask:
 
 @pytest.mark.parametrize("status", [TaskStatus.OPEN, TaskStatus.CLAIMED, TaskStatus.DONE])
 @pytest.mark.parametrize("verb", ["reopen", "retry"])
-async def test_only_a_failed_task_goes_back(board: TaskBoard, status: TaskStatus, verb: str) -> None:
+async def test_only_a_failed_task_goes_back(
+    board: TaskBoard, status: TaskStatus, verb: str
+) -> None:
     task = await in_status(board, status)
     before = await board.get(P, task.id)
     with pytest.raises(TaskClaimed) as refused:

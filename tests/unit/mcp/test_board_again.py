@@ -56,9 +56,7 @@ async def test_fail_and_reopen_as_the_agent(agent: Agent, team: Team) -> None:
     async with connect(acting_server(team, agent)) as client:
         task = await call(client, "task_add", title="port the lexer")
         await call(client, "task_claim", task_id=task["id"])
-        error = await fails(
-            client, "task_fail", task_id=task["id"], reason="x", agent="proj/hera"
-        )
+        error = await fails(client, "task_fail", task_id=task["id"], reason="x", agent="proj/hera")
         assert error.startswith(f"{Code.IDENTITY_REFUSED}: "), error
         failed = await call(client, "task_fail", task_id=task["id"], reason="tests red")
         assert (failed["status"], failed["assignee"]) == ("failed", "proj/zeus")
