@@ -234,7 +234,9 @@ def _runtime_faces(bridge: TeamBridge) -> _Faces:
         project: Project = None,
         limit: Annotated[int, Field(description=f"At most (≤ {CONTEXT_LIMIT_MAX}).")] = 20,
     ) -> Json:
-        """The team's context items ranked by meaning (ateam's offline embedder), best first."""
+        """The team's context items ranked by similarity to the query, best first, with the
+        embedder models.yaml configures (embeddings:); the offline default matches words,
+        not meaning."""
         return await _run(bridge.context_search(project, query, limit))
 
     @tool(_READ)
