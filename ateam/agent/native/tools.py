@@ -179,7 +179,8 @@ def _board(ctx: ToolContext) -> tuple[TaskBoardPort, str]:
 
 @tool("tasks.list", timeout_s=5.0)
 async def tasks_list(ctx: ToolContext, status: str = "", limit: int = 50) -> list[JsonObject]:
-    """List the project's task board, highest priority first, then oldest first.
+    """List the project's task board, highest priority first, then oldest first. An open
+    task's blocked_by names its dependencies not done yet (failed ones marked).
 
     Args:
         status: open, claimed, done or failed; every task when empty.
@@ -187,7 +188,15 @@ async def tasks_list(ctx: ToolContext, status: str = "", limit: int = 50) -> lis
     """
     board, project = _board(ctx)
     tasks = await board.list(project, status=status or None)
-    return [task.to_wire() for task in tasks[: max(1, min(limit, 200))]]
+    rows = [task.to_wire() for task in tasks[: max(1, min(limit, 200))]]
+    # An open task says what it waits for, judged from the whole board, whatever is shown.
+    state = {row["id"]: row["status"] for row in (t.to_wire() for t in await board.list(project))}
+    for row in rows:
+        depends = row["depends_on"]
+        if row["status"] == "open" and isinstance(depends, list):
+            pending = [d for d in depends if isinstance(d, str) and state.get(d) != "done"]
+            row["blocked_by"] = [{"id": d, "failed": state.get(d) == "failed"} for d in pending]
+    return rows
 
 
 @tool("tasks.add", timeout_s=5.0)
