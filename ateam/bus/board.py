@@ -13,6 +13,9 @@ Every change of a task's state is one Lua script, so two agents never both win:
   assignee); a dependency not ``done`` → ``task.blocked`` (naming them); else the task
   becomes ``claimed`` by the caller.
 * ``done`` / ``fail``: only while ``claimed`` by the caller, else ``task.claimed``.
+* ``reopen`` / ``retry`` of a ``failed`` task (:mod:`ateam.bus.board_reopen`): back to
+  ``open``, for anyone or offered first to the running agent that failed it, whose
+  offer the claim honours (``task.claimed`` for anyone else until it lapses).
 * ``confirm``: the holder is about to run the task (a queue item replayed after a
   restart); only while ``claimed`` by the caller, else ``task.claimed``. It stamps the
   record's ``confirmed`` time (server clock), which :meth:`TaskBoard.reconcile` honours.

@@ -9,12 +9,13 @@ claimed one has a holder working on it, and a done one stays done.
 
 * ``reopen``: open to anyone, at once.
 * ``retry``: offered back to the agent that failed it. If that agent is running (its
-  registry heartbeat is alive when the script runs) the task is open but reserved for
-  it for :data:`OFFER_S` seconds (server clock): its claim goes through, anyone else's is
+  registry heartbeat key exists just before the script runs, and the script finds it
+  still the task's last assignee) the task is open but reserved for it for
+  :data:`OFFER_S` seconds (server clock): its claim goes through, anyone else's is
   refused with ``task.claimed`` (detail ``offered_to``, ``offer_left_s``), and an idle
   ``take_tasks`` agent, woken by the board's change notice, claims it first. After the
-  offer lapses, or at once when that agent is not running, it is open to anyone, as after
-  a reopen. The first claim clears the offer.
+  offer lapses, or at once when that agent is not running, it is open to anyone, as
+  after a reopen. The first claim clears the offer.
 
 The claim script (:mod:`ateam.bus.board`) honours the offer; this module holds the
 script that makes one.

@@ -30,7 +30,7 @@ from ateam.bus.board import TEXT_MAX_BYTES, TaskBoard
 from ateam.bus.codec import unpack
 from ateam.bus.keys import Keys
 from ateam.bus.subscription import SOFT_ERRORS, listen_forever
-from ateam.errors import BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
+from ateam.errors import AteamError, BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
 from ateam.wire.board import BoardTask, TaskStatus
 
 __all__ = ["SOURCE_PREFIX", "BoardPuller", "board_task_text"]
@@ -76,6 +76,7 @@ class BoardPuller:
         self.on_news: Callable[[], None] | None = None
         """Wakes the idle worker (set by the composition root)."""
         self.listening = asyncio.Event()
+        self._offer_wake: asyncio.TimerHandle | None = None
 
     async def next_task(self) -> BoardTask | None:
         """Claim the most important claimable open task, if the board may have one."""
@@ -108,12 +109,16 @@ class BoardPuller:
                 return await self._mine_after_all(task.id)
         return None
 
-    def _wake_when_offer_lapses(self, refused: Exception) -> None:
+    def _wake_when_offer_lapses(self, refused: AteamError) -> None:
         """A task offered to a teammate (a retry) is ours to try once the offer lapses;
-        no change is announced then, so this look is booked rather than waited for."""
-        left = getattr(refused, "detail", {}).get("offer_left_s")
-        if isinstance(left, int | float):
-            asyncio.get_running_loop().call_later(float(left) + 0.1, self._news)
+        no change is announced then, so this look is booked rather than waited for (one
+        booking at a time: the latest refusal knows the latest offer)."""
+        left = refused.detail.get("offer_left_s")
+        if not isinstance(left, int | float):
+            return
+        if self._offer_wake is not None:
+            self._offer_wake.cancel()
+        self._offer_wake = asyncio.get_running_loop().call_later(float(left) + 0.1, self._news)
 
     async def _mine_after_all(self, task_id: str) -> BoardTask | None:
         """After a claim whose reply was lost: the task, if the claim went through."""
