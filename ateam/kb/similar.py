@@ -84,7 +84,14 @@ def configured_ranker(start: Path | None = None) -> Ranker:
     def rank(query: str, texts: Sequence[str], limit: int) -> list[tuple[int, float]]:
         with lock:  # two first searches at once load it once
             if not chosen:
-                chosen.append(configured_embedder(start or Path.cwd()))
+                chosen.append(configured_embedder(_nearest_existing(start or Path.cwd())))
         return rank_texts(query, texts, limit=limit, embedder=chosen[0])
 
     return rank
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path``, or its nearest parent that exists: an agent's working directory may not
+    exist yet (made at its first write), and discovery from its parent finds the same
+    ``.ateam/`` directories above it."""
+    return next((p for p in (path, *path.parents) if p.is_dir()), path)
