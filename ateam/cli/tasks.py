@@ -182,6 +182,11 @@ def tasks_fail_args(p: argparse.ArgumentParser) -> None:
 
 
 def tasks_again_args(p: argparse.ArgumentParser) -> None:
+    p.epilog = (
+        "Only a failed task goes back; why it failed is kept (last_error) and shown to "
+        "whoever takes it next. reopen opens it to anyone at once; retry lets only the "
+        "agent that failed it claim it for 30 s if that agent is running, then anyone."
+    )
     p.add_argument("task_id", metavar="ID", help="the failed task: its id, or a unique prefix")
     p.add_argument(
         "--as",
