@@ -111,10 +111,13 @@ def _agent_row(view: AgentStatus) -> dict[str, object]:
     return row
 
 
-def _task_rows(tasks: Iterable[BoardTask]) -> list[dict[str, object]]:
-    """Each task, and for an open one what it waits for (``blocked_by``: ids, ``failed``)."""
+def _task_rows(
+    tasks: Iterable[BoardTask], board: Iterable[BoardTask] | None = None
+) -> list[dict[str, object]]:
+    """Each task, and for an open one what it waits for (``blocked_by``: ids, ``failed``),
+    judged from the whole ``board`` (``tasks`` by default)."""
     listed = list(tasks)
-    waits = blocked_by(listed)
+    waits = blocked_by(listed if board is None else board)
     return [
         {
             **task.to_wire(),
@@ -285,8 +288,10 @@ class TeamBridge:
     async def tasks_list(self, project: str | None, status: str | None) -> dict[str, object]:
         if status is not None and status not in set(TaskStatus):
             raise BadRequest(f"status must be one of {', '.join(TaskStatus)}; got {status!r}")
-        tasks = await self.team.tasks.ls(self.project(project), status=status)
-        return {"tasks": _task_rows(tasks)}
+        chosen = self.project(project)
+        board = await self.team.tasks.ls(chosen)
+        tasks = board if status is None else [t for t in board if t.status == status]
+        return {"tasks": _task_rows(tasks, board)}
 
     async def task_add(
         self,
@@ -345,8 +350,9 @@ class TeamBridge:
     async def active_tasks(self, project: str | None) -> dict[str, object]:
         """The open and claimed tasks of the project."""
         chosen = self.project(project)
-        tasks = [t for t in await self.team.tasks.ls(chosen) if t.status in ACTIVE]
-        return {"project": chosen, "tasks": _task_rows(tasks)}
+        board = await self.team.tasks.ls(chosen)
+        tasks = [t for t in board if t.status in ACTIVE]
+        return {"project": chosen, "tasks": _task_rows(tasks, board)}
 
     async def decisions(self, project: str | None) -> dict[str, object]:
         """The newest decision items the project sees."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 from ateam.agent.runtime.process import Agent
 from ateam.client import Team
 from ateam.errors import Code
-from ateam.mcp import AteamServer
-from tests.unit.mcp._client import RUNTIME, call, connect, fails
+from ateam.mcp import TASKS_URI, AteamServer
+from tests.unit.mcp._client import RUNTIME, call, connect, fails, read
 from tests.unit.mcp.test_acting import acting_server
 
 
@@ -32,6 +32,11 @@ async def test_fail_then_reopen_or_retry_as_a_runtime(
         listed = {t["id"]: t for t in (await call(client, "tasks_list"))["tasks"]}
         assert listed[later["id"]]["blocked_by"] == [{"id": first["id"], "failed": True}]
         assert listed[first["id"]]["blocked_by"] == []
+        only_open = (await call(client, "tasks_list", status="open"))["tasks"]
+        assert [t["id"] for t in only_open] == [later["id"]]  # judged from the whole board
+        assert only_open[0]["blocked_by"] == [{"id": first["id"], "failed": True}]
+        active = await read(client, TASKS_URI)
+        assert active["tasks"][0]["blocked_by"] == [{"id": first["id"], "failed": True}]
 
         reopened = await call(client, "task_reopen", task_id=first["id"])
         assert (reopened["status"], reopened["assignee"]) == ("open", "")
