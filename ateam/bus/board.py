@@ -13,6 +13,9 @@ Every change of a task's state is one Lua script, so two agents never both win:
   assignee); a dependency not ``done`` → ``task.blocked`` (naming them); else the task
   becomes ``claimed`` by the caller.
 * ``done`` / ``fail``: only while ``claimed`` by the caller, else ``task.claimed``.
+* ``reopen`` / ``retry`` of a ``failed`` task (:mod:`ateam.bus.board_reopen`): back to
+  ``open``, for anyone or offered first to the running agent that failed it, whose
+  offer the claim honours (``task.claimed`` for anyone else until it lapses).
 * ``confirm``: the holder is about to run the task (a queue item replayed after a
   restart); only while ``claimed`` by the caller, else ``task.claimed``. It stamps the
   record's ``confirmed`` time (server clock), which :meth:`TaskBoard.reconcile` honours.
@@ -54,6 +57,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from ateam.bus.board_reopen import OFFER_S, REOPEN_FAILED, offered_error
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
 from ateam.config.schema import checked_name
@@ -97,6 +101,10 @@ if not raw then return {'not_found'} end
 local task = cmsgpack.unpack(raw)
 -- Checked before the dependencies: a task someone holds is "claimed" whatever else.
 if task.status ~= 'open' then return {'claimed', raw} end
+-- A retried task waits for the agent that failed it (see board_reopen), for a while.
+local offered = task.offered_to or ''
+local left = tonumber(task.offer_until or 0) - now
+if offered ~= '' and offered ~= ARGV[2] and left > 0 then return {'offered', raw, left} end
 local reply = {'blocked', raw}
 for _, dep in ipairs(task.depends_on or {}) do
   local other = redis.call('HGET', KEYS[1], dep)
@@ -108,6 +116,8 @@ if #reply > 2 then return reply end
 task.status = 'claimed'
 task.assignee = ARGV[2]
 task.reason = ''
+task.offered_to = ''
+task.offer_until = 0
 task.updated = now
 local packed = cmsgpack.pack(task)
 redis.call('HSET', KEYS[1], ARGV[1], packed)
@@ -293,11 +303,13 @@ class TaskBoard:
         *,
         redactor: Redactor | None = None,
         lost_after_s: float = HEARTBEAT_TTL_S,
+        offer_s: float = OFFER_S,
     ) -> None:
         self._client = client
         self._keys = keys
         self._redactor = redactor or Redactor()
         self._lost_after_s = lost_after_s
+        self._offer_us = str(int(offer_s * 1_000_000))
         self.next_loss_s: dict[str, float | None] = {}
         """Per project, as the last :meth:`reconcile` saw it: seconds until the heartbeat
         of a claim holder that stopped beating expires (``None``: none is dying), so a
@@ -308,6 +320,7 @@ class TaskBoard:
         self._reopen = client.register_script(_REOPEN)
         self._confirm = client.register_script(_CONFIRM)
         self._claims = client.register_script(_CLAIMS)
+        self._reopen_failed = client.register_script(REOPEN_FAILED)
 
     async def add(
         self,
@@ -396,6 +409,8 @@ class TaskBoard:
         outcome, task = reply[0], self._task(reply)
         if outcome == "claimed":
             raise _claimed(task, f"task {task_id} is {task.status}{_by(task)}")
+        if outcome == "offered":
+            raise offered_error(task, int(reply[2]))
         if outcome == "blocked":
             blocked = [_text_of(dep) for dep in reply[2:]]
             raise TaskBlocked(
@@ -424,6 +439,31 @@ class TaskBoard:
         """
         text = self._redactor.redact(_text("reason", reason, max_bytes=TEXT_MAX_BYTES))
         return await self._finish_as(project, task_id, agent, TaskStatus.FAILED, "reason", text)
+
+    async def reopen(self, project: str, task_id: str, *, by: str) -> BoardTask:
+        """A ``failed`` task back to ``open``, for anyone (:mod:`~ateam.bus.board_reopen`).
+
+        Raises:
+            TaskNotFound: no such task.
+            TaskClaimed: the task is not ``failed`` (its status in the detail).
+        """
+        return await self._again(project, task_id, by, "reopened", offer_to="")
+
+    async def retry(self, project: str, task_id: str, *, by: str) -> BoardTask:
+        """A ``failed`` task back to ``open``, offered first to the agent that failed it
+        when that agent is running (:mod:`~ateam.bus.board_reopen`).
+
+        Raises:
+            TaskNotFound: no such task.
+            TaskClaimed: the task is not ``failed`` (its status in the detail).
+        """
+        found = await self.get(project, task_id)
+        failed_by = found.assignee if found is not None else ""
+        # Offered only to a running agent (its heartbeat alive): nobody waits for the dead.
+        # The script offers it only if that agent is still the one that failed the task.
+        if "/" not in failed_by or not await self._client.exists(self._keys.alive(failed_by)):
+            failed_by = ""
+        return await self._again(project, task_id, by, "retried", offer_to=failed_by)
 
     async def confirm(self, project: str, task_id: str, *, agent: str) -> BoardTask:
         """Check, for ``agent`` about to run the task, that the board says it holds it.
@@ -542,6 +582,21 @@ class TaskBoard:
         if reply[0] == "claimed":
             raise _claimed(task, f"task {task_id} is {task.status}{_by(task)}, not by {agent}")
         await self._announce(task)  # a task done may unblock others
+        return task
+
+    async def _again(
+        self, project: str, task_id: str, by: str, verb: str, *, offer_to: str
+    ) -> BoardTask:
+        by = _agent(by, "by")
+        reason = f"{verb} by {by}"
+        reply = await self._run(
+            self._reopen_failed, project, task_id, reason, offer_to, self._offer_us
+        )
+        task = self._task(reply)
+        if reply[0] == "not_failed":
+            message = f"task {task_id} is {task.status}{_by(task)}; only a failed task is {verb}"
+            raise _claimed(task, message)
+        await self._announce(task)  # wakes the agents that take tasks, the offered one first
         return task
 
     async def _reopen_lost(

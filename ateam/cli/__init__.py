@@ -10,7 +10,7 @@ The layout, one module per verb family over :mod:`ateam.client`::
     attach.py     attach: the console, attached to one agent
     console.py    console: panes, plain lines, or a browser
     kb.py         kb add|search|ls
-    tasks.py      tasks ls|add|claim|done|fail
+    tasks.py      tasks ls|add|claim|done|fail|reopen|retry
     context.py    context ls|search|post
     acl.py        acl
     mcp.py        mcp

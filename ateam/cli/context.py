@@ -78,7 +78,15 @@ def context_ls_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N (default 50)")
 
 
+SEARCH_EPILOG = (
+    "Items are ranked with the embedder models.yaml configures (embeddings:). The offline "
+    "default (hashing) matches words, not meaning: configure an embeddings endpoint to find "
+    "paraphrases."
+)
+
+
 def context_search_args(p: argparse.ArgumentParser) -> None:
+    p.epilog = SEARCH_EPILOG
     p.add_argument("query", nargs="+", metavar="WORD", help="what to look for, in any words")
     p.add_argument("--limit", type=int, default=20, metavar="N", help="at most N (default 20)")
 

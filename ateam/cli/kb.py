@@ -159,6 +159,11 @@ def kb_add_args(p: argparse.ArgumentParser) -> None:
 
 
 def kb_search_args(p: argparse.ArgumentParser) -> None:
+    p.epilog = (
+        "The agent searches with the embedder models.yaml configures (embeddings:). The "
+        "offline default (hashing) matches words, not meaning: configure an embeddings "
+        "endpoint to find paraphrases."
+    )
     p.add_argument("query", nargs="+", metavar="WORD", help="what to look for, in any words")
     p.add_argument("--k", type=int, help="at most this many passages (default 8)")
     add_json_option(p, "the passages, best first")

@@ -175,6 +175,18 @@ VERBS: tuple[Verb, ...] = (
                 tasks.cmd_tasks_fail,
                 chain(tasks.tasks_fail_args, project_verb_options),
             ),
+            Verb(
+                "reopen",
+                "put a failed task back on the board for anyone",
+                tasks.cmd_tasks_reopen,
+                chain(tasks.tasks_again_args, project_verb_options),
+            ),
+            Verb(
+                "retry",
+                "put a failed task back, offered first to the agent that failed it",
+                tasks.cmd_tasks_retry,
+                chain(tasks.tasks_again_args, project_verb_options),
+            ),
         ),
     ),
     Verb(

@@ -1,16 +1,17 @@
-"""``ateam tasks ls|add|claim|done|fail``: the project's task board."""
+"""``ateam tasks ls|add|claim|done|fail|reopen|retry``: the project's task board."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 
 from ateam.cli._run import redaction_notice, run_in_project
-from ateam.client import BoardTask, Team
+from ateam.client import BoardTask, Team, blocked_by, blocked_note
 from ateam.client.names import resolve_agent_on, resolve_task_on
 from ateam.console.tables import table_lines
 
-TASK_COLUMNS = ["id", "status", "priority", "assignee", "depends_on", "title"]
+TASK_COLUMNS = ["id", "status", "priority", "assignee", "depends_on", "title", "note"]
 
 
 def _print_task(task: BoardTask, as_json: bool, verb: str) -> None:
@@ -24,8 +25,16 @@ def _print_task(task: BoardTask, as_json: bool, verb: str) -> None:
 def cmd_tasks_ls(args: argparse.Namespace) -> int:
     async def work(team: Team, project: str) -> int:
         tasks = await team.tasks.ls(project, status=args.status)
+        # What an open task waits for is judged from the whole board, whatever is shown.
+        waits = blocked_by(tasks if args.status is None else await team.tasks.ls(project))
         rows = [task.to_wire() for task in tasks]
+        for row in rows:
+            pending = waits.get(row["id"], ())
+            row["blocked_by"] = [{"id": dep, "failed": failed} for dep, failed in pending]
+            row["note"] = blocked_note(pending) or row["reason"] or None
         if args.json:
+            for row in rows:
+                del row["note"]
             print(json.dumps(rows, indent=2, sort_keys=True))
         elif not rows:
             print(f"no tasks on the board of {project}")
@@ -106,6 +115,34 @@ def cmd_tasks_fail(args: argparse.Namespace) -> int:
     return run_in_project(args, "tasks", work)
 
 
+def _again(verb: str) -> Callable[[argparse.Namespace], int]:
+    """``reopen`` or ``retry``: a failed task back to open, by ``--as`` or the cli."""
+
+    def command(args: argparse.Namespace) -> int:
+        async def work(team: Team, project: str) -> int:
+            task_id = await resolve_task_on(team, project, args.task_id)
+            by = "cli"
+            if args.agent is not None:
+                by = await resolve_agent_on(team, args.agent, project=project)
+            task = await getattr(team.tasks, verb)(project, task_id, by=by)
+            offered = f", offered to {task.offered_to} first" if task.offered_to else ""
+            why = f" (it failed: {task.last_error})" if task.last_error else ""
+            if args.json:
+                print(json.dumps(task.to_wire(), indent=2, sort_keys=True))
+            else:
+                print(f"{_DONE[verb]} {task.id}{offered}: {task.title}{why}")
+            return 0
+
+        return run_in_project(args, "tasks", work)
+
+    return command
+
+
+_DONE = {"reopen": "reopened", "retry": "retried"}
+cmd_tasks_reopen = _again("reopen")
+cmd_tasks_retry = _again("retry")
+
+
 # arguments: each action's own; project_verb_options come after them ---------------------------
 
 
@@ -148,3 +185,18 @@ def tasks_done_args(p: argparse.ArgumentParser) -> None:
 def tasks_fail_args(p: argparse.ArgumentParser) -> None:
     tasks_claim_args(p)
     p.add_argument("--reason", required=True, metavar="TEXT", help="why it could not be done")
+
+
+def tasks_again_args(p: argparse.ArgumentParser) -> None:
+    p.epilog = (
+        "Only a failed task goes back; why it failed is kept (last_error) and shown to "
+        "whoever takes it next. reopen opens it to anyone at once; retry lets only the "
+        "agent that failed it claim it for 30 s if that agent is running, then anyone."
+    )
+    p.add_argument("task_id", metavar="ID", help="the failed task: its id, or a unique prefix")
+    p.add_argument(
+        "--as",
+        dest="agent",
+        metavar="NAME",
+        help=_AS_HELP.format(what="sends it back (default: cli)"),
+    )

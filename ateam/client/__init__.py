@@ -38,7 +38,7 @@ from ateam.client.target import (
     resolve_target,
 )
 from ateam.client.team import ContextApi, Team, session_id
-from ateam.wire.board import BoardTask, TaskStatus
+from ateam.wire.board import BoardTask, TaskStatus, blocked_by, blocked_note
 from ateam.wire.context_items import LOCAL_RUNTIMES, ContextItem, ContextType, Scope, Urgency
 from ateam.wire.events import (
     Chunk,
@@ -102,6 +102,8 @@ __all__ = [
     "ToolStart",
     "Turn",
     "Urgency",
+    "blocked_by",
+    "blocked_note",
     "bus_errors",
     "decode_chunk",
     "local_redactor",

@@ -49,7 +49,7 @@ class AddedTask(BoardTask):
 
 
 class TasksApi:
-    """A project's task board: add, list, claim (atomic), finish."""
+    """A project's task board: add, list, claim (atomic), finish, reopen or retry."""
 
     def __init__(
         self, board: TaskBoard, redactor: Redactor | None = None, gate: TaskGate | None = None
@@ -129,6 +129,23 @@ class TasksApi:
     async def fail(self, project: str, task_id: str, *, agent: str, reason: str) -> BoardTask:
         """Mark the task failed with a reason; only its assignee may (else TaskClaimed)."""
         return await self._board.fail(project, task_id, agent=agent, reason=reason)
+
+    async def reopen(self, project: str, task_id: str, *, by: str) -> BoardTask:
+        """Put a failed task back to open for anyone; its failure stays as ``last_error``.
+
+        Raises:
+            TaskNotFound; TaskClaimed when the task is not failed (its status in the detail).
+        """
+        return await self._board.reopen(project, task_id, by=by)
+
+    async def retry(self, project: str, task_id: str, *, by: str) -> BoardTask:
+        """Put a failed task back to open, offered first to the agent that failed it while
+        that agent runs (``offered_to``; others may claim it once the offer lapses).
+
+        Raises:
+            TaskNotFound; TaskClaimed when the task is not failed (its status in the detail).
+        """
+        return await self._board.retry(project, task_id, by=by)
 
     async def reconcile(self, project: str) -> list[BoardTask]:
         """Reopen the claims whose holders' heartbeats are lost; returns the tasks reopened."""

@@ -42,7 +42,7 @@ from ateam.client.target import Target
 from ateam.config.schema import checked_name
 from ateam.constants import TAKEOVER_GRACE_S
 from ateam.errors import AgentNotFound
-from ateam.kb.similar import meaning_ranker
+from ateam.kb.similar import configured_ranker
 from ateam.redact import Redactor, Scrubbed
 from ateam.wire.context_items import ContextItem, ContextType, Scope, Urgency
 from ateam.wire.registry import AgentStatus, FinalExit
@@ -84,7 +84,8 @@ class Team:
         self._session = Session.open(client, self._keys, session, redactor, takeover_grace_s)
         self._on_connection = on_connection
         self.context = ContextApi(
-            ContextStore(client, self._keys, redactor=redactor, ranker=meaning_ranker()),
+            # Ranked by the embedder models.yaml configures around the working directory.
+            ContextStore(client, self._keys, redactor=redactor, ranker=configured_ranker()),
             redactor,
         )
         self.tasks = TasksApi(TaskBoard(client, self._keys, redactor=redactor), redactor)
@@ -420,5 +421,12 @@ class ContextApi:
         return await self._store.get(project, item_id)
 
     async def search(self, project: str, query: str, *, limit: int = 20) -> list[ContextItem]:
-        """Live items ranked by meaning (the knowledge base's offline embedder), best first."""
+        """Live items ranked by the embedder ``models.yaml`` ``embeddings:`` configures (the
+        project's around the working directory), best first. The offline default matches
+        words, not meaning.
+
+        Raises:
+            BadRequest: an empty or too long query. ConfigError: the configuration does
+            not load. ProviderError: the embeddings endpoint failed.
+        """
         return await self._store.search(project, query, limit=limit)

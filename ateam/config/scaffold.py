@@ -117,7 +117,8 @@ tools:
   # Tools are denied unless allowed here (globs work); tools.yaml can deny for all.
   # Built-ins: os.exec, fs.read, fs.list, fs.write, fs.patch, plan.*, kb.search,
   # kb.ingest, context.post, context.read, agents.list, memory.*, tasks.list,
-  # tasks.add, tasks.claim, tasks.done, tasks.fail (the team's task board).
+  # tasks.add, tasks.claim, tasks.done, tasks.fail, tasks.reopen, tasks.retry (the
+  # team's task board).
   allow:
     - fs.*
     - os.exec

@@ -2,19 +2,29 @@
 
 Team context items are few and short-lived, so they get no vector store: a search
 embeds the query and the candidate items on the spot and compares them by cosine, the
-same measure and the same offline embedder the knowledge base uses, so "find what the
-team said about the staging database" behaves like ``kb.search``.
+same measure and the same embedder the knowledge base uses, so "find what the team said
+about the staging database" behaves like ``kb.search``.
+
+Which embedder: the one ``models.yaml`` ``embeddings:`` configures
+(:func:`configured_ranker`, what agents, verbs, consoles and ``ateam mcp`` all rank
+with), else the offline hashing one, which matches words, not meaning: "sign-in
+control" finds "the login button" only with a real embeddings model configured.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from ateam.kb.embed import Embedder, HashingEmbedder
+from ateam.kb.embed import Embedder, HashingEmbedder, configured_embedder
 from ateam.kb.store import DEFAULT_MIN_SCORE
 
-__all__ = ["meaning_ranker", "rank_texts"]
+__all__ = ["Ranker", "configured_ranker", "meaning_ranker", "rank_texts"]
+
+Ranker = Callable[[str, Sequence[str], int], list[tuple[int, float]]]
+"""``(query, texts, limit)`` → ``(index, score)`` best first, as the context store ranks."""
 
 _DEFAULT = HashingEmbedder()
 
@@ -47,12 +57,41 @@ def rank_texts(
     return scored[:limit]
 
 
-def meaning_ranker(
-    embedder: Embedder | None = None,
-) -> Callable[[str, Sequence[str], int], list[tuple[int, float]]]:
+def meaning_ranker(embedder: Embedder | None = None) -> Ranker:
     """A ranker for :class:`~ateam.bus.context_items.ContextStore` (``(query, texts, limit)``)."""
 
     def rank(query: str, texts: Sequence[str], limit: int) -> list[tuple[int, float]]:
         return rank_texts(query, texts, limit=limit, embedder=embedder)
 
     return rank
+
+
+def configured_ranker(start: Path | None = None) -> Ranker:
+    """A ranker with the embedder configured for ``start``'s project (``models.yaml``
+    ``embeddings:``, the project's over ``~/.ateam``'s), the offline default without one.
+
+    The one place every context search gets its embedder. The configuration is read at
+    the first search (in the search's worker thread, as the store calls rankers), not
+    here, so a session that never searches reads nothing; ``start`` defaults to the
+    working directory then, the project every verb works in.
+
+    Raises (at the first search):
+        ConfigError: the configuration does not load.
+    """
+    chosen: list[Embedder] = []
+    lock = threading.Lock()
+
+    def rank(query: str, texts: Sequence[str], limit: int) -> list[tuple[int, float]]:
+        with lock:  # two first searches at once load it once
+            if not chosen:
+                chosen.append(configured_embedder(_nearest_existing(start or Path.cwd())))
+        return rank_texts(query, texts, limit=limit, embedder=chosen[0])
+
+    return rank
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path``, or its nearest parent that exists: an agent's working directory may not
+    exist yet (made at its first write), and discovery from its parent finds the same
+    ``.ateam/`` directories above it."""
+    return next((p for p in (path, *path.parents) if p.is_dir()), path)

@@ -5,8 +5,9 @@ the runtime *is* the agent, so what it does through these tools is attributed as
 agent's own tools attribute it (:mod:`ateam.agent.native.tools`), not to an external
 ``mcp:RUNTIME``:
 
-* ``task_claim`` / ``task_done``: the agent is the claimant (another agent named is
-  refused: ``identity.refused``); ``task_add``: ``created_by`` is the agent;
+* ``task_claim`` / ``task_done`` / ``task_fail``: the agent is the claimant (another
+  agent named is refused: ``identity.refused``); ``task_add``: ``created_by`` is the
+  agent; ``task_reopen``: the agent sends the failed task back;
 * ``context_post``: ``source_agent`` is the agent (the agent's feed then never hands the
   item back to it, as for its own ``context.post``);
 * ``agent_send``: the agent's ``team.send``: caller ``agent:P/NAME`` with its token,
@@ -120,6 +121,17 @@ class AgentBridge:
         await self.member.check()
         task = await self.team.tasks.done(self.project, task_id, agent=holder, result=result)
         return task.to_wire()
+
+    async def task_fail(self, task_id: str, agent: str | None, reason: str) -> dict[str, object]:
+        holder = self._only_me(agent)
+        await self.member.check()
+        task = await self.team.tasks.fail(self.project, task_id, agent=holder, reason=reason)
+        return task.to_wire()
+
+    async def task_reopen(self, task_id: str, retry: bool) -> dict[str, object]:
+        await self.member.check()
+        again = self.team.tasks.retry if retry else self.team.tasks.reopen
+        return (await again(self.project, task_id, by=self.me)).to_wire()
 
     async def kb_search(
         self, agent: str | None, query: str, scope: str, k: int

@@ -27,6 +27,7 @@ from ateam.client import (
     Gap,
     TaskStatus,
     Team,
+    blocked_by,
 )
 from ateam.client.tail import event_json, json_ready
 from ateam.config.schema import check_name, checked_name
@@ -110,8 +111,20 @@ def _agent_row(view: AgentStatus) -> dict[str, object]:
     return row
 
 
-def _task_rows(tasks: Iterable[BoardTask]) -> list[dict[str, object]]:
-    return [task.to_wire() for task in tasks]
+def _task_rows(
+    tasks: Iterable[BoardTask], board: Iterable[BoardTask] | None = None
+) -> list[dict[str, object]]:
+    """Each task, and for an open one what it waits for (``blocked_by``: ids, ``failed``),
+    judged from the whole ``board`` (``tasks`` by default)."""
+    listed = list(tasks)
+    waits = blocked_by(listed if board is None else board)
+    return [
+        {
+            **task.to_wire(),
+            "blocked_by": [{"id": d, "failed": f} for d, f in waits.get(task.id, ())],
+        }
+        for task in listed
+    ]
 
 
 def _item_rows(items: Iterable[ContextItem]) -> list[JsonObject]:
@@ -275,8 +288,10 @@ class TeamBridge:
     async def tasks_list(self, project: str | None, status: str | None) -> dict[str, object]:
         if status is not None and status not in set(TaskStatus):
             raise BadRequest(f"status must be one of {', '.join(TaskStatus)}; got {status!r}")
-        tasks = await self.team.tasks.ls(self.project(project), status=status)
-        return {"tasks": _task_rows(tasks)}
+        chosen = self.project(project)
+        board = await self.team.tasks.ls(chosen)
+        tasks = board if status is None else [t for t in board if t.status == status]
+        return {"tasks": _task_rows(tasks, board)}
 
     async def task_add(
         self,
@@ -315,13 +330,31 @@ class TeamBridge:
         )
         return task.to_wire()
 
+    async def task_fail(
+        self, project: str | None, task_id: str, agent: str, reason: str
+    ) -> dict[str, object]:
+        task = await self.team.tasks.fail(
+            self.project(project, agent), task_id, agent=_agent_id(agent), reason=reason
+        )
+        return task.to_wire()
+
+    async def task_reopen(
+        self, project: str | None, task_id: str, retry: bool, runtime: str
+    ) -> dict[str, object]:
+        """A failed task back to open, by ``mcp:RUNTIME``: for anyone, or (``retry``)
+        offered first to the agent that failed it."""
+        again = self.team.tasks.retry if retry else self.team.tasks.reopen
+        task = await again(self.project(project), task_id, by=f"mcp:{runtime}")
+        return task.to_wire()
+
     # resources -------------------------------------------------------------------------
 
     async def active_tasks(self, project: str | None) -> dict[str, object]:
         """The open and claimed tasks of the project."""
         chosen = self.project(project)
-        tasks = [t for t in await self.team.tasks.ls(chosen) if t.status in ACTIVE]
-        return {"project": chosen, "tasks": _task_rows(tasks)}
+        board = await self.team.tasks.ls(chosen)
+        tasks = [t for t in board if t.status in ACTIVE]
+        return {"project": chosen, "tasks": _task_rows(tasks, board)}
 
     async def decisions(self, project: str | None) -> dict[str, object]:
         """The newest decision items the project sees."""

@@ -41,8 +41,8 @@ ateam runs a team of long-lived AI coding agents on one Redis bus. With these to
 see the agents (agents_list, agent_status), give one work (agent_send) and read what it
 does (agent_tail); read and post team context items (context_read, context_post,
 context_search); and use the project's task board (tasks_list, task_add, task_claim,
-task_done). Agent ids are PROJECT/NAME. Errors start with a stable code such as
-ownership.denied, agent.not_found, task.claimed or bad_request.
+task_done, task_fail, task_reopen). Agent ids are PROJECT/NAME. Errors start with a
+stable code such as ownership.denied, agent.not_found, task.claimed or bad_request.
 """
 
 ACTING = """\

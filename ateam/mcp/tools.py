@@ -48,6 +48,13 @@ UrgencyArg = Literal["background", "attention", "blocking"]
 ScopeArg = Literal["task", "project", "global"]
 KbScopeArg = Literal["agent", "project", "user"]
 StatusArg = Literal["open", "claimed", "done", "failed"]
+RetryArg = Annotated[
+    bool,
+    Field(
+        description="false: open to anyone at once; true: offered first (for a while) to "
+        "the agent that failed it, if it is running."
+    ),
+]
 Tags = Annotated[list[str], Field(description="Short labels (letters, digits, . _ -).")]
 Teammate = Annotated[
     str, Field(description="A teammate: NAME or PROJECT/NAME, an agent of this project.")
@@ -75,6 +82,8 @@ TOOL_NAMES = (
     "task_add",
     "task_claim",
     "task_done",
+    "task_fail",
+    "task_reopen",
     "kb_search",
 )
 """Every tool, in the order ``tools/list`` shows them."""
@@ -226,7 +235,9 @@ def _runtime_faces(bridge: TeamBridge) -> _Faces:
         project: Project = None,
         limit: Annotated[int, Field(description=f"At most (≤ {CONTEXT_LIMIT_MAX}).")] = 20,
     ) -> Json:
-        """The team's context items ranked by meaning (ateam's offline embedder), best first."""
+        """The team's context items ranked by similarity to the query, best first, with the
+        embedder models.yaml configures (embeddings:); the offline default matches words,
+        not meaning."""
         return await _run(bridge.context_search(project, query, limit))
 
     @tool(_READ)
@@ -288,7 +299,31 @@ def _runtime_faces(bridge: TeamBridge) -> _Faces:
         for passages about the query, best first."""
         return await _run(bridge.kb_search(agent, query, scope, k))
 
+    _runtime_board_faces(bridge, tool)
     return tool
+
+
+def _runtime_board_faces(bridge: TeamBridge, tool: _Faces) -> None:
+    """The board's failure tools (issue 26), added to :func:`_runtime_faces`'s list."""
+
+    @tool(_WRITE)
+    async def task_fail(
+        task_id: TaskId,
+        agent: AgentId,
+        reason: Annotated[str, Field(description="Why it could not be done.")],
+        project: Project = None,
+    ) -> Json:
+        """Mark a task failed, saying why; only its assignee (agent) may. task_reopen
+        puts it back."""
+        return await _run(bridge.task_fail(project, task_id, agent, reason))
+
+    @tool(_WRITE)
+    async def task_reopen(
+        task_id: TaskId, ctx: Ctx, retry: RetryArg = False, project: Project = None
+    ) -> Json:
+        """Put a failed task back on the board; why it failed is kept as last_error.
+        A task that is not failed gives task.claimed."""
+        return await _run(bridge.task_reopen(project, task_id, retry, runtime_of(ctx)))
 
 
 def _agent_faces(acting: AgentBridge) -> _Faces:
@@ -378,6 +413,22 @@ def _agent_faces(acting: AgentBridge) -> _Faces:
     ) -> Json:
         """Mark a task {me} holds as done, with what came of it; only its assignee may."""
         return await _run(acting.task_done(task_id, agent, result))
+
+    @tool(_WRITE)
+    async def task_fail(
+        task_id: TaskId,
+        reason: Annotated[str, Field(description="Why it could not be done.")],
+        agent: Myself = None,
+    ) -> Json:
+        """Mark a task {me} holds as failed, saying why, so the team can plan around it;
+        only its assignee may."""
+        return await _run(acting.task_fail(task_id, agent, reason))
+
+    @tool(_WRITE)
+    async def task_reopen(task_id: TaskId, retry: RetryArg = False) -> Json:
+        """Put a failed task of project {project}'s board back, as {me}; why it failed is
+        kept as last_error. A task that is not failed gives task.claimed."""
+        return await _run(acting.task_reopen(task_id, retry))
 
     @tool(_READ)
     async def kb_search(

@@ -139,6 +139,10 @@ class TaskBoardPort(Protocol):
         self, project: str, task_id: str, *, agent: str, reason: str
     ) -> BoardTaskItem: ...
 
+    async def reopen(self, project: str, task_id: str, *, by: str) -> BoardTaskItem: ...
+
+    async def retry(self, project: str, task_id: str, *, by: str) -> BoardTaskItem: ...
+
 
 class Teammates(Protocol):
     """The agent's teammates, as ``team.send`` queues work for them (SPEC §9)."""

@@ -7,13 +7,14 @@ claims tasks and the front ends that list them read the same shape.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from ateam.errors import BadRequest
 
-__all__ = ["BoardTask", "TaskStatus"]
+__all__ = ["BoardTask", "TaskStatus", "blocked_by", "blocked_note"]
 
 
 class TaskStatus(StrEnum):
@@ -50,6 +51,15 @@ class BoardTask:
     """Why it failed, or why it was reopened."""
     require_plan: bool = False
     """The agent that takes it must have its plan approved before it edits or runs anything."""
+    last_error: str = ""
+    """Why its last attempt failed, kept through a reopen or retry (and the claims after
+    it) so whoever takes it next can see what went wrong."""
+    reopened: int = 0
+    """How many times it went from ``failed`` back to ``open`` (reopen or retry)."""
+    offered_to: str = ""
+    """After a retry: the agent that failed it, whom the board lets claim it first."""
+    offer_until: int = 0
+    """Redis server time (µs) when that offer lapses and anyone may claim the task."""
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -67,6 +77,10 @@ class BoardTask:
             "result": self.result,
             "reason": self.reason,
             "require_plan": self.require_plan,
+            "last_error": self.last_error,
+            "reopened": self.reopened,
+            "offered_to": self.offered_to,
+            "offer_until": self.offer_until,
         }
 
     @classmethod
@@ -93,6 +107,41 @@ class BoardTask:
                 result=str(data.get("result") or ""),
                 reason=str(data.get("reason") or ""),
                 require_plan=data.get("require_plan") is True,
+                last_error=str(data.get("last_error") or ""),
+                reopened=int(data.get("reopened") or 0),
+                offered_to=str(data.get("offered_to") or ""),
+                offer_until=int(data.get("offer_until") or 0),
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise BadRequest(f"malformed board task: {type(exc).__name__}: {exc}") from exc
+
+
+def blocked_by(tasks: Iterable[BoardTask]) -> dict[str, tuple[tuple[str, bool], ...]]:
+    """Why each open task of a board cannot be claimed yet: its dependencies not done.
+
+    Maps the id of every open task waiting for something to ``(dependency, failed)``
+    pairs, in the order the task names them; ``failed`` marks a dependency that failed
+    (it waits for a reopen or a retry, not for time). A dependency missing from
+    ``tasks`` counts as not done and not failed. Tasks not open are left out: a claim
+    already got past its dependencies.
+    """
+    listed = list(tasks)
+    status = {task.id: task.status for task in listed}
+    waits: dict[str, tuple[tuple[str, bool], ...]] = {}
+    for task in listed:
+        if task.status is not TaskStatus.OPEN:
+            continue
+        pending = tuple(
+            (dep, status.get(dep) is TaskStatus.FAILED)
+            for dep in task.depends_on
+            if status.get(dep) is not TaskStatus.DONE
+        )
+        if pending:
+            waits[task.id] = pending
+    return waits
+
+
+def blocked_note(pending: Iterable[tuple[str, bool]]) -> str:
+    """``blocked by t-1 (failed), t-2``: the line a listing shows for a waiting task."""
+    named = [f"{dep} (failed)" if failed else dep for dep, failed in pending]
+    return f"blocked by {', '.join(named)}" if named else ""

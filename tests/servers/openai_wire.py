@@ -27,7 +27,8 @@ closes), which keeps streaming simple and lets a reply be cut off mid-stream cle
 
 ``POST …/embeddings`` is served too, for the knowledge base's OpenAI-compatible
 embedder: one vector per input from :attr:`OpenAIWireServer.embed` (replaceable; the
-default is a deterministic bag of hashed words), listed in *reverse* order with their
+default is a deterministic bag of hashed words, and :func:`by_concept` puts a few
+paraphrases together as a real model would), listed in *reverse* order with their
 ``index`` so a client that trusts the order is caught, as floats or as base64 float32
 per ``encoding_format``. An embeddings request never takes a queued chat response; the
 failure mode answers it like any other request. :attr:`~OpenAIWireServer.embedding_requests`
@@ -70,6 +71,38 @@ def bag_of_words(text: str) -> list[float]:
         vector[hashlib.sha256(word.encode()).digest()[0] % EMBEDDING_DIM] += 1.0
     norm = math.hypot(*vector)
     return [value / norm for value in vector] if norm else [1.0] + [0.0] * (EMBEDDING_DIM - 1)
+
+
+_THESAURUS = (
+    ("login", "logon", "signin", "sign", "authenticate", "authentication"),
+    ("button", "control", "widget", "toggle"),
+    ("blue", "colour", "color", "red", "green"),
+    ("database", "db", "postgres", "schema"),
+    ("slow", "latency", "lag", "sluggish"),
+)
+CONCEPTS: dict[str, int] = {word: dim for dim, words in enumerate(_THESAURUS) for word in words}
+"""A tiny thesaurus: the words of each row share one dimension of :func:`by_concept`."""
+CONCEPT_DIM = 32
+
+
+def by_concept(text: str) -> list[float]:
+    """An embedding that puts paraphrases together, as a real model does for these words.
+
+    Each word of :data:`CONCEPTS` counts on its concept's dimension ("sign-in control" and
+    "login button" meet on two); any other word is hashed, lightly, into the dimensions
+    after them, so texts with no concept in common stay far apart. Assign it to
+    :attr:`OpenAIWireServer.embed`.
+    """
+    vector = [0.0] * CONCEPT_DIM
+    rest = CONCEPT_DIM - len(set(CONCEPTS.values()))
+    for word in re.findall(r"\w+", text.lower()):
+        if word in CONCEPTS:
+            vector[CONCEPTS[word]] += 1.0
+        else:
+            slot = hashlib.sha256(word.encode()).digest()[0] % rest
+            vector[CONCEPT_DIM - rest + slot] += 0.3
+    norm = math.hypot(*vector)
+    return [value / norm for value in vector] if norm else [1.0] + [0.0] * (CONCEPT_DIM - 1)
 
 
 # --- what the server can answer -------------------------------------------------------

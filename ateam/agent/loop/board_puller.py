@@ -30,7 +30,7 @@ from ateam.bus.board import TEXT_MAX_BYTES, TaskBoard
 from ateam.bus.codec import unpack
 from ateam.bus.keys import Keys
 from ateam.bus.subscription import SOFT_ERRORS, listen_forever
-from ateam.errors import BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
+from ateam.errors import AteamError, BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
 from ateam.wire.board import BoardTask, TaskStatus
 
 __all__ = ["SOURCE_PREFIX", "BoardPuller", "board_task_text"]
@@ -78,6 +78,7 @@ class BoardPuller:
         self.listening = asyncio.Event()
         self.on_finished: Callable[[BoardTask | None], Awaitable[None]] | None = None
         """Told each task this agent finished, as the board left it (the team's notices)."""
+        self._offer_wake: asyncio.TimerHandle | None = None
 
     async def next_task(self) -> BoardTask | None:
         """Claim the most important claimable open task, if the board may have one."""
@@ -92,20 +93,34 @@ class BoardPuller:
             log.warning("board not read: %s", exc)
             return None
         done = {t.id for t in tasks if t.status is TaskStatus.DONE}
-        for task in tasks:  # highest priority first, then oldest
+        # A task retried for this agent first (it failed it and was asked again); then
+        # highest priority first, then oldest (sorted() keeps that order among equals).
+        for task in sorted(tasks, key=lambda t: t.offered_to != self.agent_id):
             if task.status is not TaskStatus.OPEN or not set(task.depends_on) <= done:
                 continue
             try:
                 # No timeout here: one cut short after the script ran would leave a claim
                 # nobody works on (the reconcile spares a live agent's own claims).
                 return await self._board.claim(self.project, task.id, agent=self.agent_id)
-            except _LOST_RACE:
+            except _LOST_RACE as exc:
+                self._wake_when_offer_lapses(exc)
                 continue  # another agent was quicker; try the next one
             except SOFT_ERRORS as exc:
                 self.dirty = True
                 log.warning("board claim of %s not confirmed: %s", task.id, exc)
                 return await self._mine_after_all(task.id)
         return None
+
+    def _wake_when_offer_lapses(self, refused: AteamError) -> None:
+        """A task offered to a teammate (a retry) is ours to try once the offer lapses;
+        no change is announced then, so this look is booked rather than waited for (one
+        booking at a time: the latest refusal knows the latest offer)."""
+        left = refused.detail.get("offer_left_s")
+        if not isinstance(left, int | float):
+            return
+        if self._offer_wake is not None:
+            self._offer_wake.cancel()
+        self._offer_wake = asyncio.get_running_loop().call_later(float(left) + 0.1, self._news)
 
     async def _mine_after_all(self, task_id: str) -> BoardTask | None:
         """After a claim whose reply was lost: the task, if the claim went through."""
@@ -219,6 +234,9 @@ def board_task_text(task: BoardTask) -> str:
     lines = [f"[board task {task.id}, claimed by you from the {task.project} board]", task.title]
     if task.detail:
         lines += ["", task.detail]
+    if task.last_error:
+        # Reopened or retried after a failure: what went wrong last time, to do otherwise.
+        lines += ["", f"An earlier attempt failed: {task.last_error}"]
     lines += [
         "",
         "Your final answer is recorded as the task's result; if you cannot do it, say why.",

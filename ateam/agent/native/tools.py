@@ -197,7 +197,8 @@ def _board(ctx: ToolContext) -> tuple[TaskBoardPort, str]:
 
 @tool("tasks.list", timeout_s=5.0)
 async def tasks_list(ctx: ToolContext, status: str = "", limit: int = 50) -> list[JsonObject]:
-    """List the project's task board, highest priority first, then oldest first.
+    """List the project's task board, highest priority first, then oldest first. An open
+    task's blocked_by names its dependencies not done yet (failed ones marked).
 
     Args:
         status: open, claimed, done or failed; every task when empty.
@@ -205,7 +206,15 @@ async def tasks_list(ctx: ToolContext, status: str = "", limit: int = 50) -> lis
     """
     board, project = _board(ctx)
     tasks = await board.list(project, status=status or None)
-    return [task.to_wire() for task in tasks[: max(1, min(limit, 200))]]
+    rows = [task.to_wire() for task in tasks[: max(1, min(limit, 200))]]
+    # An open task says what it waits for, judged from the whole board, whatever is shown.
+    state = {row["id"]: row["status"] for row in (t.to_wire() for t in await board.list(project))}
+    for row in rows:
+        depends = row["depends_on"]
+        if row["status"] == "open" and isinstance(depends, list):
+            pending = [d for d in depends if isinstance(d, str) and state.get(d) != "done"]
+            row["blocked_by"] = [{"id": d, "failed": state.get(d) == "failed"} for d in pending]
+    return rows
 
 
 # Bounded by the task_created hook it may run (hooks.timeout_s, at most 3600 s).
@@ -278,6 +287,30 @@ async def tasks_fail(ctx: ToolContext, id: str, reason: str) -> JsonObject:
     """
     board, project = _board(ctx)
     return (await board.fail(project, id, agent=ctx.agent_id, reason=reason)).to_wire()
+
+
+@tool("tasks.reopen", timeout_s=5.0)
+async def tasks_reopen(ctx: ToolContext, id: str) -> JsonObject:
+    """Put a failed task back on the board for anyone to claim; why it failed is kept
+    (last_error) for whoever takes it next.
+
+    Args:
+        id: The failed task's id.
+    """
+    board, project = _board(ctx)
+    return (await board.reopen(project, id, by=ctx.agent_id)).to_wire()
+
+
+@tool("tasks.retry", timeout_s=5.0)
+async def tasks_retry(ctx: ToolContext, id: str) -> JsonObject:
+    """Ask the agent that failed a task to try it again: it goes back on the board offered
+    to that agent first while it runs (then to anyone); why it failed is kept.
+
+    Args:
+        id: The failed task's id.
+    """
+    board, project = _board(ctx)
+    return (await board.retry(project, id, by=ctx.agent_id)).to_wire()
 
 
 @tool("kb.search")
@@ -405,6 +438,8 @@ STATE_TOOLS: tuple[Tool, ...] = (
     tasks_claim,
     tasks_done,
     tasks_fail,
+    tasks_reopen,
+    tasks_retry,
     kb_search,
     kb_ingest,
 )

@@ -85,7 +85,7 @@ from ateam.config import AgentConfig
 from ateam.config.schema import ModelEntry
 from ateam.constants import HANDOFF_LOCK_WAIT_S
 from ateam.errors import AteamError, agent_exit_code
-from ateam.kb.similar import meaning_ranker
+from ateam.kb.similar import configured_ranker
 from ateam.paths import ateam_home
 from ateam.providers import build_provider
 from ateam.providers.base import Provider
@@ -321,7 +321,9 @@ def build_parts(
             scrub=redactor.redact_obj,
         ),
     )
-    context_items = ContextStore(client, keys, redactor=redactor, ranker=meaning_ranker())
+    # context.search ranks with the embedder its knowledge bases use (found the same way).
+    ranker = configured_ranker(project_root or config.cwd)
+    context_items = ContextStore(client, keys, redactor=redactor, ranker=ranker)
     board = swap("board", lambda: TaskBoard(client, keys, redactor=redactor))
     team = swap(
         "team",

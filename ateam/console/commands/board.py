@@ -4,14 +4,16 @@ The board is the project's of the attached agent (else of the console's director
 Claims name an agent: ``--as PROJECT/NAME`` (or a bare name of that project), else the
 attached agent. A task added from the console is created by the console's session.
 Panes mode shows the same board in a screen of its own (:mod:`ateam.console.panes.tasks`).
+``reopen`` and ``retry`` send a failed task back, by the console's session.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ateam.client import BoardTask, bus_errors
+from ateam.client import BoardTask, blocked_by, blocked_note, bus_errors
 from ateam.client.names import resolve_agent, resolve_task_on
 from ateam.console.commands.base import Call, Command, Parsed, csv, int_option
 from ateam.console.projects import team_project
@@ -25,8 +27,13 @@ TITLE_SHOWN = 60
 NOTE_SHOWN = 60
 
 
-def task_rows(tasks: Sequence[BoardTask]) -> list[dict[str, Any]]:
-    """The board as table rows: the note is why it failed or was reopened, or its result."""
+def task_rows(
+    tasks: Sequence[BoardTask], board: Sequence[BoardTask] | None = None
+) -> list[dict[str, Any]]:
+    """The board as table rows: the note is what an open task waits for (``blocked by``,
+    judged from the whole ``board``, ``tasks`` by default), else why it failed or was
+    reopened, else its result."""
+    waits = blocked_by(tasks if board is None else board)
     return [
         {
             "id": task.id,
@@ -35,7 +42,10 @@ def task_rows(tasks: Sequence[BoardTask]) -> list[dict[str, Any]]:
             "assignee": task.assignee or None,
             "after": ",".join(task.depends_on) or None,
             "title": _cut(task.title, TITLE_SHOWN),
-            "note": _cut(task.reason or task.result, NOTE_SHOWN) or None,
+            "note": _cut(
+                blocked_note(waits.get(task.id, ())) or task.reason or task.result, NOTE_SHOWN
+            )
+            or None,
         }
         for task in tasks
     ]
@@ -84,11 +94,13 @@ async def _ls(call: Call, words: list[str]) -> None:
     if parsed.positional:
         raise call.bad()
     project = await _project(call)
-    listed = await call.console.team.tasks.ls(project, status=parsed.options.get("--status"))
+    board = await call.console.team.tasks.ls(project)
+    status = parsed.options.get("--status")
+    listed = board if status is None else await call.console.team.tasks.ls(project, status=status)
     if not listed:
         call.view.info(f"no tasks on the board of {project}")
         return
-    call.view.table(task_rows(listed), TASK_COLUMNS)
+    call.view.table(task_rows(listed, board), TASK_COLUMNS)
 
 
 async def _add(call: Call, words: list[str]) -> None:
@@ -164,21 +176,38 @@ async def _fail(call: Call, words: list[str]) -> None:
     _said(call, "failed", task)
 
 
+async def _again(call: Call, words: list[str], verb: str) -> None:
+    """``reopen`` / ``retry``: a failed task back to open, sent back by the console."""
+    parsed = call.parse(words)
+    project = await _project(call)
+    task_id = await _one_id(call, parsed, project)
+    task = await getattr(call.console.team.tasks, verb)(project, task_id, by=call.console.session)
+    offered = f", offered to {task.offered_to} first" if task.offered_to else ""
+    why = f" (it failed: {task.last_error})" if task.last_error else ""
+    call.view.info(f"{_PAST[verb]} {task.id}{offered}: {task.title}{why}")
+
+
+_PAST = {"reopen": "reopened", "retry": "retried"}
+
+
 _ACTIONS: dict[str, Callable[[Call, list[str]], Awaitable[None]]] = {
     "ls": _ls,
     "add": _add,
     "claim": _claim,
     "done": _done,
     "fail": _fail,
+    "reopen": functools.partial(_again, verb="reopen"),
+    "retry": functools.partial(_again, verb="retry"),
 }
 
 COMMANDS = (
     Command(
         "tasks",
         tasks,
-        "ls|add|claim|done|fail … (ls [--status S]; add TITLE [--priority N] [--after T,T] "
-        "[--detail TEXT] [--require-plan]; claim|done|fail TASK [--as ID] [--result TEXT] "
-        "[--reason TEXT])",
-        "the team's task board; claims are the attached agent's unless --as names one",
+        "ls|add|claim|done|fail|reopen|retry … (ls [--status S]; add TITLE [--priority N] "
+        "[--after T,T] [--detail TEXT] [--require-plan]; claim|done|fail TASK [--as ID] "
+        "[--result TEXT] [--reason TEXT]; reopen|retry TASK)",
+        "the team's task board; claims are the attached agent's unless --as names one; "
+        "a failed task is reopened for anyone, or retried by the agent that failed it first",
     ),
 )

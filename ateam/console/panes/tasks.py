@@ -33,7 +33,7 @@ BOARD_POLL_S = 1.0
 """How often a screen without board news reads the board (a small read: see
 ``TaskBoard.reconcile``); the console's screen waits for news instead."""
 STATUS_STYLES = {"open": "bold green", "claimed": "cyan", "done": "dim", "failed": "red"}
-NEXT_STEP = {"open": "claim", "claimed": "done"}
+NEXT_STEP = {"open": "claim", "claimed": "done", "failed": "retry"}
 """The command Enter suggests for a task of each status."""
 
 BoardLoader = Callable[[], Awaitable[tuple[str, list[BoardTask]]]]

@@ -53,4 +53,7 @@ def test_the_builtin_list_holds_the_workspace_and_the_state_tools() -> None:
     names = {item.name for item in BUILTIN_TOOLS}
     assert {"os.exec", "fs.read", "fs.patch", "plan.read", "memory.decide"} <= names
     assert {"context.post", "context.read", "kb.search", "kb.ingest", "agents.list"} <= names
-    assert len(names) == len(BUILTIN_TOOLS) == 26  # team.broadcast, plan.approve, plan.reject
+    assert {"tasks.fail", "tasks.reopen", "tasks.retry"} <= names
+    assert (
+        len(names) == len(BUILTIN_TOOLS) == 28
+    )  # issue 26: team.broadcast, plan.*, tasks.reopen|retry
