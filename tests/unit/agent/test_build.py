@@ -54,6 +54,5 @@ def test_the_builtin_list_holds_the_workspace_and_the_state_tools() -> None:
     assert {"os.exec", "fs.read", "fs.patch", "plan.read", "memory.decide"} <= names
     assert {"context.post", "context.read", "kb.search", "kb.ingest", "agents.list"} <= names
     assert {"tasks.fail", "tasks.reopen", "tasks.retry"} <= names
-    assert (
-        len(names) == len(BUILTIN_TOOLS) == 28
-    )  # issue 26: team.broadcast, plan.*, tasks.reopen|retry
+    # Issue 26 added team.broadcast, plan.approve, plan.reject, tasks.reopen, tasks.retry.
+    assert len(names) == len(BUILTIN_TOOLS) == 28
