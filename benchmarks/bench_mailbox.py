@@ -8,12 +8,18 @@ one kept message into a real :class:`~ateam.agent.state.queue.DurableQueue`, as 
 agent runs it at start: read the head, decode it, queue it (written and fsynced, its
 request id checked), then remove it from the mailbox by script.
 
+A second pair of rows times the whole thing with real processes: a message is kept for
+the stopped agent ``bench/hera`` (an ``echo`` agent), then ``python -m ateam agent`` is
+started, and the measure runs from ``Popen`` until its mailbox is empty (the message is
+queued, then removed). The baseline, in the same rounds, is the same agent started with
+an empty mailbox until it answers a ``status`` RPC: what any start costs.
+
 The baseline, in the same run and interleaved, is the least any durable move can do with
 raw redis-py and the OS: ``LPOP`` of the same bytes, then ``write`` + ``fsync`` of the
 same queue line to a file on the same file system. Messages are put (untimed) before
 each pair.
 
-    python benchmarks/bench_mailbox.py [--quick] [--tcp] [--runs N]
+    python benchmarks/bench_mailbox.py [--quick] [--tcp] [--runs N] [--starts N]
 """
 
 from __future__ import annotations
@@ -28,13 +34,25 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
-from _common import RedisServer, Row, environment, interleave, ns_to_ms, parser, percentile, report
+from _common import (
+    AgentProcess,
+    RedisServer,
+    Row,
+    environment,
+    interleave,
+    ns_to_ms,
+    parser,
+    percentile,
+    report,
+    wait_serving,
+)
 
 from ateam.agent.runtime.inbox import MailboxIntake
 from ateam.agent.state.queue import DurableQueue, encode_line
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.keys import Keys
 from ateam.bus.mailbox import Mailbox, MailMessage
+from ateam.bus.rpc import RpcClient
 
 AGENT = "bench/hera"
 TEXT = "Please review the retry loop in bus/rpc.py and tell zeus what you find. " * 2
@@ -112,22 +130,68 @@ async def run(url: str, runs: int, warmup: int, work: Path) -> tuple[list[Row], 
     ]  # fmt: skip
     notes = [
         f"{runs} interleaved deliveries after {warmup} warm-up, one kept message each "
-        f"({len(TEXT)} characters); max {max(d):.2f} vs {max(r):.2f} ms. The agent's "
-        "start itself is not included (see bench_restart)."
+        f"({len(TEXT)} characters); max {max(d):.2f} vs {max(r):.2f} ms; the first pair of "
+        "rows leaves the process start out, the second holds it."
     ]
+    return rows, notes
+
+
+async def starts(url: str, rounds: int, work: Path) -> tuple[list[Row], list[str]]:
+    """Start to mailbox delivered, with real agent processes, beside start to serving."""
+    target = RedisTarget(url, "bench")
+    keys = Keys(target.namespace)
+    client = make_client(target)
+    mailbox, rpc = Mailbox(client, keys), RpcClient(client, keys)
+    hera = AgentProcess(url, "bench", "hera", work / "home", work / "cwd")
+    mail_ms: list[float] = []
+    serve_ms: list[float] = []
+    try:
+        hera.spawn()
+        await wait_serving(rpc, hera.id, proc=hera)  # known on this bus from now on
+        hera.stop()
+        for i in range(rounds):
+            t0 = hera.spawn()
+            serve_ms.append((await wait_serving(rpc, hera.id, proc=hera) - t0) / 1e6)
+            hera.stop()
+            await mailbox.put(hera.id, MailMessage.new(f"{TEXT} ({i})", "agent:bench/zeus", hops=1))
+            t0 = hera.spawn()
+            deadline = time.monotonic() + 30
+            while await mailbox.length(hera.id):
+                if time.monotonic() > deadline or hera.proc is None or hera.proc.poll() is not None:
+                    raise RuntimeError(f"the message was not delivered:\n{hera.log_text()[-2000:]}")
+                await asyncio.sleep(0.001)
+            mail_ms.append((time.perf_counter_ns() - t0) / 1e6)
+            await wait_serving(rpc, hera.id, proc=hera)
+            hera.stop()
+    finally:
+        hera.stop()
+        await client.aclose()
+    rows = [
+        Row("mailbox_start_p99", "start to mail queued p99", percentile(mail_ms, 99), "ms",
+            percentile(serve_ms, 99), "start to serving p99", "(info)", None),
+        Row("mailbox_start_p50", "start to mail queued p50", percentile(mail_ms, 50), "ms",
+            percentile(serve_ms, 50), "start to serving p50", "(info)", None),
+    ]  # fmt: skip
+    notes = [f"{rounds} starts of a real echo agent each way, alternating"]
     return rows, notes
 
 
 def main() -> int:
     p = parser(__doc__ or "")
     p.add_argument("--runs", type=int, default=100, help="measured deliveries (default 100)")
+    p.add_argument(
+        "--starts", type=int, default=None, help="measured process starts (default 100, 5 quick)"
+    )
     args = p.parse_args()
     runs, warmup = args.runs, 10 if args.quick else 20
+    rounds = args.starts if args.starts is not None else (5 if args.quick else 100)
     print(f"bench_mailbox: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
     work = Path(tempfile.mkdtemp(prefix="ateam-bench-mailbox-"))
     try:
         with RedisServer(tcp=args.tcp) as server:
             rows, notes = asyncio.run(run(server.url, runs, warmup, work))
+            more, more_notes = asyncio.run(starts(server.url, rounds, work))
+            rows, notes = rows + more, notes + more_notes
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report("Mailbox delivery after start (issue 26)", rows, notes)

@@ -38,7 +38,15 @@ def test_the_pty_benchmark_runs_and_loses_no_byte(tmp_path: Path) -> None:
     ("script", "rows"),
     [
         ("bench_board.py", {"name=board_claim_p99", "name=board_claim_p50"}),
-        ("bench_mailbox.py", {"name=mailbox_delivery_p99", "name=mailbox_delivery_p50"}),
+        (
+            "bench_mailbox.py",
+            {
+                "name=mailbox_delivery_p99",
+                "name=mailbox_delivery_p50",
+                "name=mailbox_start_p99",
+                "name=mailbox_start_p50",
+            },
+        ),
         ("bench_context.py", {"name=context_visible_p99", "name=context_visible_p50"}),
         ("bench_notices.py", {"name=notice_latency_p99", "name=notice_latency_p50"}),
         (
