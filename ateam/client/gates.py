@@ -5,8 +5,10 @@ An agent asks its own hooks (:mod:`ateam.agent.loop.gates`). A task added from o
 any agent is judged by the ``task_created`` hook of the project it goes to, as that
 project's ``project.yaml`` (merged like every configuration) says, run in the project
 root with the environment policy of its ``tools.yaml`` ``exec``. The configuration is the
-one found from the current directory: a front end started elsewhere, for another
-project, has none at hand, and the add goes on unjudged.
+one found from the current directory when that is the project; else the one at the root
+``ateam up`` or a started agent noted for it (:func:`~ateam.config.discovery.remembered_root`),
+so a coding agent's own ``ateam mcp``, started outside the project, is judged too. A
+project never started on this machine has none at hand, and the add goes on unjudged.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ateam.config import ProjectConfig, load_project
+from ateam.config.discovery import remembered_root
 from ateam.errors import ConfigError
 from ateam.tools.hooks import Hook, HookRunner, hook_limits
 
@@ -30,11 +33,15 @@ returns a line to show when the hook failed (the add goes on), else ``None``."""
 
 
 def _config_of(project: str, start: Path | None) -> ProjectConfig | None:
-    try:
-        config = load_project(start)
-    except ConfigError:  # the front end reports a broken configuration where it reads it
-        return None
-    return config if config.name == project and config.root is not None else None
+    remembered = remembered_root(project)
+    for where in (start, *([remembered] if remembered is not None else [])):
+        try:
+            config = load_project(where)
+        except ConfigError:  # the front end reports a broken configuration where it reads it
+            continue
+        if config.name == project and config.root is not None:
+            return config
+    return None
 
 
 async def project_task_gate(

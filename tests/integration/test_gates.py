@@ -165,6 +165,25 @@ def test_a_refused_task_created_writes_nothing_and_says_why_in_one_line(
     assert [row["id"] for row in tasks(root, redis_url, "ls")] == [added["id"]]
 
 
+def test_a_task_added_from_outside_the_project_is_judged_once_an_agent_of_it_ran(
+    start_agent: AgentFactory, redis_url: str, tmp_path: Path
+) -> None:
+    # A coding agent's own `ateam mcp`, or a verb run with --project from elsewhere, has
+    # no project around its working directory: the agent's start notes where it lives.
+    gate = "grep -q urgent || { echo 'say why it is urgent' >&2; exit 2; }"
+    root = with_hooks(write_scripted_project(tmp_path / "o", "o", []), "o", task_created=gate)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    start_agent("o/zeus", cwd=root)
+
+    add = ("tasks", "add", "tidy", "up", "--project", "o", "--redis", redis_url)
+    refused = run_ateam(*add, cwd=elsewhere)
+    assert refused.returncode != 0
+    assert refused.stderr.strip().startswith("error [hook.refused]"), refused.stderr
+    assert "say why it is urgent" in refused.stderr
+    assert tasks(root, redis_url, "ls") == []
+
+
 def test_the_tasks_add_tool_is_gated_by_task_created(
     start_agent: AgentFactory, bus: Bus, redis_url: str, tmp_path: Path
 ) -> None:

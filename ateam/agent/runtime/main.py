@@ -36,6 +36,7 @@ from ateam.bus.bootstrap import redeem_at
 from ateam.bus.connection import RedisTarget
 from ateam.bus.embedded import bus_target
 from ateam.config import AgentConfig, ProjectConfig, load_project, project_name, standalone_agent
+from ateam.config.discovery import remember_root
 from ateam.constants import KILLED_FROM_OUTSIDE, PREVIOUS_EXIT_ENV
 from ateam.errors import AteamError, BootstrapRefused, ConfigError, SpawnFailed, agent_exit_code
 from ateam.redact import Redactor
@@ -147,6 +148,10 @@ def _prepare(options: AgentOptions, agent_project: str, agent_id: str) -> _Ready
         project, agent_project, options.name, cwd, explicit_cwd=bool(options.cwd)
     )
     entry = config.model_entry(model)
+    if project.root is not None and project.name == agent_project:
+        # Front ends started elsewhere (an ACP runtime's `ateam mcp`, a verb with
+        # --project) find this project's hooks and embedder through this record.
+        remember_root(project.name, project.root)
     target = bus_target(options.redis, transport=project.transport, namespace=project.namespace)
     # The values of the variables passed through to its tools are secrets by name.
     redactor = Redactor.from_config(project).with_literals(
