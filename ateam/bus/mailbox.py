@@ -27,7 +27,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ateam.bus.keys import Keys, split_agent
-from ateam.errors import MailboxFull
+from ateam.constants import RPC_MAX_PAYLOAD
+from ateam.errors import MailboxFull, PayloadTooLarge
 
 __all__ = ["MAILBOX_MAX_BYTES", "MAILBOX_MAX_MESSAGES", "MailMessage", "Mailbox"]
 
@@ -122,10 +123,19 @@ class Mailbox:
         """Keep ``message`` for ``agent``; its position (1: next to be queued).
 
         Raises:
+            PayloadTooLarge: the message is larger than a ``team.input`` request may be:
+                what a running agent would refuse must not reach it through the mailbox.
             MailboxFull: the mailbox holds ``max_messages`` messages or ``max_bytes``.
         """
+        encoded = message.encode()
+        if len(encoded) > RPC_MAX_PAYLOAD:
+            raise PayloadTooLarge(
+                f"not kept: the message is {len(encoded)} bytes and a message to an agent "
+                f"may be {RPC_MAX_PAYLOAD} at most",
+                detail={"agent": agent, "bytes": len(encoded), "max_bytes": RPC_MAX_PAYLOAD},
+            )
         keys = [self._keys.mailbox(agent), self._keys.mailbox_bytes(agent)]
-        args: list[bytes | int] = [message.encode(), self.max_messages, self.max_bytes]
+        args: list[bytes | int] = [encoded, self.max_messages, self.max_bytes]
         length = int(await self._put(keys=keys, args=args))
         if length < 0:
             limit = (

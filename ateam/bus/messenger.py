@@ -114,7 +114,7 @@ class TeamMessenger:
         agent's hop limit: a reply ends a thread, it never asks for another.
         """
         return await self._deliver(
-            to,
+            self._target(to),  # a reply_to is data from a queue file: checked as any `to`
             text,
             hops=hops,
             trace_id=trace_id,

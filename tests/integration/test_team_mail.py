@@ -248,6 +248,8 @@ def test_messages_to_a_stopped_teammate_wait_in_its_mailbox(
     assert "agent.not_found" in tool_turns(root, "zeus", "team.send")[-1]
 
     start_agent("t/hera", cwd=root)
+    # Taken in before it served: no input sent now could be queued ahead of them.
+    assert bus.client.llen(KEYS.mailbox("t/hera")) == 0
     wait_for(lambda: len(asked(root, "hera")) == 2, 30, "hera to run both")
     wait_for(lambda: idle_and_empty(bus, "t/hera"), 30, "hera idle")
     assert [t["content"] for t in asked(root, "hera")] == [

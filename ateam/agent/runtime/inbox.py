@@ -22,6 +22,7 @@ from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.events import EventType
 from ateam.bus.mailbox import Mailbox, MailMessage
 from ateam.bus.publisher import EventPublisher
+from ateam.config.schema import check_name
 from ateam.errors import StorageFull
 from ateam.wire.rpc import TeamInputParams
 
@@ -35,11 +36,14 @@ FROM_HEADINGS = {
 REPLY_HEADING = "[reply from teammate {sender} to your team.send {item}]"
 """The first line of an answer this agent asked for."""
 MAILBOX_POLL_S = 3.0
+FIRST_DELIVERY_S = 5.0
+"""The longest a start waits on its mailbox before serving (the rest comes later)."""
 """How often a running agent looks in its mailbox (a message kept as it was starting)."""
 
 log = logging.getLogger(__name__)
 
 _BUS_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, RedisError)
+_FIRST_ERRORS: tuple[type[BaseException], ...] = (*_BUS_ERRORS, TimeoutError)
 
 
 def team_input_text(kind: str, sender: str, text: str, *, in_reply_to: str | None) -> str:
@@ -142,10 +146,34 @@ class MailboxIntake:
             caller=message.caller,
             trace_id=message.trace_id,
             hops=min(message.hops, limit) if from_agent else 0,
-            reply_to=message.reply_to if message.in_reply_to is None else None,
+            reply_to=self._asker(sender) if message.reply_to and from_agent else None,
         )
         if queued.created:
             log.info("mailbox: %s queued as %s", message.id, queued.item.id)
+
+    def _asker(self, sender: str) -> str | None:
+        """Where a kept message's answer goes: its sender in this agent's project, as
+        ``team.input`` decides it. A mailbox entry is data anyone with the project's keys
+        could write: its own ``reply_to`` is not trusted to name another project."""
+        try:
+            check_name(sender, "agent")
+        except ValueError:
+            return None
+        return f"{self._id.split('/', 1)[0]}/{sender}"
+
+    async def take_in_first(self, timeout_s: float = FIRST_DELIVERY_S) -> None:
+        """At start, before the agent serves: what waited is queued before new input.
+
+        Bounded: a bus out of reach or a full disk leaves the mail to :meth:`run`.
+        """
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._mailbox.mark_known(self._id)
+                await self.deliver()
+        except _FIRST_ERRORS as exc:
+            log.warning("mailbox not read before serving: %s", exc or type(exc).__name__)
+        except StorageFull as exc:
+            log.warning("mailbox left for later: %s", exc.message)
 
     def _warn(self, message: str) -> None:
         log.warning("%s", message)

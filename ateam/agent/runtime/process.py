@@ -210,6 +210,16 @@ class Agent:
         parts.compactor.remeasure()
         parts.tasks.check_at_start()
         status.set(AgentState.REGISTERED)
+        # What teammates sent while this agent was not running, queued before it serves:
+        # nothing sent over RPC, nor a board task, can be queued ahead of older mail.
+        mail = MailboxIntake(
+            Mailbox(parts.client, parts.keys),
+            self.id,
+            parts.worker,
+            parts.events,
+            max_hops=lambda: self.config.spec.team.max_hops,
+        )
+        await mail.take_in_first()
         await parts.heartbeat.beat()
         self.rpc = parts.rpc(parts.port)
         self.rpc.start()
@@ -218,14 +228,6 @@ class Agent:
         self._tasks.append(asyncio.create_task(upkeep.lock_watch(), name="lock-watch"))
         self._tasks.append(asyncio.create_task(parts.team.listen(), name="team-context"))
         self._tasks.append(asyncio.create_task(parts.puller.listen(), name="board"))
-        # What teammates sent while this agent was not running, queued before new work.
-        mail = MailboxIntake(
-            Mailbox(parts.client, parts.keys),
-            self.id,
-            parts.worker,
-            parts.events,
-            max_hops=lambda: self.config.spec.team.max_hops,
-        )
         self._tasks.append(asyncio.create_task(mail.run(), name="mailbox"))
         parts.stall.start()
         parts.snapshot.start()

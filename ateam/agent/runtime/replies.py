@@ -19,7 +19,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from redis.exceptions import RedisError
+from redis.exceptions import NoPermissionError, RedisError
 
 from ateam.agent.loop.status import AgentStatus
 from ateam.agent.loop.task import TaskOutcome
@@ -43,12 +43,22 @@ _RETRIED: tuple[type[BaseException], ...] = (
 )
 """Worth waiting out: the bus, or an asker too busy to acknowledge in time."""
 
+REPLY_MAX_BYTES = 64 * 1024
+"""The most of an answer a reply carries; the whole answer stays in this agent's history.
+Well under what one ``team.input`` request may be, its envelope included."""
+
 
 def reply_text(outcome: TaskOutcome) -> str:
-    """What the asker reads: the final answer, or why there is none."""
+    """What the asker reads: the final answer, or why there is none, clipped to a message."""
     if outcome.ok:
-        return outcome.text or "(done, with no answer text)"
-    return f"(the task failed: {outcome.error or 'no reason given'})"
+        text = outcome.text or "(done, with no answer text)"
+    else:
+        text = f"(the task failed: {outcome.error or 'no reason given'})"
+    data = text.encode("utf-8")
+    if len(data) <= REPLY_MAX_BYTES:
+        return text
+    kept = data[:REPLY_MAX_BYTES].decode("utf-8", errors="ignore")
+    return f"{kept}\n[reply clipped: {len(data) - len(kept.encode())} more bytes in my history]"
 
 
 class Replier:
@@ -83,6 +93,8 @@ class Replier:
                     trace_id=item.trace_id,
                     item_id=item.id,
                 )
+            except NoPermissionError as exc:
+                return self._not_sent(item, asker, str(exc), "redis.noperm")
             except _RETRIED as exc:
                 log.warning("reply to %s not sent yet (%s); trying again", asker, exc)
                 with contextlib.suppress(TimeoutError):
@@ -90,17 +102,17 @@ class Replier:
                         await self._status.stop.wait()
                 continue
             except AteamError as exc:
-                message = f"reply to {asker} for {item.id} not sent: {exc.message}"
-                log.warning("%s", message)
-                self._events.emit(
-                    EventType.WARN,
-                    msg=message,
-                    code=exc.code,
-                    task_id=item.id,
-                    trace_id=item.trace_id,
-                )
-                return True
+                return self._not_sent(item, asker, exc.message, exc.code)
             where = "its mailbox (not running)" if sent.get("mailbox") else f"{sent.get('id')}"
             log.info("reply to %s for %s: %s", asker, item.id, where)
             return True
         return False
+
+    def _not_sent(self, item: QueueItem, asker: str, why: str, code: str) -> bool:
+        """A reply refused for good: told as a warning, and the item finished anyway."""
+        message = f"reply to {asker} for {item.id} not sent: {why}"
+        log.warning("%s", message)
+        self._events.emit(
+            EventType.WARN, msg=message, code=code, task_id=item.id, trace_id=item.trace_id
+        )
+        return True

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import NoPermissionError
 
 from ateam.agent.loop.task import TaskOutcome
 from ateam.agent.runtime.inbox import MailboxIntake, team_input_text
-from ateam.agent.runtime.replies import reply_text
+from ateam.agent.runtime.replies import REPLY_MAX_BYTES, Replier, reply_text
 from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.connection import RedisTarget
 from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.mailbox import Mailbox, MailMessage
 from ateam.bus.messenger import TeamMessenger
-from ateam.errors import AgentNotFound, Code, MailboxFull
+from ateam.constants import RPC_MAX_PAYLOAD
+from ateam.errors import AgentNotFound, BadRequest, Code, MailboxFull, PayloadTooLarge
 
 HERA = "t/hera"
 
@@ -166,6 +169,71 @@ async def test_the_intake_queues_in_order_once_and_drops_what_it_must(
     await box.put(HERA, first)
     assert await taker.deliver() == 1
     assert len(intake.items) == 3
+
+
+async def test_a_kept_message_names_its_asker_only_within_the_project(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    # A mailbox entry is data: its reply_to must not send this agent's answer elsewhere.
+    box = mailbox(client, target)
+    intake, events = Intake(), Events()
+    taker = MailboxIntake(box, HERA, intake, events, max_hops=lambda: 4)  # type: ignore[arg-type]
+    await box.put(HERA, MailMessage.new("a", "agent:zeus", hops=1, reply_to="other/x"))
+    await box.put(HERA, MailMessage.new("b", "agent:../bad", hops=1, reply_to="t/../bad"))
+    await box.put(HERA, MailMessage.new("c", "cli", reply_to="t/zeus"))
+    assert await taker.deliver() == 3
+    assert [i["reply_to"] for i in intake.items] == ["t/zeus", None, None]
+
+
+async def test_a_message_larger_than_a_request_is_not_kept(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    box = mailbox(client, target)
+    with pytest.raises(PayloadTooLarge) as refused:
+        await box.put(HERA, MailMessage.new("x" * (RPC_MAX_PAYLOAD + 1), "cli"))
+    assert refused.value.code == "payload.too_large"
+    assert await box.length(HERA) == 0
+
+
+def test_a_long_answer_is_clipped_to_what_a_message_carries() -> None:
+    answer = "é" * REPLY_MAX_BYTES  # two bytes each: clipped on a character boundary
+    text = reply_text(TaskOutcome(True, None, answer, 0, 0))
+    head, _, note = text.rpartition("\n")
+    assert head == "é" * (REPLY_MAX_BYTES // 2)
+    assert note == f"[reply clipped: {REPLY_MAX_BYTES} more bytes in my history]"
+
+
+class Running:
+    """What the Replier reads of the agent's status: not stopping."""
+
+    def __init__(self) -> None:
+        self.stop = asyncio.Event()
+
+
+class Refusing:
+    """A messenger whose every answer meets an error: the Replier's own collaborator."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error, self.calls = error, 0
+
+    async def answer(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.calls += 1
+        raise self.error
+
+
+async def test_a_reply_the_acl_refuses_is_told_and_does_not_hold_the_worker() -> None:
+    status, events = Running(), Events()
+    for error, code in [
+        (NoPermissionError("NOPERM this user has no permissions"), "redis.noperm"),
+        (BadRequest("to: 'other/x' is in project 'other'"), "bad_request"),
+    ]:
+        messenger = Refusing(error)
+        replier = Replier(messenger, status, events, lambda text: text)  # type: ignore[arg-type]
+        item = QueueItem("q-1-000", "t", "agent:zeus", 0.0, reply_to="t/zeus")
+        async with asyncio.timeout(5):
+            assert await replier.answer_back(item, TaskOutcome(True, None, "42", 0, 0))
+        assert messenger.calls == 1
+        assert events.emitted[-1]["code"] == code
 
 
 def test_what_the_asker_reads() -> None:
