@@ -327,6 +327,7 @@ class ContextStore:
         *,
         redactor: Redactor | None = None,
         ranker: Ranker | None = None,
+        ranker_for: Callable[[str], Ranker] | None = None,
     ) -> None:
         self._client = client
         self._keys = keys
@@ -335,6 +336,8 @@ class ContextStore:
         self._ranker = ranker
         """How :meth:`search` ranks by meaning (the KB's embedder, passed in from above
         the bus); without one it matches words."""
+        self._ranker_for = ranker_for
+        """Each project's own ranker, for a store that serves several (a front end)."""
 
     async def post(
         self,
@@ -509,12 +512,14 @@ class ContextStore:
         if not words:
             raise BadRequest("query must contain at least one word")
         wanted = _limit(limit)
-        if self._ranker is None:
-            return await self._collect(checked_name(project), _Filter(words=words), wanted)
-        candidates = await self._collect(checked_name(project), _Filter(), LIMIT_MAX)
+        project = checked_name(project)
+        ranker = self._ranker_for(project) if self._ranker_for is not None else self._ranker
+        if ranker is None:
+            return await self._collect(project, _Filter(words=words), wanted)
+        candidates = await self._collect(project, _Filter(), LIMIT_MAX)
         texts = [_searchable(item) for item in candidates]
         # Embedding a few hundred short texts takes tens of ms: off the event loop.
-        ranked = await asyncio.to_thread(self._ranker, text, texts, wanted)
+        ranked = await asyncio.to_thread(ranker, text, texts, wanted)
         return [candidates[index] for index, _score in ranked]
 
     async def fed(self, project: str, agent: str) -> set[str]:

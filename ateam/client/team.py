@@ -42,7 +42,7 @@ from ateam.client.target import Target
 from ateam.config.schema import checked_name
 from ateam.constants import TAKEOVER_GRACE_S
 from ateam.errors import AgentNotFound
-from ateam.kb.similar import configured_ranker
+from ateam.kb.similar import project_rankers
 from ateam.redact import Redactor, Scrubbed
 from ateam.wire.context_items import ContextItem, ContextType, Scope, Urgency
 from ateam.wire.registry import AgentStatus, FinalExit
@@ -85,7 +85,7 @@ class Team:
         self._on_connection = on_connection
         self.context = ContextApi(
             # Ranked by the embedder models.yaml configures around the working directory.
-            ContextStore(client, self._keys, redactor=redactor, ranker=configured_ranker()),
+            ContextStore(client, self._keys, redactor=redactor, ranker_for=project_rankers()),
             redactor,
         )
         self.tasks = TasksApi(TaskBoard(client, self._keys, redactor=redactor), redactor)

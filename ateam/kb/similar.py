@@ -18,10 +18,12 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ateam.config.discovery import remembered_root
+from ateam.config.loader import project_here
 from ateam.kb.embed import Embedder, HashingEmbedder, configured_embedder
 from ateam.kb.store import DEFAULT_MIN_SCORE
 
-__all__ = ["Ranker", "configured_ranker", "meaning_ranker", "rank_texts"]
+__all__ = ["Ranker", "configured_ranker", "meaning_ranker", "project_rankers", "rank_texts"]
 
 Ranker = Callable[[str, Sequence[str], int], list[tuple[int, float]]]
 """``(query, texts, limit)`` → ``(index, score)`` best first, as the context store ranks."""
@@ -88,6 +90,26 @@ def configured_ranker(start: Path | None = None) -> Ranker:
         return rank_texts(query, texts, limit=limit, embedder=chosen[0])
 
     return rank
+
+
+def project_rankers(start: Path | None = None) -> Callable[[str], Ranker]:
+    """The ranker of each project a front end searches, as that project configures it.
+
+    A verb run with ``--project OTHER``, or an ``ateam mcp`` started outside the project,
+    has another project (or none) around its working directory: OTHER's configuration is
+    the one at the root ``ateam up`` or a started agent noted for it, else the cwd's.
+    """
+    rankers: dict[str, Ranker] = {}
+
+    def ranker_for(project: str) -> Ranker:
+        if project not in rankers:
+            here = start or Path.cwd()
+            remembered = remembered_root(project)
+            at_home = remembered is None or project_here(here) == project
+            rankers[project] = configured_ranker(here if at_home else remembered)
+        return rankers[project]
+
+    return ranker_for
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -19,7 +19,7 @@ import pytest
 
 from tests.servers.openai_wire import OpenAIWireServer, by_concept
 
-from .conftest import run_ateam
+from .conftest import AgentFactory, run_ateam
 
 pytestmark = pytest.mark.integration
 
@@ -77,3 +77,26 @@ def test_context_search_finds_a_paraphrase_with_the_configured_embedder(
     done = run_ateam("context", "search", "x", "--redis", redis_url, cwd=broken)
     assert done.returncode != 0 and done.stderr.startswith("error [config.")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_search_from_outside_the_project_ranks_as_the_project_configures(
+    wire: OpenAIWireServer, start_agent: AgentFactory, redis_url: str, tmp_path: Path
+) -> None:
+    # `ateam context search --project proj` from elsewhere, as an MCP client's `ateam mcp`
+    # started outside the project: the agent's start noted where proj lives.
+    embeddings = (
+        f"embeddings:\n  {{provider: openai, base_url: '{wire.base_url}', model: concept-embed}}\n"
+    )
+    meaning = project(tmp_path / "meaning", embeddings)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    posted = run_ateam("context", "post", *LOGIN.split(), "--redis", redis_url, cwd=meaning)
+    assert posted.returncode == 0, posted.stderr
+    start_agent("proj/zeus", cwd=meaning)
+
+    done = run_ateam(
+        "context", "search", "sign-in", "control", "--project", "proj", "--json",
+        "--redis", redis_url, cwd=elsewhere,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [item["title"] for item in json.loads(done.stdout)] == [LOGIN]
