@@ -30,14 +30,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final
+
+from redis.exceptions import RedisError
 
 from ateam.agent.loop.board_puller import SOURCE_PREFIX as BOARD_SOURCE
 from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.task import TaskOutcome, TaskRunner
 from ateam.agent.state.history import History
 from ateam.agent.state.queue_item import QueueItem, TaskIds
+from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
 from ateam.errors import Code, StorageError
@@ -49,6 +52,8 @@ from ateam.wire.turns import Turn
 __all__ = ["IDLE_SOURCE", "MAX_TASK_DONE_REFUSALS", "GatedBoard", "GatedTasks", "Gates"]
 
 log = logging.getLogger(__name__)
+
+_BUS_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, RedisError)
 
 MAX_TASK_DONE_REFUSALS: Final = 3
 """Refusals of one board task's ``task_done`` hook before the task fails with hook.refused."""
@@ -219,12 +224,15 @@ class GatedTasks:
         gates: Gates,
         *,
         held: Callable[[QueueItem], bool] = lambda item: False,
+        holds: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> None:
         self.inner = inner
         self._gates = gates
         self._held = held
         """Whether a board task's run ended without finishing it (its plan not approved
         yet): no answer to judge, the task is not being marked done."""
+        self._holds = holds
+        """The board puller's ``holds``: ``None`` while this agent still holds a task."""
 
     async def run(self, item: QueueItem, control: TaskControl) -> TaskOutcome:
         outcome = await self.inner.run(item, control)
@@ -239,6 +247,8 @@ class GatedTasks:
         task_id = item.source.removeprefix(BOARD_SOURCE)
         refusals = 0
         while outcome.ok and not control.interrupted.is_set():
+            if not await self._still_held(task_id):
+                return outcome
             run = await self._gates.task_done(item, task_id, outcome.text)
             if run is None or not run.refused:
                 return outcome
@@ -253,6 +263,20 @@ class GatedTasks:
             again = await self.inner.run(dataclasses.replace(item, text=text), control)
             outcome = _added(outcome, again)
         return outcome
+
+    async def _still_held(self, task_id: str) -> bool:
+        """Whether the task is still this agent's to finish. The model may have ended it
+        itself with ``tasks.done`` (judged then) or ``tasks.fail``: judging the final
+        answer too would ask twice, and a refusal would send the model back to a task
+        the board says is over."""
+        if self._holds is None:
+            return True
+        try:
+            return await self._holds(task_id) is None
+        except _BUS_ERRORS as exc:
+            # Unknown: judge, as a gate would without the check (no unjudged done).
+            log.warning("board task %s not checked before task_done: %s", task_id, exc)
+            return True
 
 
 def _refused_for_good(outcome: TaskOutcome, run: HookRun, refusals: int) -> TaskOutcome:
