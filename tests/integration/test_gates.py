@@ -422,3 +422,32 @@ def test_a_board_task_the_model_ended_with_a_tool_is_not_judged_again_at_its_fin
     ]
     assert fed == []  # no "not done yet" round
     assert len(of_type(bus, "o/zeus", "task.start")) == 1
+
+
+def test_a_tasks_done_call_on_a_task_done_already_does_not_ask_the_gate_again(
+    start_agent: AgentFactory, bus: Bus, redis_url: str, tmp_path: Path
+) -> None:
+    gate = "test -f ran && { echo 'asked again' >&2; exit 2; }; touch ran"
+    root = write_scripted_project(tmp_path / "w", "w", [], allow=("tasks.*",))
+    with_hooks(root, "w", task_done=gate)
+    task = tasks(root, redis_url, "add", "fix", "the", "build")
+    claim = {"name": "tasks.claim", "args": {"id": task["id"]}}
+    done = {"name": "tasks.done", "args": {"id": task["id"], "result": "fixed"}}
+    turns = [
+        {"text": "Taking it.", "tool_calls": [claim]},
+        {"text": "Done.", "tool_calls": [done]},
+        {"text": "Once more, to be sure.", "tool_calls": [done]},
+        {"text": "Fixed."},
+    ]
+    (root / ".ateam" / "script.yaml").write_text(yaml.safe_dump({"turns": turns}))
+    start_agent("w/zeus", cwd=root)
+    sent = run_ateam("send", "w/zeus", "fix the build", "--redis", redis_url, cwd=root)
+    assert sent.returncode == 0, sent.stderr
+
+    wait_for(lambda: of_type(bus, "w/zeus", "task.end"), WAIT_S, "the task to end")
+    results = [t for t in history_turns(root) if t["role"] == "tool"]
+    assert [t["ok"] for t in results] == [True, True, False]
+    assert results[2]["content"].startswith("error [task.claimed]")  # what the board says
+    runs = [r for r in of_type(bus, "w/zeus", "hook.run") if r["hook"] == "task_done"]
+    assert [r["refused"] for r in runs] == [False]
+    assert board_task(root, redis_url, task["id"])["status"] == "done"

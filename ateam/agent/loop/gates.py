@@ -41,12 +41,14 @@ from ateam.agent.loop.task import TaskOutcome, TaskRunner
 from ateam.agent.state.history import History
 from ateam.agent.state.queue_item import QueueItem, TaskIds
 from ateam.bus.backoff import CONNECTION_ERRORS
+from ateam.bus.board import TaskBoard
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
 from ateam.errors import Code, StorageError
 from ateam.redact import Redactor
 from ateam.tools.hooks import Hook, HookRun, HookRunner
-from ateam.tools.services import BoardTaskItem, TaskBoardPort
+from ateam.tools.services import BoardTaskItem
+from ateam.wire.board import TaskStatus
 from ateam.wire.turns import Turn
 
 __all__ = ["IDLE_SOURCE", "MAX_TASK_DONE_REFUSALS", "GatedBoard", "GatedTasks", "Gates"]
@@ -302,7 +304,7 @@ class GatedBoard:
     ``task_done`` before a done. Everything else is the board's own.
     """
 
-    def __init__(self, board: TaskBoardPort, gates: Gates) -> None:
+    def __init__(self, board: TaskBoard, gates: Gates) -> None:
         self._board = board
         self._gates = gates
 
@@ -347,6 +349,11 @@ class GatedBoard:
     async def done(
         self, project: str, task_id: str, *, agent: str, result: str = ""
     ) -> BoardTaskItem:
+        # A task done already stays done (only a failed one is reopened): the board
+        # refuses this done whatever a hook would say, so it is not asked again.
+        task = await self._board.get(project, task_id)
+        if task is not None and task.status is TaskStatus.DONE:
+            return await self._board.done(project, task_id, agent=agent, result=result)
         event = {"project": project, "task": task_id, "answer": result}
         run = await self._gates.judge(Hook.TASK_DONE, event, {})
         if run is not None and run.refused:
