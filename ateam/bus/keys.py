@@ -166,6 +166,11 @@ class Keys:
         """List of the teammates' notices waiting for the agent's model (issue 26), bounded."""
         return self._agent("notices", agent)
 
+    def notice_ids(self, agent: str) -> str:
+        """Sorted set of the ids of the newest notices posted to the agent: a repeat is
+        not posted again (a sender replaying its end after a crash)."""
+        return self._agent("notice-ids", agent)
+
     def notices_channel(self, agent: str) -> str:
         """Pub/sub channel saying a notice was added to :meth:`notices`."""
         return self._agent("events-notices", agent)

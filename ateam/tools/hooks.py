@@ -21,8 +21,14 @@ Design choices, each with its reason:
 * **Its own process group.** A timeout kills the whole group, so a test runner's
   children do not outlive the hook that started them.
 * **Bounded output.** Only the last :data:`FEEDBACK_LIMIT` characters of stderr are kept:
-  a refusal is read by a model, whose context is not a log file. Stdout is not read for
-  the verdict and is dropped, so a chatty test suite costs nothing.
+  a refusal is read by a model, whose context is not a log file. Stderr is read as it
+  comes and only its tail held, so a hook that writes megabytes costs the agent a few
+  kilobytes. Stdout is not read for the verdict and is dropped, so a chatty test suite
+  costs nothing.
+* **Bounded input.** Each string of the event longer than :data:`EVENT_STRING_LIMIT`
+  characters is clipped (its head kept, and how much was cut said): a ``before_tool``
+  event carries the tool's arguments, and a file written whole is no gate's business
+  in full.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from ateam.errors import GateRefused, HookFailed
 from ateam.tools.exec_values import ExecLimits, minimal_env
 
 __all__ = [
+    "EVENT_STRING_LIMIT",
     "FEEDBACK_LIMIT",
     "REFUSE_EXIT",
     "Hook",
@@ -58,7 +65,12 @@ REFUSE_EXIT: Final = 2
 """The exit status that refuses (the convention of git's and Claude Code's hooks)."""
 FEEDBACK_LIMIT: Final = 4000
 """Characters of a hook's stderr kept as its feedback (the last ones)."""
+EVENT_STRING_LIMIT: Final = 16_000
+"""Characters of one string of the event on a hook's stdin (the first ones)."""
 _SHELL: Final = "/bin/sh"
+_KEPT_BYTES: Final = 4 * FEEDBACK_LIMIT + 4
+"""Bytes of stderr held: enough for :data:`FEEDBACK_LIMIT` characters of any UTF-8."""
+_READ_BYTES: Final = 64 * 1024
 
 
 class Hook(StrEnum):
@@ -154,7 +166,7 @@ class HookRunner:
         command = self.command(hook)
         if command is None:
             return None
-        payload = {"hook": str(hook), **event}
+        payload = _clipped({"hook": str(hook), **event})
         data = (json.dumps(payload, ensure_ascii=False, default=str) + "\n").encode()
         return await run_command(
             hook,
@@ -198,7 +210,9 @@ async def run_command(
         return ended(Verdict.FAILED, None, f"could not start: {exc.strerror or exc}")
     try:
         async with asyncio.timeout(timeout_s):
-            _, err = await proc.communicate(stdin)
+            # Both at once: a hook that writes stderr before reading stdin must not wait
+            # on us while we wait on it.
+            _, err, _ = await asyncio.gather(_feed(proc, stdin), _read_tail(proc), proc.wait())
     except TimeoutError:
         _kill_group(proc.pid)
         await proc.wait()
@@ -220,6 +234,38 @@ def _kill_group(pid: int) -> None:
     # Gone already (it ended as the timer fired) is fine: nothing is left to end.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
+    assert proc.stdin is not None
+    # A hook that does not read its stdin (or exits early) is fine: it needs no event.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.close()
+        await proc.stdin.wait_closed()
+
+
+async def _read_tail(proc: asyncio.subprocess.Process) -> bytes:
+    """All of stderr read, its last :data:`_KEPT_BYTES` held."""
+    assert proc.stderr is not None
+    kept = b""
+    while chunk := await proc.stderr.read(_READ_BYTES):
+        kept = (kept + chunk)[-_KEPT_BYTES:]
+    return kept
+
+
+def _clipped(value: Any) -> Any:
+    """``value`` with every string longer than :data:`EVENT_STRING_LIMIT` clipped."""
+    if isinstance(value, str) and len(value) > EVENT_STRING_LIMIT:
+        cut = len(value) - EVENT_STRING_LIMIT
+        return f"{value[:EVENT_STRING_LIMIT]}… [{cut} more characters clipped]"
+    if isinstance(value, Mapping):
+        return {key: _clipped(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clipped(item) for item in value]
+    return value
 
 
 def _tail(data: bytes) -> str:

@@ -381,3 +381,73 @@ def test_an_agent_killed_while_task_done_runs_judges_the_answer_again_after_rest
     assert done["result"] == "Done."
     runs = [r for r in of_type(bus, "k/zeus", "hook.run") if r["hook"] == "task_done"]
     assert [(r["refused"], r["failed"], r["exit"]) for r in runs] == [(False, False, 0)]
+
+
+@pytest.mark.parametrize(("verb", "runs_expected"), [("done", 1), ("fail", 0)])
+def test_a_board_task_the_model_ended_with_a_tool_is_not_judged_again_at_its_final_answer(
+    verb: str,
+    runs_expected: int,
+    start_agent: AgentFactory,
+    bus: Bus,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    # Accepts its first run and refuses any later one: a second run is a second asking.
+    gate = "test -f ran && { echo 'asked again' >&2; exit 2; }; touch ran"
+    root = write_scripted_project(
+        tmp_path / "o", "o", [], agent_yaml={"take_tasks": True}, allow=("tasks.*",)
+    )
+    with_hooks(root, "o", task_done=gate)
+    task = tasks(root, redis_url, "add", "ship", "it")
+    args = (
+        {"id": task["id"], "result": "shipped"}
+        if verb == "done"
+        else {
+            "id": task["id"],
+            "reason": "cannot ship",
+        }
+    )
+    ended = {"name": f"tasks.{verb}", "args": args}
+    turns = [{"text": "Ending it.", "tool_calls": [ended]}, {"text": "All done."}]
+    (root / ".ateam" / "script.yaml").write_text(yaml.safe_dump({"turns": turns}))
+    start_agent("o/zeus", cwd=root)
+
+    wait_for(lambda: of_type(bus, "o/zeus", "task.end"), WAIT_S, "the task to end")
+    row = board_task(root, redis_url, task["id"])
+    assert row["status"] == ("done" if verb == "done" else "failed")
+    runs = [r for r in of_type(bus, "o/zeus", "hook.run") if r["hook"] == "task_done"]
+    assert [r["refused"] for r in runs] == [False] * runs_expected
+    fed = [
+        t for t in history_turns(root) if t["source"] == "hook:task_done" and t["role"] == "user"
+    ]
+    assert fed == []  # no "not done yet" round
+    assert len(of_type(bus, "o/zeus", "task.start")) == 1
+
+
+def test_a_tasks_done_call_on_a_task_done_already_does_not_ask_the_gate_again(
+    start_agent: AgentFactory, bus: Bus, redis_url: str, tmp_path: Path
+) -> None:
+    gate = "test -f ran && { echo 'asked again' >&2; exit 2; }; touch ran"
+    root = write_scripted_project(tmp_path / "w", "w", [], allow=("tasks.*",))
+    with_hooks(root, "w", task_done=gate)
+    task = tasks(root, redis_url, "add", "fix", "the", "build")
+    claim = {"name": "tasks.claim", "args": {"id": task["id"]}}
+    done = {"name": "tasks.done", "args": {"id": task["id"], "result": "fixed"}}
+    turns = [
+        {"text": "Taking it.", "tool_calls": [claim]},
+        {"text": "Done.", "tool_calls": [done]},
+        {"text": "Once more, to be sure.", "tool_calls": [done]},
+        {"text": "Fixed."},
+    ]
+    (root / ".ateam" / "script.yaml").write_text(yaml.safe_dump({"turns": turns}))
+    start_agent("w/zeus", cwd=root)
+    sent = run_ateam("send", "w/zeus", "fix the build", "--redis", redis_url, cwd=root)
+    assert sent.returncode == 0, sent.stderr
+
+    wait_for(lambda: of_type(bus, "w/zeus", "task.end"), WAIT_S, "the task to end")
+    results = [t for t in history_turns(root) if t["role"] == "tool"]
+    assert [t["ok"] for t in results] == [True, True, False]
+    assert results[2]["content"].startswith("error [task.claimed]")  # what the board says
+    runs = [r for r in of_type(bus, "w/zeus", "hook.run") if r["hook"] == "task_done"]
+    assert [r["refused"] for r in runs] == [False]
+    assert board_task(root, redis_url, task["id"])["status"] == "done"

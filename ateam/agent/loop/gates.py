@@ -30,25 +30,32 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final
+
+from redis.exceptions import RedisError
 
 from ateam.agent.loop.board_puller import SOURCE_PREFIX as BOARD_SOURCE
 from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.task import TaskOutcome, TaskRunner
 from ateam.agent.state.history import History
 from ateam.agent.state.queue_item import QueueItem, TaskIds
+from ateam.bus.backoff import CONNECTION_ERRORS
+from ateam.bus.board import TaskBoard
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
 from ateam.errors import Code, StorageError
 from ateam.redact import Redactor
 from ateam.tools.hooks import Hook, HookRun, HookRunner
-from ateam.tools.services import BoardTaskItem, TaskBoardPort
+from ateam.tools.services import BoardTaskItem
+from ateam.wire.board import TaskStatus
 from ateam.wire.turns import Turn
 
 __all__ = ["IDLE_SOURCE", "MAX_TASK_DONE_REFUSALS", "GatedBoard", "GatedTasks", "Gates"]
 
 log = logging.getLogger(__name__)
+
+_BUS_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, RedisError)
 
 MAX_TASK_DONE_REFUSALS: Final = 3
 """Refusals of one board task's ``task_done`` hook before the task fails with hook.refused."""
@@ -219,12 +226,15 @@ class GatedTasks:
         gates: Gates,
         *,
         held: Callable[[QueueItem], bool] = lambda item: False,
+        holds: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> None:
         self.inner = inner
         self._gates = gates
         self._held = held
         """Whether a board task's run ended without finishing it (its plan not approved
         yet): no answer to judge, the task is not being marked done."""
+        self._holds = holds
+        """The board puller's ``holds``: ``None`` while this agent still holds a task."""
 
     async def run(self, item: QueueItem, control: TaskControl) -> TaskOutcome:
         outcome = await self.inner.run(item, control)
@@ -239,6 +249,8 @@ class GatedTasks:
         task_id = item.source.removeprefix(BOARD_SOURCE)
         refusals = 0
         while outcome.ok and not control.interrupted.is_set():
+            if not await self._still_held(task_id):
+                return outcome
             run = await self._gates.task_done(item, task_id, outcome.text)
             if run is None or not run.refused:
                 return outcome
@@ -253,6 +265,20 @@ class GatedTasks:
             again = await self.inner.run(dataclasses.replace(item, text=text), control)
             outcome = _added(outcome, again)
         return outcome
+
+    async def _still_held(self, task_id: str) -> bool:
+        """Whether the task is still this agent's to finish. The model may have ended it
+        itself with ``tasks.done`` (judged then) or ``tasks.fail``: judging the final
+        answer too would ask twice, and a refusal would send the model back to a task
+        the board says is over."""
+        if self._holds is None:
+            return True
+        try:
+            return await self._holds(task_id) is None
+        except _BUS_ERRORS as exc:
+            # Unknown: judge, as a gate would without the check (no unjudged done).
+            log.warning("board task %s not checked before task_done: %s", task_id, exc)
+            return True
 
 
 def _refused_for_good(outcome: TaskOutcome, run: HookRun, refusals: int) -> TaskOutcome:
@@ -278,7 +304,7 @@ class GatedBoard:
     ``task_done`` before a done. Everything else is the board's own.
     """
 
-    def __init__(self, board: TaskBoardPort, gates: Gates) -> None:
+    def __init__(self, board: TaskBoard, gates: Gates) -> None:
         self._board = board
         self._gates = gates
 
@@ -323,6 +349,11 @@ class GatedBoard:
     async def done(
         self, project: str, task_id: str, *, agent: str, result: str = ""
     ) -> BoardTaskItem:
+        # A task done already stays done (only a failed one is reopened): the board
+        # refuses this done whatever a hook would say, so it is not asked again.
+        task = await self._board.get(project, task_id)
+        if task is not None and task.status is TaskStatus.DONE:
+            return await self._board.done(project, task_id, agent=agent, result=result)
         event = {"project": project, "task": task_id, "answer": result}
         run = await self._gates.judge(Hook.TASK_DONE, event, {})
         if run is not None and run.refused:

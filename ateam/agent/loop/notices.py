@@ -14,6 +14,7 @@ to send one is logged and costs nothing else.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import time
@@ -80,6 +81,7 @@ class Notifier:
         await self._send(
             kind,
             [*self._subscribers, *filter(None, [creator])],
+            notice_id=_end_id(task),
             board_task=task.id,
             title=one_line(task.title),
             text=one_line(self._redact(said)),
@@ -94,13 +96,14 @@ class Notifier:
         kind: NoticeKind,
         to: Sequence[str],
         *,
+        notice_id: str = "",
         board_task: str = "",
         title: str = "",
         text: str = "",
     ) -> None:
         receivers = [agent for agent in dict.fromkeys(to) if agent != self.agent_id]
         notice = TeamNotice(
-            id=os.urandom(6).hex(),
+            id=notice_id or os.urandom(6).hex(),
             sender=self.agent_id,
             kind=kind,
             at=time.time(),
@@ -108,20 +111,32 @@ class Notifier:
             title=title,
             text=text,
         )
-        sent = []
+        sent, repeated = [], False
         for receiver in receivers:
             try:
                 async with asyncio.timeout(_POST_TIMEOUT_S):
-                    await self._box.post(receiver, notice)
+                    posted = await self._box.post(receiver, notice)
             except _FAILURES as exc:
                 log.warning("team notice to %s not sent: %s", receiver, exc)
                 continue
-            sent.append(receiver)
+            if posted:
+                sent.append(receiver)
+            repeated = repeated or not posted
+        if repeated and not sent:
+            return  # a replay of an end told already (recorded on the stream then, too)
         # A task's end is recorded even with nobody to tell (a console on this agent shows
         # it all the same); going idle only when someone asked, or every stream would
         # say so after every task.
         if sent or kind is not NoticeKind.IDLE:
             self._emit(EventType.TEAM_NOTICE, **notice.to_wire(), to=sent)
+
+
+def _end_id(task: BoardTask) -> str:
+    """The same id for the same end of a task: a replay after a crash (board marked,
+    notice sent, queue item not yet done) sends it again, and the store takes it once.
+    A later end of the task (retried, reopened) has a later ``updated``: a new notice."""
+    key = f"{task.project}\0{task.id}\0{task.status}\0{task.updated}"
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def _is_teammate(created_by: str, project: str) -> bool:

@@ -542,7 +542,7 @@ def build_parts(
             config=config,
             queue=queue,
             history=history,
-            runner=GatedTasks(tasks, gates, held=modes.holds_back),
+            runner=GatedTasks(tasks, gates, held=modes.holds_back, holds=puller.holds),
             stall=stall,
             team=team,
             puller=puller,

@@ -136,6 +136,35 @@ async def test_the_subscribers_and_the_creator_hear_a_tasks_end_once_each(
     assert len(stream.events) == before
 
 
+async def test_a_tasks_end_replayed_after_a_crash_is_told_once_even_if_consumed_meanwhile(
+    box: NoticeBox, client: aioredis.Redis, keys: Keys
+) -> None:
+    # kill -9 after the board was marked and the notice sent, before the queue item was
+    # done: the restarted agent reads the board again and tells the same end again.
+    board = TaskBoard(client, keys)
+    stream = Recorder()
+    notifier = Notifier(box, "proj/mate", ("lead",), stream, str)
+    task = await finished_task(board, "cli", ok=False)
+    await notifier.finished(task)
+    again = Notifier(box, "proj/mate", ("lead",), stream, str)  # the restarted process
+    await again.finished(await board.get(P, task.id))
+    [told] = await box.pending("proj/lead")
+    assert told.board_task == task.id
+    assert [e for e, _ in stream.events] == ["team.notice"]
+
+    await box.consume("proj/lead", [told])  # the lead's next task took it already
+    await again.finished(await board.get(P, task.id))
+    assert await box.pending("proj/lead") == []
+    assert not await box.post("proj/lead", told)  # the store refuses the id itself
+
+    # The same task ending the same way again later (reopened) is news again.
+    await board.reopen(P, task.id, by="cli")
+    await board.claim(P, task.id, agent="proj/mate")
+    await again.finished(await board.fail(P, task.id, agent="proj/mate", reason="broke"))
+    [later] = await box.pending("proj/lead")
+    assert later.kind is NoticeKind.FAILED and later.id != told.id
+
+
 async def test_a_receivers_context_shows_notices_until_the_next_task_consumes_them(
     box: NoticeBox, client: aioredis.Redis, keys: Keys
 ) -> None:

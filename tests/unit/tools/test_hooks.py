@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from ateam.config import load_project
 from ateam.config.schema import HooksSpec
 from ateam.errors import Code
 from ateam.tools.exec_values import ExecLimits
-from ateam.tools.hooks import Hook, HookRunner, Verdict
+from ateam.tools.hooks import EVENT_STRING_LIMIT, FEEDBACK_LIMIT, Hook, HookRunner, Verdict
 
 
 def runner(tmp_path: Path, limits: ExecLimits | None = None, **hooks: object) -> HookRunner:
@@ -124,3 +125,31 @@ def test_an_unknown_hook_is_a_config_error(tmp_path: Path, monkeypatch: pytest.M
     (ateam / "project.yaml").write_text("name: p\nhooks: {task_finished: make}\n")
     with pytest.raises(ConfigError, match="task_finished"):
         load_project(tmp_path / "p")
+
+
+async def test_long_strings_of_the_event_are_clipped_on_stdin(tmp_path: Path) -> None:
+    # before_tool carries the tool's arguments: a file written whole is one of them.
+    event = {"tool": "fs.write", "args": {"path": "a.py", "content": "x" * 100_000}}
+    hook = "cat > seen.json"
+    run = await runner(tmp_path, before_tool=hook).run(Hook.BEFORE_TOOL, event)
+    assert run is not None and run.verdict is Verdict.ACCEPTED
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["args"]["path"] == "a.py" and seen["tool"] == "fs.write"
+    content = seen["args"]["content"]
+    assert content.startswith("x" * EVENT_STRING_LIMIT)
+    assert content.endswith(f"[{100_000 - EVENT_STRING_LIMIT} more characters clipped]")
+
+
+async def test_a_hook_that_writes_megabytes_to_stderr_costs_only_its_tail(tmp_path: Path) -> None:
+    # 20 MB of noise, then the reason: the feedback is the tail, and the agent never
+    # held the noise (measured as Python allocations while the hook ran).
+    hook = "head -c 20000000 /dev/zero | tr '\\0' n >&2; echo 'the real reason' >&2; exit 2"
+    tracemalloc.start()
+    try:
+        run = await runner(tmp_path, task_done=hook).run(Hook.TASK_DONE, {})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert run is not None and run.refused
+    assert run.feedback.endswith("the real reason") and len(run.feedback) <= FEEDBACK_LIMIT + 1
+    assert peak < 2_000_000
