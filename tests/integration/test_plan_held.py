@@ -112,3 +112,39 @@ def test_a_teammate_that_asked_with_reply_gets_the_work_not_the_plan(
     (reply,) = replies()
     assert reply.endswith("Wrote r.txt."), reply
     assert (root / "work" / "r.txt").exists()
+
+
+def test_a_held_board_task_the_board_took_back_is_forgotten(
+    start_agent: AgentFactory, tmp_path: Path, redis_url: str
+) -> None:
+    root = write_project(
+        tmp_path / "t", {"hera": {"take_tasks": True, "tools": {"allow": ["fs.*", "plan.*"]}}}
+    )
+    write_plan = call({"name": "plan.write", "args": {"content": "write h.txt\n"}})
+    script(root, "hera", [write_plan, {"text": "Plan written."}])
+    hera = start_agent("t/hera", cwd=root)
+    held = ateam_json(
+        "tasks", "add", "write", "h.txt", "--require-plan", "--project", "t", "--redis", redis_url
+    )
+    wait_for(lambda: answered(root, "hera", "Plan written."), 30, "hera's plan")
+    stopped = run_ateam("stop", "t/hera", "--redis", redis_url)
+    assert stopped.returncode == 0, stopped.stderr
+    hera.wait_exit()
+    # While hera was down, a person gave the task up for it, and put another on the board.
+    given_up = run_ateam(
+        "tasks", "fail", held["id"], "--as", "t/hera", "--reason", "not now",
+        "--project", "t", "--redis", redis_url,
+    )  # fmt: skip
+    assert given_up.returncode == 0, given_up.stderr
+    script(root, "hera", [{"text": "Did the second."}])
+    start_agent("t/hera", cwd=root)
+    other = ateam_json("tasks", "add", "second", "--project", "t", "--redis", redis_url)
+
+    def status_of(task_id: str) -> tuple[str, str]:
+        tasks = ateam_json("tasks", "ls", "--project", "t", "--redis", redis_url)
+        task = next(t for t in tasks if t["id"] == task_id)
+        return task["status"], task.get("result") or ""
+
+    wait_for(lambda: status_of(other["id"])[0] == "done", 30, "hera to take the second task")
+    assert status_of(other["id"]) == ("done", "Did the second.")
+    assert ateam_json("plan", "show", "t/hera", "--redis", redis_url)["task"] is None

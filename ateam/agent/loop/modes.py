@@ -38,6 +38,7 @@ from ateam.agent.loop.board_puller import SOURCE_PREFIX as BOARD_SOURCE
 from ateam.agent.loop.status import AgentStatus
 from ateam.agent.state.modes import ModeStore, PlanRecord, PlanStatus
 from ateam.agent.state.queue_item import QueueItem
+from ateam.bus.subscription import SOFT_ERRORS
 from ateam.config import AgentConfig
 from ateam.errors import BadRequest
 from ateam.tools.mode import WorkMode, mode_refusal
@@ -201,6 +202,27 @@ class WorkModes:
         on purpose, not strays (kept claimed across a restart)."""
         keys = [r.task for r in self.store.plans.values() if not r.approved]
         return {k.removeprefix(BOARD_SOURCE) for k in keys if k.startswith(BOARD_SOURCE)}
+
+    async def forget_unheld(self, holds: Callable[[str], Awaitable[str | None]]) -> None:
+        """Forget the plans of board tasks the board no longer gives this agent (failed,
+        finished or reopened by someone else, while it waited or was down): nothing is
+        held for them any more, and the agent takes board tasks again.
+
+        ``holds`` is :meth:`BoardPuller.holds`: ``None`` while the claim stands, else
+        why not. A board out of reach forgets nothing (asked again when next idle).
+        """
+        gone = []
+        for task_id in sorted(self.held_board_tasks):
+            try:
+                why = await holds(task_id)
+            except SOFT_ERRORS:
+                return
+            if why is not None:
+                gone.append(f"{BOARD_SOURCE}{task_id}")
+        if gone:
+            for key in gone:
+                del self.store.plans[key]
+            self._save()
 
     @property
     def holding_board_task(self) -> bool:

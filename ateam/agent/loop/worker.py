@@ -326,6 +326,8 @@ class Worker:
 
     async def _take_board_task(self) -> bool:
         """With ``take_tasks``, claim a task from the board and queue it."""
+        if self.modes.holding_board_task:  # unless the board took it back meanwhile
+            await self.modes.forget_unheld(self._puller.holds)
         if self.modes.holding_board_task:
             return False  # its answer carries the held task on; taking another would race it
         task = await self._puller.next_task()
