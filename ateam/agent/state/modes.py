@@ -5,7 +5,7 @@ One small JSON file, rewritten atomically on every change::
     {"delegate": true,
      "plans": [{"task": "trace:9f2c…", "trace_id": "9f2c…", "status": "rejected",
                 "feedback": "split the migration", "by": "console:…", "at": 1764064800.5,
-                "reply_to": null}]}
+                "reply_to": null, "rid": "plan:trace:9f2c…:rejected:1764064790.1"}]}
 
 ``delegate`` is the run-time toggle (``/delegate on|off``); absent, ``agent.yaml`` decides.
 ``plans`` holds one record per task that needed a plan (its key, see
@@ -132,9 +132,11 @@ class ModeStore:
         return next(reversed(self.plans.values()), None)
 
     def put(self, record: PlanRecord) -> None:
-        """Add (or move to the end) ``record``; the oldest settled ones make room."""
+        """Add (or move to the end) ``record``; the oldest make room, but never a board
+        task's that waits (its task stays claimed until the answer)."""
         self.plans.pop(record.task, None)
         self.plans[record.task] = record
+        # "board:" is the board task's key prefix (the loop's; state cannot import it).
         keep = [r for r in self.plans.values() if r.task.startswith("board:") and not r.approved]
         rest = [r for r in self.plans.values() if r not in keep][-KEPT_PLANS:]
         kept = {id(r) for r in (*keep, *rest)}
