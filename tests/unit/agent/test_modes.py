@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from ateam.agent.loop.modes import PLAN_SOURCE, WorkModes, task_key
-from ateam.agent.state.modes import ModeStore, PlanStatus
+from ateam.agent.state.modes import KEPT_PLANS, ModeStore, PlanRecord, PlanStatus
 from ateam.agent.state.queue import DurableQueue
 from ateam.agent.state.queue_item import QueueItem
 from ateam.config import AgentConfig, standalone_agent
@@ -329,3 +329,14 @@ async def test_plan_feedback_is_redacted_and_bounded(tmp_path: Path) -> None:
     ]:
         with pytest.raises(ValidationError):
             params.model_validate({"decision": "reject", field: "x" * (MAX_FEEDBACK + 1)})
+
+
+def test_old_records_make_room_but_a_waiting_board_tasks_stays(tmp_path: Path) -> None:
+    store = ModeStore(tmp_path)
+    store.put(PlanRecord(task="board:t-1"))
+    for n in range(KEPT_PLANS + 4):
+        store.put(PlanRecord(task=f"trace:{n}", status=PlanStatus.APPROVED))
+    store.save()
+    kept = list(ModeStore(tmp_path).plans)
+    assert kept[0] == "board:t-1" and len(kept) == KEPT_PLANS + 1
+    assert kept[-1] == f"trace:{KEPT_PLANS + 3}" and "trace:0" not in kept
