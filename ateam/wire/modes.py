@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from ateam.wire.results import Result
 from ateam.wire.rpc import Params, Text
 
 __all__ = [
+    "MAX_FEEDBACK",
     "PLAN_APPROVED",
     "PLAN_AWAITING",
     "DelegateParams",
@@ -25,24 +28,27 @@ PLAN_AWAITING = "awaiting approval"
 """The registry entry's ``plan`` while the task's plan waits (or was sent back)."""
 PLAN_APPROVED = "approved"
 
+MAX_FEEDBACK = 4000
+"""The longest note or feedback an answer carries: it is kept and shown, not a document."""
+
 
 class PlanAnswerParams(Params):
     """``plan.approve``: an optional note that goes to the model with the approval."""
 
-    note: str = ""
+    note: str = Field(default="", max_length=MAX_FEEDBACK)
 
 
 class PlanRejectParams(Params):
     """``plan.reject``: the feedback the model revises its plan by."""
 
-    feedback: Text
+    feedback: Text = Field(max_length=MAX_FEEDBACK)
 
 
 class PlanReviewParams(Params):
     """``team.plan``: a lead agent's answer (approve, or reject with feedback)."""
 
     decision: Literal["approve", "reject"]
-    feedback: str = ""
+    feedback: str = Field(default="", max_length=MAX_FEEDBACK)
 
 
 class DelegateParams(Params):

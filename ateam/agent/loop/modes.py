@@ -7,15 +7,18 @@
 known by its key: ``board:<id>`` for a board task, else ``trace:<trace id>`` — the
 thread, so the inputs that continue it (the answer to the plan, a teammate's reply) stay
 in the task, while a new input from a person or a teammate is a new task and starts
-unapproved. The approval of the newest such task is kept in ``state/modes.json``
-(:class:`~ateam.agent.state.modes.ModeStore`), so it outlives a restart.
+unapproved. Each such task's approval is kept in ``state/modes.json``
+(:class:`~ateam.agent.state.modes.ModeStore`), one record per task, so a new input does
+not erase a waiting one and the approval outlives a restart.
 
 An answer (:meth:`WorkModes.answer`) comes from a person (``/plan approve``, ``ateam
 plan approve``) or a lead agent (the ``plan.approve`` tool) and is queued as the agent's
 next input in the task's thread: an approval tells the model to go ahead, a rejection
 carries the feedback. A board task whose item ends before its plan is approved stays
-claimed (:meth:`WorkModes.holds_back`), and the answer's input is queued as that board
-task again, so the task is marked done only once its work is.
+claimed (:meth:`WorkModes.holds_back`) — also when the answer came while that item was
+still running — and the answer's input is queued as that board task again, so the task is
+marked done only once its work is. Likewise a teammate that asked for an answer gets the
+work's, not the plan's: the answer's input carries its ``reply_to``.
 
 **Delegate mode.** Coordination tools only. ``agent.yaml`` ``delegate`` sets the
 default; ``/delegate on|off`` overrides it at run time, kept in ``state/modes.json``
@@ -26,6 +29,7 @@ Both are shown in the registry entry (``plan``, ``delegate``), so ``ps`` shows t
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -34,6 +38,7 @@ from ateam.agent.loop.board_puller import SOURCE_PREFIX as BOARD_SOURCE
 from ateam.agent.loop.status import AgentStatus
 from ateam.agent.state.modes import ModeStore, PlanRecord, PlanStatus
 from ateam.agent.state.queue_item import QueueItem
+from ateam.bus.subscription import SOFT_ERRORS
 from ateam.config import AgentConfig
 from ateam.errors import BadRequest
 from ateam.tools.mode import WorkMode, mode_refusal
@@ -45,10 +50,13 @@ __all__ = ["PLAN_SOURCE", "WorkModes", "task_key"]
 PLAN_SOURCE = "plan"
 """The source of the input that carries an answer to a plan (a board task's keeps its own)."""
 
+HELD_REMEMBERED = 64
+"""Items remembered as run while their plan waited (only the one that just ended counts)."""
+
 BoardLookup = Callable[[str], Awaitable[BoardTask | None]]
 """A board task of the agent's project by id; ``None`` if there is none."""
 Enqueue = Callable[..., Any]
-"""The worker's ``enqueue(text, *, source, trace_id)``."""
+"""The worker's ``enqueue(text, *, source, trace_id, reply_to, rid)``."""
 
 
 def task_key(item: QueueItem) -> str:
@@ -87,16 +95,23 @@ class WorkModes:
         store: ModeStore,
         status: AgentStatus,
         board_task: BoardLookup,
+        *,
+        redact: Callable[[str], str] = lambda text: text,
     ) -> None:
         self._config = config
         self.store = store
         """``state/modes.json``, as loaded and kept."""
         self._status = status
         self._board_task = board_task
+        self._redact = redact
+        """Masks secrets in an answer's words before they are kept or shown."""
         self.enqueue: Enqueue | None = None
         """How an answer reaches the model (the worker's enqueue; wired by the root)."""
         self._needs: tuple[str, bool] | None = None
         """(item id, whether it needs a plan): one board read per item, not per call."""
+        self._held: dict[str, None] = {}
+        """Ids of the items a tool call of which found their plan waiting (newest last):
+        such an item ended without its task's work, even if the answer came meanwhile."""
         self._publish()
 
     # reading -------------------------------------------------------------------------
@@ -108,10 +123,15 @@ class WorkModes:
 
     @property
     def plan(self) -> PlanRecord | None:
-        return self.store.plan
+        """The plan an answer applies to: a held board task's first (it keeps its claim
+        and the board waiting), else the newest that waits, else the newest."""
+        plans = list(self.store.plans.values())
+        waiting = [r for r in plans if not r.approved]
+        board = [r for r in waiting if r.task.startswith(BOARD_SOURCE)]
+        return next(iter(board or waiting[::-1] or plans[::-1]), None)
 
     def view(self) -> ModesResult:
-        record = self.store.plan
+        record = self.plan
         return ModesResult(
             require_plan=self._config.spec.require_plan,
             plan=_shown(record),
@@ -137,13 +157,17 @@ class WorkModes:
         pending = False
         if needs:
             key = task_key(item)
-            record = self.store.plan
-            if record is None or record.task != key:
+            record = self.store.plans.get(key)
+            if record is None:
                 # A new task: whatever was approved before was another task's plan.
-                record = PlanRecord(task=key, trace_id=item.trace_id)
-                self.store.plan = record
+                record = PlanRecord(task=key, trace_id=item.trace_id, reply_to=item.reply_to)
+                self.store.put(record)
                 self._save()
             pending = not record.approved
+        if pending:
+            self._held[item.id] = None
+            while len(self._held) > HELD_REMEMBERED:
+                del self._held[next(iter(self._held))]
         return WorkMode(delegate=self.delegate, plan_pending=pending)
 
     async def _needs_plan(self, item: QueueItem) -> bool:
@@ -158,23 +182,53 @@ class WorkModes:
         self._needs = (item.id, needs)
         return needs
 
+    def held(self, item: QueueItem) -> bool:
+        """Whether ``item`` ended without its task's work: it ran while the plan waited
+        (a tool call found it so, though the answer may have come since) or the plan
+        waits still. Its answer is not the task's: the answer's input carries it on."""
+        if item.id in self._held:
+            return True
+        record = self.store.plans.get(task_key(item))
+        return record is not None and not record.approved
+
     def holds_back(self, item: QueueItem) -> bool:
         """Whether ``item``, a board task's, ended before its plan was approved: the task
         stays claimed, and the answer's input carries it on."""
-        record = self.store.plan
-        return (
-            item.source.startswith(BOARD_SOURCE)
-            and record is not None
-            and record.task == task_key(item)
-            and not record.approved
-        )
+        return item.source.startswith(BOARD_SOURCE) and self.held(item)
+
+    @property
+    def held_board_tasks(self) -> set[str]:
+        """The ids of this agent's board tasks that wait for their plan's approval: held
+        on purpose, not strays (kept claimed across a restart)."""
+        keys = [r.task for r in self.store.plans.values() if not r.approved]
+        return {k.removeprefix(BOARD_SOURCE) for k in keys if k.startswith(BOARD_SOURCE)}
+
+    async def forget_unheld(self, holds: Callable[[str], Awaitable[str | None]]) -> None:
+        """Forget the plans of board tasks the board no longer gives this agent (failed,
+        finished or reopened by someone else, while it waited or was down): nothing is
+        held for them any more, and the agent takes board tasks again.
+
+        ``holds`` is :meth:`BoardPuller.holds`: ``None`` while the claim stands, else
+        why not. A board out of reach forgets nothing (asked again when next idle).
+        """
+        gone = []
+        for task_id in sorted(self.held_board_tasks):
+            try:
+                why = await holds(task_id)
+            except SOFT_ERRORS:
+                return
+            if why is not None:
+                gone.append(f"{BOARD_SOURCE}{task_id}")
+        if gone:
+            for key in gone:
+                del self.store.plans[key]
+            self._save()
 
     @property
     def holding_board_task(self) -> bool:
         """A board task of this agent waits for its plan's approval: it takes no other
         (one plan waits at a time; the answer carries that task on)."""
-        record = self.store.plan
-        return record is not None and record.task.startswith(BOARD_SOURCE) and not record.approved
+        return bool(self.held_board_tasks)
 
     # changing ------------------------------------------------------------------------
 
@@ -182,30 +236,53 @@ class WorkModes:
         """Approve (or reject, with ``feedback``) the plan of the task that waits for one,
         and queue the answer as the agent's next input in that task.
 
+        The input is queued before the answer is saved, under a request id made of the
+        task, the answer and the time the record last changed: killed in between, the plan
+        still waits, and answering it again derives the same id; a repeated approval
+        queues its input again under the id it kept. The queue recognises a known id, so
+        nothing runs twice and nothing is lost.
+
         Raises:
             BadRequest: no task of this agent has needed a plan yet, or a rejection
                 without feedback.
         """
-        record = self.store.plan
+        record = self.plan
         if record is None:
             raise BadRequest(
                 f"{self._config.id} has no plan awaiting approval (no task of it has needed one)"
             )
+        feedback = self._redact(feedback)
         if not approve and not feedback.strip():
             raise BadRequest("a rejection needs feedback: what should change in the plan")
         status = PlanStatus.APPROVED if approve else PlanStatus.REJECTED
         if approve and record.approved:
-            return self.view()  # said twice: the first answer stands, nothing is re-queued
-        record.status, record.feedback, record.by = status, feedback, by
-        record.at = time.time()
+            # Said twice: the first answer stands; its input is queued again under its
+            # own request id, a no-op unless a kill lost it.
+            self._queue_answer(record)
+            return self.view()
+        rid = f"plan:{record.task}:{status.value}:{record.at!r}"
+        answered = dataclasses.replace(
+            record, status=status, feedback=feedback, by=by, at=time.time(), rid=rid
+        )
+        self._queue_answer(answered)
+        self.store.plans[record.task] = answered
         self._save()
-        if self.enqueue is not None:
-            note = feedback if not approve else (f"\nNote: {feedback}" if feedback else "")
-            source = record.task if record.task.startswith(BOARD_SOURCE) else PLAN_SOURCE
-            self.enqueue(
-                _ANSWERS[status].format(by=by, note=note), source=source, trace_id=record.trace_id
-            )
         return self.view()
+
+    def _queue_answer(self, record: PlanRecord) -> None:
+        if self.enqueue is None:
+            return
+        note = record.feedback
+        if record.approved:
+            note = f"\nNote: {note}" if note else ""
+        source = record.task if record.task.startswith(BOARD_SOURCE) else PLAN_SOURCE
+        self.enqueue(
+            _ANSWERS[record.status].format(by=record.by, note=note),
+            source=source,
+            trace_id=record.trace_id,
+            reply_to=record.reply_to,
+            rid=record.rid,
+        )
 
     def set_delegate(self, on: bool) -> ModesResult:
         """Delegate mode on or off for this agent, from now on and across restarts."""
@@ -219,7 +296,7 @@ class WorkModes:
 
     def _publish(self) -> None:
         entry = self._status.entry
-        shown, delegate = _shown(self.store.plan), self.delegate
+        shown, delegate = _shown(self.plan), self.delegate
         if (entry.plan, entry.delegate) != (shown, delegate):
             entry.plan, entry.delegate = shown, delegate
             self._status.touch()

@@ -260,7 +260,9 @@ class Worker:
     async def _work_loop(self) -> None:
         if not self._strays_checked:
             self._strays_checked = True
-            await self._puller.release_strays(self._queued_board_tasks())
+            # A board task held for its plan's approval has nothing queued, on purpose.
+            held = self.modes.held_board_tasks
+            await self._puller.release_strays(self._queued_board_tasks() | held)
         while not self._status.stop.is_set():
             if self._refused_for_room is not None:
                 full, self._refused_for_room = self._refused_for_room, None
@@ -324,6 +326,8 @@ class Worker:
 
     async def _take_board_task(self) -> bool:
         """With ``take_tasks``, claim a task from the board and queue it."""
+        if self.modes.holding_board_task:  # unless the board took it back meanwhile
+            await self.modes.forget_unheld(self._puller.holds)
         if self.modes.holding_board_task:
             return False  # its answer carries the held task on; taking another would race it
         task = await self._puller.next_task()
@@ -524,7 +528,8 @@ class Worker:
             await self._puller.finished(
                 task_id, ok=outcome.ok, text=outcome.text, error=outcome.error
             )
-        if item.reply_to is not None and self.answer_back is not None:
+        held = self.modes.held(item)  # its plan waited: the answer's input answers back
+        if item.reply_to is not None and self.answer_back is not None and not held:
             # Before done, as the board is: killed in between, the replay finds the answer
             # in the history and sends it again under the same request id, which the
             # asker's queue recognises. Stopped before it could be sent: the restart does.

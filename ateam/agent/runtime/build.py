@@ -344,6 +344,7 @@ def build_parts(
             ModeStore(state_dir, fence=fence),
             status,
             functools.partial(board.get, config.project),
+            redact=redactor.redact,
         ),
     )
     workctx = swap(

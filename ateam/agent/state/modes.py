@@ -3,13 +3,17 @@
 One small JSON file, rewritten atomically on every change::
 
     {"delegate": true,
-     "plan": {"task": "trace:9f2c…", "trace_id": "9f2c…", "status": "rejected",
-              "feedback": "split the migration", "by": "console:…", "at": 1764064800.5}}
+     "plans": [{"task": "trace:9f2c…", "trace_id": "9f2c…", "status": "rejected",
+                "feedback": "split the migration", "by": "console:…", "at": 1764064800.5,
+                "reply_to": null, "rid": "plan:trace:9f2c…:rejected:1764064790.1"}]}
 
 ``delegate`` is the run-time toggle (``/delegate on|off``); absent, ``agent.yaml`` decides.
-``plan`` is about one task only — the newest that needed a plan (its key, see
-:mod:`ateam.agent.loop.modes`): a task with another key has no approval. A damaged file
-is reported and read as empty, so the worst a damaged file costs is asking again.
+``plans`` holds one record per task that needed a plan (its key, see
+:mod:`ateam.agent.loop.modes`), oldest first: a new task's record never overwrites a
+waiting one (a held board task's above all). Only the newest :data:`KEPT_PLANS` are kept,
+plus every board task's that still waits. A file of the older one-record shape
+(``"plan": {…}``) is read as a list of one. A damaged file is reported and read as empty,
+so the worst a damaged file costs is asking again.
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ from ateam._fs import atomic_write
 from ateam._jsonl import storage_error
 from ateam.agent.state.fence import Fenced, unfenced
 
-__all__ = ["MODES_FILE", "ModeStore", "PlanRecord", "PlanStatus"]
+__all__ = ["KEPT_PLANS", "MODES_FILE", "ModeStore", "PlanRecord", "PlanStatus"]
 
 log = logging.getLogger(__name__)
 
 MODES_FILE = "modes.json"
+
+KEPT_PLANS = 16
+"""Records kept besides the waiting board tasks': the file stays small."""
 
 
 class PlanStatus(StrEnum):
@@ -55,6 +62,11 @@ class PlanRecord:
     by: str = ""
     """Who answered: a console session, ``cli``, or a lead ``agent:P/NAME``."""
     at: float = field(default_factory=time.time)
+    """When it was created or last answered (an answer's request id is derived from it)."""
+    reply_to: str | None = None
+    """The teammate that asked for the task's answer: the answer's input carries it on."""
+    rid: str | None = None
+    """The request id the last answer's input was queued under (queued again under it)."""
 
     @property
     def approved(self) -> bool:
@@ -72,6 +84,8 @@ class PlanRecord:
                 feedback=str(data.get("feedback") or ""),
                 by=str(data.get("by") or ""),
                 at=float(data.get("at") or 0.0),
+                reply_to=_text(data.get("reply_to")),
+                rid=_text(data.get("rid")),
             )
         except (TypeError, ValueError):
             return None
@@ -90,7 +104,8 @@ class ModeStore:
         self._fence = fence
         self.delegate: bool | None = None
         """The run-time toggle; ``None``: ``agent.yaml`` decides."""
-        self.plan: PlanRecord | None = None
+        self.plans: dict[str, PlanRecord] = {}
+        """One record per task key, oldest first."""
         self._load()
 
     def _load(self) -> None:
@@ -106,15 +121,37 @@ class ModeStore:
             return
         delegate = data.get("delegate")
         self.delegate = delegate if isinstance(delegate, bool) else None
-        self.plan = PlanRecord.from_wire(data.get("plan"))
+        raw = data.get("plans")
+        listed = raw if isinstance(raw, list) else [data.get("plan")]
+        for record in filter(None, map(PlanRecord.from_wire, listed)):
+            self.plans[record.task] = record
+
+    @property
+    def plan(self) -> PlanRecord | None:
+        """The newest record."""
+        return next(reversed(self.plans.values()), None)
+
+    def put(self, record: PlanRecord) -> None:
+        """Add (or move to the end) ``record``; the oldest make room, but never a board
+        task's that waits (its task stays claimed until the answer)."""
+        self.plans.pop(record.task, None)
+        self.plans[record.task] = record
+        # "board:" is the board task's key prefix (the loop's; state cannot import it).
+        keep = [r for r in self.plans.values() if r.task.startswith("board:") and not r.approved]
+        rest = [r for r in self.plans.values() if r not in keep][-KEPT_PLANS:]
+        kept = {id(r) for r in (*keep, *rest)}
+        self.plans = {k: r for k, r in self.plans.items() if id(r) in kept}
 
     def save(self) -> None:
         """Write both values, atomically; raises a storage error when the disk refuses."""
         self._fence("state/modes.json")
-        record = self.plan
-        plan = None if record is None else {**asdict(record), "status": record.status.value}
-        data = {"delegate": self.delegate, "plan": plan}
+        plans = [{**asdict(r), "status": r.status.value} for r in self.plans.values()]
+        data = {"delegate": self.delegate, "plans": plans}
         try:
             atomic_write(self.path, json.dumps(data, indent=1).encode("utf-8"))
         except OSError as exc:
             raise storage_error("state", "cannot write", self.path, exc) from exc
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

@@ -11,14 +11,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from ateam.agent.loop.modes import PLAN_SOURCE, WorkModes, task_key
-from ateam.agent.state.modes import ModeStore, PlanStatus
+from ateam.agent.state.modes import KEPT_PLANS, ModeStore, PlanRecord, PlanStatus
+from ateam.agent.state.queue import DurableQueue
 from ateam.agent.state.queue_item import QueueItem
 from ateam.config import AgentConfig, standalone_agent
-from ateam.errors import BadRequest, Code, PlanRequired, ToolDenied
+from ateam.errors import BadRequest, Code, LockLost, PlanRequired, ToolDenied
+from ateam.redact import Redactor
 from ateam.wire.board import BoardTask, TaskStatus
+from ateam.wire.modes import (
+    MAX_FEEDBACK,
+    PlanAnswerParams,
+    PlanRejectParams,
+    PlanReviewParams,
+)
 from ateam.wire.results import AgentEntry
+
+SECRET = "ghp_" + "a1B2c3D4e5F6" * 3
 
 
 class Status:
@@ -76,7 +87,12 @@ async def test_an_agent_that_requires_a_plan_is_read_only_until_approved(tmp_pat
     assert status.entry.plan == "awaiting approval"
 
     gate.answer(False, by="lead", feedback="test first")
-    assert queued[-1][1] == {"source": PLAN_SOURCE, "trace_id": "t1"}
+    assert queued[-1][1] | {"rid": None} == {
+        "source": PLAN_SOURCE,
+        "trace_id": "t1",
+        "reply_to": None,
+        "rid": None,
+    }
     assert "Feedback: test first" in queued[-1][0]
     with pytest.raises(PlanRequired):
         await gate.check("fs.write", item(2))  # the rejection's input: same task, still no
@@ -108,7 +124,13 @@ async def test_only_board_tasks_that_ask_for_a_plan_need_one(tmp_path: Path) -> 
     assert gate.holding_board_task  # and the agent takes no other board task meanwhile
     gate.answer(True, by="a person (cli)")
     assert queued[-1][1]["source"] == "board:t-1"  # the work goes on as the board task
-    assert not gate.holds_back(on_board) and not gate.holding_board_task
+    assert not gate.holding_board_task
+    # The item that ran while the plan waited stays held though the answer came before it
+    # ended (its reply is the plan, not the work); the answer's input is not held.
+    assert gate.holds_back(on_board)
+    answer = item(3, source="board:t-1")
+    await gate.check("fs.write", answer)
+    assert not gate.holds_back(answer)
 
     free, _, _ = modes(config(tmp_path / "b"), requires=False)
     await free.check("fs.write", item(3, source="board:t-1"))
@@ -154,7 +176,7 @@ async def test_only_a_proven_teammate_answers_through_team_plan(agent: Any, team
 
     assert isinstance(agent, Agent)
     parts = agent.parts
-    parts.modes.store.plan = PlanRecord(task="trace:x")
+    parts.modes.store.put(PlanRecord(task="trace:x"))
     lead = AgentIdentity("proj/lead")
     await parts.client.set(parts.keys.identity(lead.agent), lead.digest)
     stranger = AgentIdentity("other/lead")
@@ -177,3 +199,144 @@ async def test_only_a_proven_teammate_answers_through_team_plan(agent: Any, team
     # A person's answer is mutating: the owner's, or a one-call claim.
     state = await team.agent(agent.id).modes.reject("again, smaller")
     assert state.status == "rejected" and state.feedback == "again, smaller"
+
+
+# Review findings (issue 26) --------------------------------------------------------------
+
+
+async def test_an_answer_while_the_plan_turn_runs_keeps_that_item_held(tmp_path: Path) -> None:
+    """Approved before the item that wrote the plan ended: that item's reply is the plan,
+    so its board task must stay claimed and unjudged; the approval's input does the work."""
+    cfg = config(tmp_path)
+    cfg.state_dir.mkdir(parents=True)
+    gate, _, queued = modes(cfg, requires=True)
+    writing = item(1, source="board:t-1")
+    with pytest.raises(PlanRequired):
+        await gate.check("fs.write", writing)
+    gate.answer(True, by="lead")  # the model is still writing its last reply
+    assert gate.holds_back(writing) and gate.held(writing)
+    assert queued[-1][1]["source"] == "board:t-1"
+    work = item(2, source="board:t-1")
+    await gate.check("fs.write", work)
+    assert not gate.holds_back(work)
+
+
+async def test_a_new_input_keeps_the_held_board_tasks_plan(tmp_path: Path) -> None:
+    cfg = config(tmp_path, require_plan=True)
+    cfg.state_dir.mkdir(parents=True)
+    gate, _, queued = modes(cfg)
+    on_board = item(1, source="board:t-1")
+    with pytest.raises(PlanRequired):
+        await gate.check("fs.write", on_board)
+    # A person's message, then the agent_idle hook's feedback: new tasks, new records.
+    with pytest.raises(PlanRequired):
+        await gate.check("fs.write", item(2, trace="t2"))
+    with pytest.raises(PlanRequired):
+        await gate.check("fs.write", item(3, trace="t3", source="hook:agent_idle"))
+
+    again, _, queued = modes(cfg)  # and across a restart
+    assert again.held_board_tasks == {"t-1"} and again.holding_board_task
+    assert again.view().task == "board:t-1"  # the answer goes to the held board task
+    again.answer(True, by="lead")
+    assert queued[-1][1]["source"] == "board:t-1"
+    assert not again.holding_board_task
+    assert again.view().task == "trace:t3"  # then the newest that waits
+    again.answer(False, by="lead", feedback="smaller")
+    assert (queued[-1][1]["source"], queued[-1][1]["trace_id"]) == (PLAN_SOURCE, "t3")
+    assert {r.task: r.status for r in again.store.plans.values()} == {
+        "board:t-1": PlanStatus.APPROVED,
+        "trace:t2": PlanStatus.PENDING,
+        "trace:t3": PlanStatus.REJECTED,
+    }
+
+
+async def test_the_answer_of_a_plan_asked_with_reply_goes_back_to_the_asker(
+    tmp_path: Path,
+) -> None:
+    cfg = config(tmp_path, require_plan=True)
+    cfg.state_dir.mkdir(parents=True)
+    gate, _, queued = modes(cfg)
+    asked = dataclasses.replace(item(1, source="agent:p/lead"), reply_to="p/lead")
+    await gate.check("plan.write", asked)
+    assert gate.held(asked)  # the worker sends no answer back for it: it is the plan
+    gate.answer(False, by="lead", feedback="more tests")
+    assert queued[-1][1]["reply_to"] == "p/lead"
+    again, _, queued = modes(cfg)  # kept in the record, across a restart
+    again.answer(True, by="lead")
+    assert queued[-1][1]["reply_to"] == "p/lead"
+
+
+def queue_enqueue(queue: DurableQueue) -> Any:
+    """The worker's enqueue, as far as answers use it: a known request id is not re-added."""
+
+    def enqueue(text: str, *, source: str, rid: str | None = None, **kw: Any) -> None:
+        if rid is None or queue.find_rid(rid) is None:
+            queue.append(text, source=source, rid=rid, **kw)
+
+    return enqueue
+
+
+async def test_an_approval_killed_before_it_was_saved_is_not_lost_nor_doubled(
+    tmp_path: Path,
+) -> None:
+    cfg = config(tmp_path, require_plan=True)
+    cfg.state_dir.mkdir(parents=True)
+    queue = DurableQueue(cfg.state_dir)
+    queue.open()
+    gate, _, _ = modes(cfg)
+    await gate.check("plan.write", item(1))
+
+    def killed(what: str) -> None:
+        raise LockLost("killed here")
+
+    dying = WorkModes(cfg, ModeStore(cfg.state_dir, fence=killed), Status(), gate._board_task)  # type: ignore[arg-type]
+    dying.enqueue = queue_enqueue(queue)
+    with pytest.raises(LockLost):
+        dying.answer(True, by="lead")
+    assert len(queue) == 1  # queued before the save that did not happen
+
+    restarted, _, _ = modes(cfg)
+    assert restarted.plan is not None and not restarted.plan.approved
+    restarted.enqueue = queue_enqueue(queue)
+    restarted.answer(True, by="lead")  # answered again: the same request id
+    restarted.answer(True, by="lead")  # and said twice
+    assert len(queue) == 1
+    assert modes(cfg)[0].view().plan == "approved"
+
+
+async def test_plan_feedback_is_redacted_and_bounded(tmp_path: Path) -> None:
+    cfg = config(tmp_path, require_plan=True)
+    cfg.state_dir.mkdir(parents=True)
+    status = Status()
+
+    async def lookup(task_id: str) -> BoardTask | None:
+        return None
+
+    gate = WorkModes(cfg, ModeStore(cfg.state_dir), status, lookup, redact=Redactor().redact)  # type: ignore[arg-type]
+    await gate.check("plan.write", item(1))
+    gate.answer(False, by="lead", feedback=f"use the token {SECRET}")
+    gate.answer(True, by="lead", feedback=f"note {SECRET}")
+    gate2 = modes(cfg)[0]
+    await gate2.check("plan.write", item(2, trace="t2"))
+    gate3 = WorkModes(cfg, ModeStore(cfg.state_dir), status, lookup, redact=Redactor().redact)  # type: ignore[arg-type]
+    state = gate3.answer(False, by="lead", feedback=f"again {SECRET}")
+    assert SECRET not in state.feedback and "****" in state.feedback
+    assert SECRET not in (cfg.state_dir / "modes.json").read_text()
+    for params, field in [
+        (PlanRejectParams, "feedback"),
+        (PlanAnswerParams, "note"),
+        (PlanReviewParams, "feedback"),
+    ]:
+        with pytest.raises(ValidationError):
+            params.model_validate({"decision": "reject", field: "x" * (MAX_FEEDBACK + 1)})
+
+
+def test_old_records_make_room_but_a_waiting_board_tasks_stays(tmp_path: Path) -> None:
+    store = ModeStore(tmp_path)
+    store.put(PlanRecord(task="board:t-1"))
+    for n in range(KEPT_PLANS + 4):
+        store.put(PlanRecord(task=f"trace:{n}", status=PlanStatus.APPROVED))
+    store.save()
+    kept = list(ModeStore(tmp_path).plans)
+    assert kept[0] == "board:t-1" and len(kept) == KEPT_PLANS + 1
+    assert kept[-1] == f"trace:{KEPT_PLANS + 3}" and "trace:0" not in kept

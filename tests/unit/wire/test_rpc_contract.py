@@ -103,7 +103,7 @@ async def test_every_method_replies_what_its_model_declares(
         await call("context.summarize")
         await call("history.clear", {"confirm_id": agent.id})
         await call("plan.state")
-        agent.parts.modes.store.plan = PlanRecord(task="trace:contract")  # a task waits
+        agent.parts.modes.store.put(PlanRecord(task="trace:contract"))  # a task waits
         await call("plan.reject", {"feedback": "smaller steps"})
         lead = AgentIdentity(f"{agent.id.split('/')[0]}/lead")  # a teammate, proven
         await agent.parts.client.set(agent.parts.keys.identity(lead.agent), lead.digest)
