@@ -68,7 +68,7 @@ def test_plan_read_write_append_list_and_a_confirmed_delete(
 
     console.send("/plan frobnicate")
     line = wait_after(console, start, "error [")
-    assert "usage: /plan [read|write|append|delete|list]" in line
+    assert "usage: /plan [read|write|append|delete|list|approve|reject]" in line
 
 
 def test_agents_lists_configured_agents_running_or_not(
