@@ -92,8 +92,12 @@ class AgentStatus:
         return self.entry.id
 
     def set(self, state: AgentState) -> None:
-        """Move to ``state``, announce it and publish it."""
-        if state == self.state:
+        """Move to ``state``, announce it and publish it; nothing leaves ``shutdown``.
+
+        The worker may still be between two awaits of going idle (a hook, a notice) when
+        the shutdown begins: its late ``idle`` must not show a stopping agent as ready.
+        """
+        if state == self.state or self.state is AgentState.SHUTDOWN:
             return
         self.state = state
         self.entry.state = state.value
