@@ -42,6 +42,15 @@ The tree::
     ├── HookFailed                  hook.failed            (a hook broke: not a refusal)
     ├── IdentityRefused             identity.refused       (exit 3: acting as an agent unproven)
     ├── TaskFailed                  task.failed            (exit 5: a task waited for failed)
+    ├── GitError                    git.failed             (git refused: its last line says why)
+    │   ├── NotARepository          git.not_repository     (worktrees need a git repository)
+    │   ├── NoCommitYet             git.no_commit          (a repository with nothing to branch)
+    │   ├── DetachedHead            git.detached_head      (no branch to use as the base)
+    │   ├── BranchExists            git.branch_exists      (a branch ateam did not make)
+    │   ├── TreeDirty               git.dirty              (uncommitted changes in the way)
+    │   └── MergeConflict           git.conflict           (the base moved; files in detail)
+    ├── WorkNotFound                work.not_found         (exit 4: no branch for that name or task)
+    ├── WorkBusy                    work.busy              (its agent still works on it)
     ├── ProviderError               provider.error         (a model provider failed)
     │   ├── RateLimited             provider.rate_limited  (HTTP 429)
     │   ├── Overloaded              provider.overloaded    (HTTP 529, 503)
@@ -67,13 +76,13 @@ One meaning, one code, declared on one class: a malformed request is ``bad_reque
 whether the user typed it (:class:`UsageError`) or an agent refused it
 (:class:`BadRequest`, which is both). Codes are part of the wire protocol: they never
 change once published. Messages are for people and may be reworded. Exit codes are
-the :class:`Exit` values, written here once.
+in :mod:`ateam.exits`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import IntEnum, StrEnum, unique
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from ateam._json import JsonObject
@@ -145,6 +154,15 @@ class Code(StrEnum):
     HOOK_FAILED = "hook.failed"
     PLAN_REQUIRED = "plan.required"
     MAILBOX_FULL = "mailbox.full"
+    GIT_FAILED = "git.failed"
+    GIT_NOT_REPOSITORY = "git.not_repository"
+    GIT_NO_COMMIT = "git.no_commit"
+    GIT_DETACHED_HEAD = "git.detached_head"
+    GIT_BRANCH_EXISTS = "git.branch_exists"
+    GIT_DIRTY = "git.dirty"
+    GIT_CONFLICT = "git.conflict"
+    WORK_NOT_FOUND = "work.not_found"
+    WORK_BUSY = "work.busy"
 
 
 class AteamError(Exception):
@@ -458,6 +476,54 @@ class PlanRequired(ToolDenied):
     hint = "write the plan (plan.write) and wait for its approval (/plan approve NAME)"
 
 
+class GitError(AteamError):
+    """A git command ateam ran for an agent's branch or worktree said no (issue 27)."""
+
+    code = Code.GIT_FAILED
+
+
+class NotARepository(GitError):
+    code = Code.GIT_NOT_REPOSITORY
+    hint = "run `git init` and commit once, or set worktree: none"
+
+
+class NoCommitYet(GitError):
+    code = Code.GIT_NO_COMMIT
+    hint = "commit once: a branch is cut from a commit"
+
+
+class DetachedHead(GitError):
+    code = Code.GIT_DETACHED_HEAD
+    hint = "check out a branch, or name the base (base_branch: in agent.yaml, --into)"
+
+
+class BranchExists(GitError):
+    code = Code.GIT_BRANCH_EXISTS
+    hint = "rename or delete that branch, or pick another agent name"
+
+
+class TreeDirty(GitError):
+    code = Code.GIT_DIRTY
+    hint = "commit or stash the changes first"
+
+
+class MergeConflict(GitError):
+    """The branch does not merge cleanly; ``detail["files"]`` lists the conflicting files."""
+
+    code = Code.GIT_CONFLICT
+    hint = "merge the base into the branch and resolve there, or discard the work"
+
+
+class WorkNotFound(AteamError):
+    code = Code.WORK_NOT_FOUND
+    hint = "see `ateam tasks ls` and `git branch --list 'ateam/*'`"
+
+
+class WorkBusy(AteamError):
+    code = Code.WORK_BUSY
+    hint = "wait until the task ends, or interrupt its agent"
+
+
 class TaskBlocked(AteamError):
     """The task depends on tasks that are not done yet; ``detail["blocked_by"]`` names them."""
 
@@ -699,86 +765,3 @@ def rpc_error_from_wire(error: Mapping[str, object]) -> RpcError:
     detail = error.get("detail")
     cls = _RPC_ERRORS.get(code, RpcError)
     return cls(message, code=code, detail=detail if isinstance(detail, dict) else None)
-
-
-@unique
-class Exit(IntEnum):
-    """Every process exit status ateam uses (SPEC §2), written once."""
-
-    OK = 0
-    FAILED = 1
-    REDIS_UNAVAILABLE = 2
-    OWNERSHIP_DENIED = 3
-    USAGE = 4
-    """A malformed command line or request, an unknown agent, an invalid configuration."""
-    TASK_FAILED = 5
-    """Not in SPEC §2's list: a task the console or verb queued and waited for did not
-    succeed (``task.failed``: ``ateam send --wait``, a console reading a script)."""
-    DUPLICATE_INSTANCE = 11
-    CONFIG_INVALID = 12
-    AGENT_REDIS_UNAVAILABLE = 13
-    LOCK_LOST = 14
-    """Not in SPEC §2's list: the lock lapsed (e.g. a long Redis outage). Unlike 11
-    nobody else is known to hold it, so a supervisor may restart the agent."""
-    WORKER_CRASHED = 15
-    BOOTSTRAP_REFUSED = 16
-    """Not in SPEC §2's list: the ``--bootstrap`` token was refused before the agent
-    joined. Final like 12 (a used or expired token never becomes valid), but told apart
-    from a configuration error so a script knows to ask for a new token."""
-    REDIS_PERMISSION_DENIED = 17
-    """Redis refused the agent's ACL user a command, key or channel (``redis.noperm``): final."""
-    REDIS_AUTH_FAILED = 18
-    """Redis refused the agent's credentials (``redis.auth``): final."""
-    EVICTION_POLICY = 19
-    """The server may evict the agent's keys (``redis.eviction_policy``): final."""
-    STORAGE_CORRUPT = 20
-    """Not in SPEC §2's list: a state file is damaged beyond automatic repair
-    (``storage.corrupt``) at start. Final: every restart would meet the same file,
-    until a person moves it aside."""
-    INTERRUPTED = 130
-    """Ctrl-C at a verb, as a shell reports SIGINT."""
-
-
-# Console and verbs use the first table, the agent the second.
-CLI_EXIT: dict[str, Exit] = {
-    Code.REDIS_UNAVAILABLE: Exit.REDIS_UNAVAILABLE,
-    Code.OWNERSHIP_DENIED: Exit.OWNERSHIP_DENIED,
-    # Refused like a console that does not own the agent: not the right holder.
-    Code.IDENTITY_REFUSED: Exit.OWNERSHIP_DENIED,
-    Code.BAD_REQUEST: Exit.USAGE,
-    Code.NAME_AMBIGUOUS: Exit.USAGE,
-    Code.NO_SUCH_METHOD: Exit.USAGE,
-    Code.AGENT_NOT_FOUND: Exit.USAGE,
-    Code.CONFIG_INVALID: Exit.USAGE,
-    Code.REDIS_NOPERM: Exit.REDIS_UNAVAILABLE,
-    Code.REDIS_AUTH: Exit.REDIS_UNAVAILABLE,
-    Code.REDIS_EVICTION_POLICY: Exit.REDIS_UNAVAILABLE,
-    Code.REDIS_OOM: Exit.REDIS_UNAVAILABLE,
-    Code.REDIS_READONLY: Exit.REDIS_UNAVAILABLE,
-    Code.TASK_FAILED: Exit.TASK_FAILED,
-}
-AGENT_EXIT: dict[str, Exit] = {
-    Code.DUPLICATE_INSTANCE: Exit.DUPLICATE_INSTANCE,
-    Code.CONFIG_INVALID: Exit.CONFIG_INVALID,
-    Code.REDIS_UNAVAILABLE: Exit.AGENT_REDIS_UNAVAILABLE,
-    Code.LOCK_LOST: Exit.LOCK_LOST,
-    Code.BOOTSTRAP_REFUSED: Exit.BOOTSTRAP_REFUSED,
-    Code.REDIS_NOPERM: Exit.REDIS_PERMISSION_DENIED,
-    Code.REDIS_AUTH: Exit.REDIS_AUTH_FAILED,
-    Code.REDIS_EVICTION_POLICY: Exit.EVICTION_POLICY,
-    Code.STORAGE_CORRUPT: Exit.STORAGE_CORRUPT,
-    # A full or read-only server may recover (memory freed, a failover): restartable.
-    Code.REDIS_OOM: Exit.AGENT_REDIS_UNAVAILABLE,
-    Code.REDIS_READONLY: Exit.AGENT_REDIS_UNAVAILABLE,
-}
-EXIT_LOCK_LOST = Exit.LOCK_LOST
-EXIT_WORKER_CRASHED = Exit.WORKER_CRASHED
-EXIT_BOOTSTRAP_REFUSED = Exit.BOOTSTRAP_REFUSED
-
-
-def cli_exit_code(error: AteamError) -> int:
-    return int(CLI_EXIT.get(str(error.code), Exit.FAILED))
-
-
-def agent_exit_code(error: AteamError) -> int:
-    return int(AGENT_EXIT.get(str(error.code), Exit.FAILED))

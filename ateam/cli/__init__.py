@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 from ateam._cmdline import mask_own_title
 from ateam.cli._hints import cli_line
 from ateam.cli._verb import Handler
-from ateam.errors import AteamError, Exit, cli_exit_code
+from ateam.errors import AteamError
+from ateam.exits import Exit, cli_exit_code
 
 if TYPE_CHECKING:
     from ateam.cli._verb import Verb

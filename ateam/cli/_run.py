@@ -18,7 +18,8 @@ from ateam.client import Target, Team, bus_errors, local_redactor, resolve_targe
 from ateam.client.names import agent_candidates, resolve_agent
 from ateam.config import ProjectConfig, load_project, project_name
 from ateam.console.tables import table_lines
-from ateam.errors import ConfigError, Exit
+from ateam.errors import ConfigError
+from ateam.exits import Exit
 from ateam.redact import Redactor
 
 Work = Callable[[Team], Awaitable[int]]

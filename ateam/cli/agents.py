@@ -26,13 +26,12 @@ from ateam.constants import RPC_DEFAULT_DEADLINE_S
 from ateam.errors import (
     AgentNotFound,
     AteamError,
-    Exit,
     OwnershipDenied,
     RedisUnavailable,
     RpcTimeout,
     UsageError,
-    cli_exit_code,
 )
+from ateam.exits import Exit, cli_exit_code
 
 # agent ------------------------------------------------------------------------------------
 

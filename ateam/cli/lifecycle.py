@@ -29,7 +29,8 @@ from ateam.client import Target, Team
 from ateam.client.names import resolve_agent
 from ateam.config import CONFIG_DIR, ProjectConfig, load_project
 from ateam.config.discovery import find_project_root, remembered_root
-from ateam.errors import ConfigError, Exit, UsageError
+from ateam.errors import ConfigError, UsageError
+from ateam.exits import Exit
 
 if TYPE_CHECKING:  # imported when a verb runs: the supervisor is for these verbs only
     from ateam.supervisor import AgentOutcome

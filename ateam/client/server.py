@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ateam._json import JsonObject
-from ateam.errors import AteamError, Exit, UsageError, cli_exit_code
+from ateam.errors import AteamError, UsageError
+from ateam.exits import Exit, cli_exit_code
 
 if TYPE_CHECKING:  # imported when a verb runs: most front ends never manage the server
     from ateam.bus.embedded import EmbeddedServer

@@ -31,7 +31,8 @@ from ateam.console.hints import console_line
 from ateam.console.render import Chunk, Line, Tone, render, render_gap
 from ateam.console.script import ScriptController
 from ateam.console.tables import table_lines
-from ateam.errors import AteamError, cli_exit_code
+from ateam.errors import AteamError
+from ateam.exits import cli_exit_code
 from ateam.paths import ateam_home, private_dir
 
 if TYPE_CHECKING:

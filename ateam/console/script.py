@@ -21,7 +21,7 @@ import contextlib
 
 from ateam.client import Event, EventType, Outcomes, Target
 from ateam.console.controller import ConsoleController, ConsoleView
-from ateam.errors import Exit
+from ateam.exits import Exit
 
 __all__ = ["ScriptController"]
 

@@ -25,7 +25,8 @@ from ateam.bus.keys import Keys
 from ateam.bus.registry import Registry
 from ateam.config import ProjectConfig
 from ateam.constants import PREVIOUS_EXIT_ENV
-from ateam.errors import AteamError, Exit, file_to_move_aside
+from ateam.errors import AteamError, file_to_move_aside
+from ateam.exits import Exit
 from ateam.wire.registry import FinalExit
 
 __all__ = [

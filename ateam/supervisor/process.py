@@ -29,7 +29,8 @@ from pathlib import Path
 from ateam._cmdline import mask_own_title
 from ateam._fs import atomic_write
 from ateam.config import ProjectConfig, load_project
-from ateam.errors import AteamError, Exit
+from ateam.errors import AteamError
+from ateam.exits import Exit
 from ateam.supervisor.control import agents_file, pid_file, take_requests
 from ateam.supervisor.exits import (
     NOTE,

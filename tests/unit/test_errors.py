@@ -8,18 +8,14 @@ from pathlib import Path
 
 import ateam.errors as errors
 from ateam.errors import (
-    AGENT_EXIT,
-    CLI_EXIT,
     AteamError,
     BadRequest,
     Code,
-    Exit,
     StorageError,
     StorageIoError,
     UsageError,
-    agent_exit_code,
-    cli_exit_code,
 )
+from ateam.exits import AGENT_EXIT, CLI_EXIT, Exit, agent_exit_code, cli_exit_code
 
 PACKAGE = Path(errors.__file__).resolve().parent
 

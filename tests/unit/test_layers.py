@@ -149,8 +149,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ateam.fleet",),
     ("ateam.client", "ateam.agent", "ateam.supervisor"),
     ("ateam.kb", "ateam.bus"),
-    ("ateam.tools", "ateam.providers", "ateam.redact"),
-    ("ateam.config", "ateam.wire", "ateam._jsonl", "ateam._net", "ateam._token"),
+    ("ateam.tools", "ateam.providers", "ateam.redact", "ateam.worktrees"),
+    ("ateam.config", "ateam.wire", "ateam.exits", "ateam._jsonl", "ateam._net", "ateam._token"),
     (
         "ateam.errors",
         "ateam.constants",

@@ -26,7 +26,7 @@ from ateam.agent.state.fence import WriteFence
 from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
-from ateam.errors import Exit
+from ateam.exits import Exit
 from ateam.wire.registry import AgentEntry
 
 __all__ = ["DAMAGE_SHOWN", "AgentState", "AgentStatus", "Alert"]

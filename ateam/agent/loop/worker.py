@@ -71,7 +71,8 @@ from ateam.constants import (
     WORKER_CRASH_WINDOW_S,
     WORKER_RESTART_DELAY_S,
 )
-from ateam.errors import Code, Exit, LockLost, StorageError, StorageFull, WorkerStalled
+from ateam.errors import Code, LockLost, StorageError, StorageFull, WorkerStalled
+from ateam.exits import Exit
 from ateam.redact import Redactor
 from ateam.wire.turns import Turn
 

@@ -84,7 +84,8 @@ from ateam.bus.rpc import Refused, RpcServer
 from ateam.config import AgentConfig
 from ateam.config.schema import ModelEntry
 from ateam.constants import HANDOFF_LOCK_WAIT_S
-from ateam.errors import AteamError, agent_exit_code
+from ateam.errors import AteamError
+from ateam.exits import agent_exit_code
 from ateam.kb.similar import configured_ranker
 from ateam.paths import ateam_home
 from ateam.providers import build_provider

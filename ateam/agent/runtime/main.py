@@ -38,7 +38,8 @@ from ateam.bus.embedded import bus_target
 from ateam.config import AgentConfig, ProjectConfig, load_project, project_name, standalone_agent
 from ateam.config.discovery import remember_root
 from ateam.constants import KILLED_FROM_OUTSIDE, PREVIOUS_EXIT_ENV
-from ateam.errors import AteamError, BootstrapRefused, ConfigError, SpawnFailed, agent_exit_code
+from ateam.errors import AteamError, BootstrapRefused, ConfigError, SpawnFailed
+from ateam.exits import agent_exit_code
 from ateam.redact import Redactor
 
 if TYPE_CHECKING:

@@ -47,7 +47,8 @@ from ateam.bus.mailbox import Mailbox
 from ateam.bus.rpc import RpcServer
 from ateam.config import AgentConfig
 from ateam.constants import SHUTDOWN_HARD_S, SHUTDOWN_SOFT_S
-from ateam.errors import AteamError, Code, Exit, agent_exit_code
+from ateam.errors import AteamError, Code
+from ateam.exits import Exit, agent_exit_code
 from ateam.providers.base import Provider
 from ateam.redact import Redactor
 from ateam.tools.registry import ToolRegistry

@@ -56,7 +56,8 @@ from ateam.console.panes.stream_log import StreamLog
 from ateam.console.panes.tasks import TasksScreen, board_loader, opens_board
 from ateam.console.panes.view import DEFAULT_SCROLLBACK, TAIL_LINES, PanesView
 from ateam.console.session import ConsoleView
-from ateam.errors import AteamError, cli_exit_code
+from ateam.errors import AteamError
+from ateam.exits import cli_exit_code
 
 EXIT_QUIT = "quit"
 """``run()`` result after ``/quit``, Ctrl+Q or a confirmed Ctrl+C."""

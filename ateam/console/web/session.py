@@ -26,11 +26,10 @@ from ateam.console.session import ConsoleView
 from ateam.errors import (
     AteamError,
     ConfigError,
-    Exit,
     OwnershipDenied,
     UsageError,
-    cli_exit_code,
 )
+from ateam.exits import Exit, cli_exit_code
 
 __all__ = ["WATCH_ONLY", "WatchOnly", "WebController", "run_session"]
 

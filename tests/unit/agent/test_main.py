@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from ateam.agent.runtime.main import AgentOptions, run_agent
-from ateam.errors import Exit, UsageError
+from ateam.errors import UsageError
+from ateam.exits import Exit
 
 
 def test_a_bad_name_is_a_final_configuration_error(

@@ -14,7 +14,7 @@ from ateam.agent.runtime.process import Agent
 from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.connection import RedisTarget
 from ateam.config import standalone_agent
-from ateam.errors import EXIT_WORKER_CRASHED
+from ateam.exits import EXIT_WORKER_CRASHED
 from ateam.providers import EchoProvider
 from tests._wait import async_wait_for
 

@@ -14,7 +14,8 @@ from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget
 from ateam.bus.keys import Keys
 from ateam.cli import build_parser
-from ateam.errors import AGENT_EXIT, BootstrapRefused, agent_exit_code
+from ateam.errors import BootstrapRefused
+from ateam.exits import AGENT_EXIT, agent_exit_code
 from tests._wait import async_wait_for
 
 

@@ -22,13 +22,8 @@ from ateam.bus.guard import ALLOW_EVICTION_ENV, MemoryPolicy, check_eviction, re
 from ateam.bus.keys import Keys
 from ateam.client import Team
 from ateam.config import standalone_agent
-from ateam.errors import (
-    Code,
-    EvictionPolicyRefused,
-    Exit,
-    RedisPermissionDenied,
-    agent_exit_code,
-)
+from ateam.errors import Code, EvictionPolicyRefused, RedisPermissionDenied
+from ateam.exits import Exit, agent_exit_code
 from ateam.providers import EchoProvider
 from ateam.redact import Redactor
 from ateam.supervisor import FINAL_EXITS

@@ -17,17 +17,15 @@ from redis.exceptions import RedisError
 
 from ateam.bus.connection import RedisTarget, bus_error, ensure_reachable, make_client
 from ateam.errors import (
-    AGENT_EXIT,
-    CLI_EXIT,
     BusError,
     Code,
-    Exit,
     RedisAuthFailed,
     RedisOutOfMemory,
     RedisPermissionDenied,
     RedisReadOnly,
     RedisUnavailable,
 )
+from ateam.exits import AGENT_EXIT, CLI_EXIT, Exit
 from ateam.supervisor import FINAL_EXITS
 from tests.servers.redis import RedisProcess, redis6_binary, server_binary
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ateam.client.names import resolve_agent, resolve_task
-from ateam.errors import AmbiguousName, Code, Exit, UsageError, cli_exit_code
+from ateam.errors import AmbiguousName, Code, UsageError
+from ateam.exits import Exit, cli_exit_code
 
 AGENTS = ["hello/zeus", "hello/hera", "hello/hermes", "hello/ze", "other/zeus", "other/ares"]
 

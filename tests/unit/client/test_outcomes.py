@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ateam.client import Event, Outcomes, TaskResult
-from ateam.errors import Exit, TaskFailed, cli_exit_code
+from ateam.errors import TaskFailed
+from ateam.exits import Exit, cli_exit_code
 
 
 def end(task: str, offset: int = 1, **fields: Any) -> Event:
