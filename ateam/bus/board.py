@@ -58,6 +58,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ateam.bus.board_reopen import OFFER_S, REOPEN_FAILED, offered_error
+from ateam.bus.board_rework import REOPEN_FINISHED
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
 from ateam.config.schema import checked_name
@@ -321,6 +322,7 @@ class TaskBoard:
         self._confirm = client.register_script(_CONFIRM)
         self._claims = client.register_script(_CLAIMS)
         self._reopen_failed = client.register_script(REOPEN_FAILED)
+        self._reopen_finished = client.register_script(REOPEN_FINISHED)
 
     async def add(
         self,
@@ -464,6 +466,22 @@ class TaskBoard:
         if "/" not in failed_by or not await self._client.exists(self._keys.alive(failed_by)):
             failed_by = ""
         return await self._again(project, task_id, by, "retried", offer_to=failed_by)
+
+    async def rework(self, project: str, task_id: str, *, by: str, why: str) -> BoardTask:
+        """A ``done`` or ``failed`` task back to ``open`` because its work was thrown away
+        (:mod:`~ateam.bus.board_rework`); ``why`` becomes its ``reason`` and ``last_error``.
+
+        Raises:
+            TaskNotFound: no such task.
+            TaskClaimed: the task is open or claimed (its status in the detail).
+        """
+        reason = f"{_text('reason', why, max_bytes=TEXT_MAX_BYTES)} (by {_agent(by, 'by')})"
+        reply = await self._run(self._reopen_finished, project, task_id, reason)
+        task = self._task(reply)
+        if reply[0] == "not_finished":
+            raise _claimed(task, f"task {task_id} is {task.status}{_by(task)}, not finished")
+        await self._announce(task)
+        return task
 
     async def confirm(self, project: str, task_id: str, *, agent: str) -> BoardTask:
         """Check, for ``agent`` about to run the task, that the board says it holds it.
