@@ -10,14 +10,16 @@ plain characters.
 from __future__ import annotations
 
 import io
+from typing import Protocol, runtime_checkable
 
 from rich.console import Console
 from rich.syntax import Syntax
 from rich.text import Text
 
+from ateam.console.session import ConsoleView
 from ateam.worktrees import FileChange, WorkDiff
 
-__all__ = ["ansi", "diff_text", "file_lines", "title_of"]
+__all__ = ["Pager", "ansi", "diff_text", "file_lines", "show_page", "title_of"]
 
 DIFF_THEME = "ansi_dark"
 """The terminal's own colours: red and green as the user set them up."""
@@ -68,3 +70,20 @@ def ansi(text: Text, *, color: bool, width: int = 200) -> str:
         text, end="", soft_wrap=True
     )
     return out.getvalue().rstrip("\n")
+
+
+@runtime_checkable
+class Pager(Protocol):
+    """A console view that shows a long text its own way (both consoles' views do)."""
+
+    def page(self, title: str, text: Text) -> None:
+        """Printed whole in plain mode; a screen to scroll in panes mode."""
+
+
+def show_page(view: ConsoleView, title: str, text: Text) -> None:
+    """``text`` paged where the view can, else line by line."""
+    if isinstance(view, Pager):
+        view.page(title, text)
+        return
+    for line in text.plain.splitlines():
+        view.info(line)
