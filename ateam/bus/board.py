@@ -59,6 +59,7 @@ import redis.asyncio as aioredis
 
 from ateam.bus.board_reopen import OFFER_S, REOPEN_FAILED, offered_error
 from ateam.bus.board_rework import REOPEN_FINISHED
+from ateam.bus.board_work import RECORD_WORK
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
 from ateam.config.schema import checked_name
@@ -66,6 +67,7 @@ from ateam.constants import HEARTBEAT_INTERVAL_S, HEARTBEAT_TTL_S
 from ateam.errors import AteamError, BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
 from ateam.redact import Redactor
 from ateam.wire.board import BoardTask, TaskStatus
+from ateam.wire.work import WorkRecord
 
 log = logging.getLogger(__name__)
 
@@ -323,6 +325,7 @@ class TaskBoard:
         self._claims = client.register_script(_CLAIMS)
         self._reopen_failed = client.register_script(REOPEN_FAILED)
         self._reopen_finished = client.register_script(REOPEN_FINISHED)
+        self._record_work = client.register_script(RECORD_WORK)
 
     async def add(
         self,
@@ -441,6 +444,22 @@ class TaskBoard:
         """
         text = self._redactor.redact(_text("reason", reason, max_bytes=TEXT_MAX_BYTES))
         return await self._finish_as(project, task_id, agent, TaskStatus.FAILED, "reason", text)
+
+    async def record_work(
+        self, project: str, task_id: str, *, agent: str, work: WorkRecord
+    ) -> BoardTask:
+        """Record the branch ``agent`` works the task in (:mod:`~ateam.bus.board_work`).
+
+        Raises:
+            TaskNotFound: no such task.
+            TaskClaimed: ``agent`` is not the task's assignee (in any status).
+        """
+        agent = _agent(agent, "agent")
+        reply = await self._run(self._record_work, project, task_id, agent, pack(work.to_wire()))
+        task = self._task(reply)
+        if reply[0] == "claimed":
+            raise _claimed(task, f"task {task_id} is {task.status}{_by(task)}, not by {agent}")
+        return task
 
     async def reopen(self, project: str, task_id: str, *, by: str) -> BoardTask:
         """A ``failed`` task back to ``open``, for anyone (:mod:`~ateam.bus.board_reopen`).
@@ -643,7 +662,9 @@ class TaskBoard:
         await self._announce(task)
         return task
 
-    async def _run(self, script: Any, project: str, task_id: str, *args: str) -> builtins.list[Any]:
+    async def _run(
+        self, script: Any, project: str, task_id: str, *args: str | bytes
+    ) -> builtins.list[Any]:
         reply = await self._script(script, project, task_id, *args)
         if reply[0] == "not_found":
             raise TaskNotFound(
@@ -653,7 +674,7 @@ class TaskBoard:
         return reply
 
     async def _script(
-        self, script: Any, project: str, task_id: str, *args: str
+        self, script: Any, project: str, task_id: str, *args: str | bytes
     ) -> builtins.list[Any]:
         board = self._keys.board(checked_name(project))
         reply: builtins.list[Any] = await script(
