@@ -153,10 +153,15 @@ async def merge_work(
 
     Raises:
         WorkBusy: its task is still claimed, or its agent (a branch per agent) is busy.
+        DetachedHead: no ``into`` and the main working tree's HEAD is detached.
         TreeDirty, MergeConflict (``detail["files"]``), DetachedHead, WorkNotFound,
         UsageError, NotARepository, GitError: nothing was changed.
     """
     place, work = await asyncio.to_thread(_locate, project, cwd, target)
+    if into is None:
+        # Into its base, as the main tree has it: a detached main tree has no branch to
+        # show the merge in, so it is refused rather than landed out of sight.
+        await asyncio.to_thread(place.repo.current_branch)
     task = await _refuse_busy(team, place, work)
     message = f"{task.title} ({task.id})" if task is not None else ""
 
