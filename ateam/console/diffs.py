@@ -51,13 +51,16 @@ def diff_text(diff: WorkDiff, *, stat_only: bool = False) -> Text:
     for number, line in enumerate(file_lines(diff)):
         status = line[2:3] if number and diff.files else ""
         shown.append(line + "\n", style=_STATUS_STYLES.get(status, "bold" if not number else ""))
-    if stat_only or not diff.diff:
+    if stat_only or not diff.files:
         return shown
     shown.append("\n")
-    shown.append_text(Syntax(diff.diff, "diff", theme=DIFF_THEME).highlight(diff.diff))
+    if diff.diff:
+        shown.append_text(Syntax(diff.diff, "diff", theme=DIFF_THEME).highlight(diff.diff))
     note = diff.note()
     if note:
-        shown.append(("" if diff.diff.endswith("\n") else "\n") + note + "\n", style="dim")
+        shown.append(
+            ("" if diff.diff.endswith("\n") or not diff.diff else "\n") + note + "\n", style="dim"
+        )
     return shown
 
 
