@@ -86,7 +86,8 @@ def test_a_real_agent_works_a_task_on_its_branch_and_it_is_diffed_and_merged(
     assert done["work"]["branch"] == f"ateam/zeus/{task_id}"
     assert not (root / "feature.txt").exists()  # written in the task's worktree only
 
-    shown = ateam(root, redis_url, "diff", task_id)
+    shown = run_ateam("diff", task_id, cwd=root)  # git alone: no bus needed
+    assert shown.returncode == 0, shown.stderr
     assert f"ateam/zeus/{task_id} against main" in shown.stdout
     assert "  A  feature.txt  +1 -0" in shown.stdout and "+by zeus" in shown.stdout
 
@@ -132,8 +133,11 @@ def test_diff_merge_and_discard_in_the_plain_console(
         assert (root / "b.py").read_text() == "x = 1\n"
         assert f"{first} done" in git(root, "log", "--format=%s", "main")
 
+        console.send(f"/discard {second}")
+        console.send("no")  # the question, answered: anything but yes changes nothing
+        console.wait_line("discard cancelled")
+        assert f"ateam/zeus/{second}" in git(root, "branch", "--list", "ateam/*")
         console.send(f"/discard {second} --reopen")
-        console.wait_line(f"discard {second}: delete its worktree and branch")
         console.send("yes")
         console.wait_line(f"discarded ateam/zeus/{second}")
         console.wait_line(f"reopened {second}: second")
