@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 
 from tests._gitwork import (
@@ -19,7 +21,7 @@ from tests._gitwork import (
     worktrees_and_branches,
 )
 
-from .conftest import run_ateam, write_project
+from .conftest import run_ateam, subprocess_env, write_project
 
 pytestmark = pytest.mark.integration
 
@@ -225,3 +227,40 @@ def test_bad_input_is_one_line_and_leaves_nothing_behind(
     git(empty, "init", "-q", "-b", "main")
     one_line_error(diff(empty, "zeus"), "git.no_commit")
     assert git(empty, "branch", "--list") == ""
+
+
+def test_on_a_terminal_diff_is_coloured_and_discard_asks_first(root: Path, redis_url: str) -> None:
+    task_id, tree = finished_task(root, redis_url, {"b.py": "x = 1\n"})
+
+    def on_a_terminal(*args: str) -> pexpect.spawn:
+        return pexpect.spawn(
+            sys.executable,
+            ["-m", "ateam", *args],
+            cwd=str(root),
+            env=subprocess_env(TERM="xterm-256color"),
+            dimensions=(40, 120),
+            encoding="utf-8",
+            timeout=30,
+        )
+
+    shown = on_a_terminal("diff", task_id)
+    shown.expect(pexpect.EOF)
+    shown.close()
+    assert shown.exitstatus == 0
+    assert "\x1b[" in shown.before and "+x = 1" in shown.before  # coloured (Rich's diff lexer)
+
+    asked = on_a_terminal("discard", task_id, "--redis", redis_url)
+    asked.expect(r"delete branch ateam/zeus/\S+ and its worktree .*\[y/N\] ")
+    asked.sendline("n")
+    asked.expect("discard cancelled")
+    asked.expect(pexpect.EOF)
+    asked.close()
+    assert asked.exitstatus != 0 and tree.is_dir()
+
+    confirmed = on_a_terminal("discard", task_id, "--redis", redis_url)
+    confirmed.expect(r"\[y/N\] ")
+    confirmed.sendline("y")
+    confirmed.expect(f"discarded ateam/zeus/{task_id}")
+    confirmed.expect(pexpect.EOF)
+    confirmed.close()
+    assert confirmed.exitstatus == 0 and not tree.exists()
