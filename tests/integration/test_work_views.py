@@ -5,6 +5,7 @@ scripted model writing a board task's file in its own worktree, then ``ateam dif
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from tests._wait import wait_for
 
 from .conftest import (
     AgentFactory,
+    Bus,
     ConsoleProcess,
     ateam_cmd,
     run_ateam,
@@ -186,3 +188,35 @@ async def test_agent_diff_over_mcp_is_bounded_with_a_note(redis_url: str, tmp_pa
             assert unknown.is_error and isinstance(content, TextContent)
             assert content.text.startswith("work.not_found: ")
     assert "Traceback" not in (tmp_path / "mcp.stderr").read_text()
+
+
+def test_an_agents_own_branch_is_not_landed_or_discarded_while_it_works(
+    start_agent: AgentFactory, bus: Bus, redis_url: str, tmp_path: Path
+) -> None:
+    # worktree: agent; the agent proposes a patch and waits for its approval: still working.
+    base = hashlib.sha256(b"a = 1\n").hexdigest()
+    patch = {
+        "name": "fs.patch",
+        "args": {"path": "a.py", "content": "a = 2\n", "base_sha256": base},
+    }
+    root = write_scripted_project(
+        tmp_path / "g",
+        "g",
+        [{"text": "May I?", "tool_calls": [patch]}],
+        allow=("fs.*",),
+        agent_yaml={"worktree": "agent"},
+    )
+    init_repo(root, {"a.py": "a = 1\n"})
+    start_agent("g/zeus", cwd=root)
+    ateam(root, redis_url, "send", "g/zeus", "make a two")
+    wait_for(lambda: (bus.entry("g/zeus") or {}).get("state") == "waiting", WAIT_S, "zeus to wait")
+    branches = git(root, "branch", "--list", "ateam/*")
+    assert "ateam/zeus" in branches
+
+    for args in (("merge", "zeus"), ("discard", "zeus", "--yes")):
+        refused = run_ateam(*args, "--redis", redis_url, cwd=root)
+        line = refused.stderr.strip()
+        assert refused.returncode != 0 and line.startswith("error [work.busy]: g/zeus is waiting")
+        assert "\n" not in line
+    assert git(root, "branch", "--list", "ateam/*") == branches
+    assert (root / ".ateam" / "worktrees" / "zeus").is_dir()
