@@ -264,3 +264,11 @@ def test_on_a_terminal_diff_is_coloured_and_discard_asks_first(root: Path, redis
     confirmed.expect(pexpect.EOF)
     confirmed.close()
     assert confirmed.exitstatus == 0 and not tree.exists()
+
+
+def test_shell_completion_offers_the_projects_branches(root: Path, redis_url: str) -> None:
+    task_id, _ = finished_task(root, redis_url, {"b.py": "x = 1\n"})
+    listed = run_ateam("__complete", "work", cwd=root)
+    assert listed.returncode == 0 and listed.stdout.split() == [task_id]
+    script = run_ateam("completion", "bash", cwd=root).stdout
+    assert "__complete work" in script and "discard" in script
