@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ateam.errors import GitError, MergeConflict, TreeDirty, WorkNotFound
+from ateam.errors import GitError, MergeConflict, TreeDirty, UsageError, WorkNotFound
 from ateam.worktrees import (
     Repository,
     agent_branch,
@@ -95,8 +95,9 @@ def test_an_agents_branch_stays_and_starts_afresh(repo: Repository, squash: bool
     assert diff_of(repo, find_work(repo, "ada")).files == ()
 
 
+@pytest.mark.parametrize("squash", [False, True])
 def test_a_conflict_is_refused_and_the_main_tree_is_byte_for_byte_unchanged(
-    repo: Repository,
+    repo: Repository, squash: bool
 ) -> None:
     tree = _task_with_change(repo, "README.md", "agent's words\n")
     commit_file(repo.root, "README.md", "person's words\n")
@@ -105,7 +106,7 @@ def test_a_conflict_is_refused_and_the_main_tree_is_byte_for_byte_unchanged(
     state = git_state(repo.root)
 
     with pytest.raises(MergeConflict, match=r"conflicts in README\.md") as caught:
-        land(repo, find_work(repo, "t-0a"))
+        land(repo, find_work(repo, "t-0a"), squash=squash)
 
     assert caught.value.detail["files"] == ["README.md"]
     assert caught.value.code == "git.conflict"
@@ -127,6 +128,19 @@ def test_a_dirty_main_tree_is_refused(repo: Repository) -> None:
     assert fingerprint(repo.root) == before and git_state(repo.root) == state
 
 
+def test_an_untracked_file_the_merge_would_overwrite_is_refused(repo: Repository) -> None:
+    _task_with_change(repo, "notes.txt", "agent\n")
+    (repo.root / "notes.txt").write_text("the person's own, never added\n")
+    before = fingerprint(repo.root)
+    state = git_state(repo.root)
+
+    with pytest.raises(TreeDirty, match=r"would be overwritten: notes\.txt"):
+        land(repo, find_work(repo, "t-0a"))
+
+    assert fingerprint(repo.root) == before and git_state(repo.root) == state
+    assert (repo.root / "notes.txt").read_text() == "the person's own, never added\n"
+
+
 def test_uncommitted_work_in_the_worktree_is_refused(repo: Repository) -> None:
     tree = _task_with_change(repo)
     (tree / "forgotten.txt").write_text("not committed\n")
@@ -146,6 +160,8 @@ def test_a_missing_target_and_a_target_checked_out_elsewhere(
     work = find_work(repo, "t-0a")
     with pytest.raises(WorkNotFound, match="branch nope does not exist"):
         land(repo, work, into="nope")
+    with pytest.raises(UsageError, match="cannot land in itself"):
+        land(repo, work, into=work.branch)
 
     run_git(repo.root, "worktree", "add", "-q", "-b", "release", str(tmp_path / "rel"))
     state = git_state(repo.root)
