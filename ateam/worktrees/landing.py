@@ -144,10 +144,11 @@ def _merge(scratch: Path, work: Work, into: str, message: str, *, squash: bool) 
     Raises:
         MergeConflict: the files that conflict; the scratch is thrown away as it is.
     """
+    ref = f"refs/heads/{work.branch}"  # never a tag of the same name
     if squash:
-        tried = git(scratch, *_NO_HOOKS, "merge", "--squash", work.branch, check=False)
+        tried = git(scratch, *_NO_HOOKS, "merge", "--squash", ref, check=False)
     else:
-        args = ("merge", "--no-ff", "--no-edit", "-m", message, work.branch)
+        args = ("merge", "--no-ff", "--no-edit", "-m", message, ref)
         tried = git(scratch, *_NO_HOOKS, *args, check=False)
     if tried.returncode != 0:
         conflicted = output(scratch, "diff", "--name-only", "--diff-filter=U").splitlines()

@@ -234,3 +234,12 @@ def test_config_writes_at_once_all_land(repo: Repository) -> None:
 
     bases = run_git(repo.root, "config", "--get-regexp", "ateambase").splitlines()
     assert sorted(bases) == sorted(f"{key} main" for key in keys)
+
+
+def test_the_base_branch_wins_over_a_tag_of_its_name(repo: Repository) -> None:
+    run_git(repo.root, "tag", "main")  # at the first commit
+    tip = commit_file(repo.root, "later.txt", "later\n")
+
+    tree = ensure_worktree(repo, agent_branch("bob"), "main")
+
+    assert run_git(tree.path, "rev-parse", "HEAD").strip() == tip
