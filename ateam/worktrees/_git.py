@@ -10,7 +10,9 @@ Variables that would point git somewhere other than ``DIR`` (``GIT_DIR``, ``GIT_
 from __future__ import annotations
 
 import os
+import random
 import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +38,17 @@ _FIXED = {
     "GIT_TERMINAL_PROMPT": "0",
     # `git status` and friends refresh the index as a side effect; ateam only looks.
     "GIT_OPTIONAL_LOCKS": "0",
+    # A path ateam passes is a file's name, never a pattern (a file may be called `*.c`).
+    "GIT_LITERAL_PATHSPECS": "1",
 }
 _OPTIONS = ("-c", "core.quotepath=off", "-c", "color.ui=never")
+
+_CONFIG_LOCKED = b"could not lock config file"
+_LOCK_PAUSES_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+"""Git takes ``.git/config.lock`` for every config write and gives up at once when it is
+held; two agents starting tasks together both write their branch's ``ateambase``. So a
+locked config is tried again a few times, as git itself does for a locked ref, each
+pause drawn a little at random so that the waiting writers do not collide again."""
 
 
 def _environment(extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -88,6 +99,11 @@ def git(
         NotARepository: git is not installed.
     """
     done = _launch(cwd, args, env, subprocess.PIPE)
+    for pause in _LOCK_PAUSES_S:
+        if done.returncode == 0 or _CONFIG_LOCKED not in done.stderr:
+            break
+        time.sleep(pause * random.uniform(0.5, 1.5))
+        done = _launch(cwd, args, env, subprocess.PIPE)
     if check and done.returncode != 0:
         raise _failed(args, done.stderr)
     return subprocess.CompletedProcess(

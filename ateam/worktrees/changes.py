@@ -104,7 +104,8 @@ def diff_of(repo: Repository, work: Work, *, max_bytes: int = DIFF_MAX_BYTES) ->
     Raises:
         GitError: git refused.
     """
-    found = git(repo.root, "merge-base", work.base, work.branch, check=False)
+    branch, base = f"refs/heads/{work.branch}", f"refs/heads/{work.base}"
+    found = git(repo.root, "merge-base", base, branch, check=False)
     if found.returncode != 0 or not found.stdout.strip():
         raise GitError(
             f"{work.branch} and its base {work.base} have no commit in common "
@@ -115,7 +116,7 @@ def diff_of(repo: Repository, work: Work, *, max_bytes: int = DIFF_MAX_BYTES) ->
     tree = work.worktree if work.worktree is not None and work.worktree.is_dir() else None
     with tempfile.TemporaryDirectory(prefix="ateam-diff-") as scratch:
         if tree is None:
-            cwd, target, uncommitted = repo.root, work.branch, False
+            cwd, target, uncommitted = repo.root, branch, False
         else:
             cwd, target = tree, _snapshot(tree, Path(scratch) / "index")
             uncommitted = target != output(tree, "rev-parse", "HEAD^{tree}")

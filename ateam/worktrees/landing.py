@@ -9,13 +9,14 @@ byte-for-byte as it was: never half-merged, never with conflict markers.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ateam.errors import GitError, MergeConflict, TreeDirty, WorkNotFound
+from ateam.errors import GitError, MergeConflict, TreeDirty, UsageError, WorkNotFound
 from ateam.worktrees._git import Listed, git, last_line, output, worktrees
 from ateam.worktrees.find import Work
 from ateam.worktrees.repo import Repository, changed_files
@@ -60,6 +61,8 @@ def land(
         TreeDirty, MergeConflict, WorkNotFound (``into`` missing), GitError.
     """
     target = into or work.base
+    if target == work.branch:
+        raise UsageError(f"{work.branch} cannot land in itself; name another branch")
     if not repo.branch_exists(work.branch):
         raise WorkNotFound(f"branch {work.branch} does not exist", detail={"branch": work.branch})
     if not repo.branch_exists(target):
@@ -141,10 +144,11 @@ def _merge(scratch: Path, work: Work, into: str, message: str, *, squash: bool) 
     Raises:
         MergeConflict: the files that conflict; the scratch is thrown away as it is.
     """
+    ref = f"refs/heads/{work.branch}"  # never a tag of the same name
     if squash:
-        tried = git(scratch, *_NO_HOOKS, "merge", "--squash", work.branch, check=False)
+        tried = git(scratch, *_NO_HOOKS, "merge", "--squash", ref, check=False)
     else:
-        args = ("merge", "--no-ff", "--no-edit", "-m", message, work.branch)
+        args = ("merge", "--no-ff", "--no-edit", "-m", message, ref)
         tried = git(scratch, *_NO_HOOKS, *args, check=False)
     if tried.returncode != 0:
         conflicted = output(scratch, "diff", "--name-only", "--diff-filter=U").splitlines()
@@ -165,6 +169,7 @@ def _advance(repo: Repository, into: str, old: str, new: str, *, in_main: bool) 
     """Move ``into`` from ``old`` to the merge ``new``: only a fast-forward, so the main
     tree gets the merge whole or not at all."""
     if in_main:
+        _refuse_overwrite(repo, old, new)
         git(repo.root, "merge", "--ff-only", "--quiet", new)
     else:
         # With OLD given, git refuses if the branch moved since the merge began.
@@ -176,6 +181,23 @@ def _advance(repo: Repository, into: str, old: str, new: str, *, in_main: bool) 
             f"refs/heads/{into}",
             new,
             old,
+        )
+
+
+def _refuse_overwrite(repo: Repository, old: str, new: str) -> None:
+    """Untracked files of the main tree that the merge would bring in tracked: git would
+    refuse the fast-forward anyway, but with "Aborting" as its last word."""
+    added = output(repo.root, "diff", "--name-only", "-z", "--diff-filter=A", old, new)
+    there = [p for p in added.split("\0") if p and os.path.lexists(repo.root / p)]
+    if not there:
+        return
+    listed = output(repo.root, "ls-files", "-z", "--others", "--exclude-standard", "--", *there)
+    untracked = [p for p in listed.split("\0") if p]
+    if untracked:
+        raise TreeDirty(
+            f"untracked files in the main working tree {repo.root} would be overwritten: "
+            f"{_some(untracked)}",
+            detail={"files": untracked, "worktree": str(repo.root)},
         )
 
 

@@ -104,7 +104,9 @@ def ensure_worktree(repo: Repository, branch: str, base: str) -> Worktree:
         _ignore_worktrees(repo.root)
         # The mark first: a kill between the two leaves a branch ateam still knows as its own.
         git(repo.root, "config", f"branch.{branch}.{BASE_KEY}", base)
-        git(repo.root, "worktree", "add", "--no-track", "-b", branch, str(path), base)
+        # A tag of the base's name must not win over the branch (git looks at tags first).
+        start = f"refs/heads/{base}" if repo.branch_exists(base) else base
+        git(repo.root, "worktree", "add", "--no-track", "-b", branch, str(path), start)
     return Worktree(path=path, branch=branch, base=base, reused=False)
 
 
@@ -145,13 +147,16 @@ def _refuse_blocked(repo: Repository, branch: str) -> None:
 
 def _ignore_worktrees(root: Path) -> None:
     directory = worktrees_root(root)
-    directory.mkdir(parents=True, exist_ok=True)
     ignore = directory / ".gitignore"
-    if not ignore.exists():
-        # The worktrees sit inside the main checkout: keep them out of its `git status`.
-        # The directory and this file stay even when nothing else does: ignored, harmless,
-        # and another agent may be adding its worktree beside ours at this moment.
-        ignore.write_text("*\n", encoding="utf-8")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if not ignore.exists():
+            # The worktrees sit inside the main checkout: keep them out of its `git status`.
+            # The directory and this file stay even when nothing else does: ignored,
+            # harmless, and another agent may be adding its worktree beside ours just now.
+            ignore.write_text("*\n", encoding="utf-8")
+    except OSError as exc:
+        raise GitError(f"cannot make {ignore}: {exc.strerror}") from None
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from ateam.worktrees import (
     task_branch,
     worktree_path,
 )
+from ateam.worktrees._git import git
 from tests.unit.worktrees.conftest import commit_file, git_state, run_git
 
 
@@ -67,6 +69,27 @@ def test_a_branch_whose_worktree_is_gone_gets_it_back(repo: Repository) -> None:
     assert again.reused and again.base == "main"  # the recorded base wins
     assert run_git(again.path, "rev-parse", "HEAD").strip() == work
     assert run_git(repo.root, "worktree", "list").count(f"[{branch}]") == 1
+
+
+def test_a_kill_between_the_mark_and_the_branch_is_no_obstacle(repo: Repository) -> None:
+    branch = task_branch("bob", "t-0a")
+    run_git(repo.root, "config", f"branch.{branch}.ateambase", "main")  # and then kill -9
+
+    tree = ensure_worktree(repo, branch, "main")
+
+    assert not tree.reused and tree.path.is_dir()
+
+
+def test_agents_starting_tasks_together_each_get_theirs(repo: Repository) -> None:
+    branches = [task_branch(name, f"t-0{n}") for n, name in enumerate(["ada", "bob", "cy", "di"])]
+    with ThreadPoolExecutor(len(branches)) as pool:
+        made = list(pool.map(lambda b: ensure_worktree(repo, b, "main"), branches))
+
+    assert [t.branch for t in made] == branches
+    listing = run_git(repo.root, "worktree", "list")
+    assert all(listing.count(f"[{b}]") == 1 for b in branches)
+    bases = run_git(repo.root, "config", "--get-regexp", "ateambase").splitlines()
+    assert sorted(bases) == sorted(f"branch.{b}.ateambase main" for b in branches)
 
 
 def test_a_kept_branch_gets_its_worktree_again(repo: Repository) -> None:
@@ -201,3 +224,22 @@ def test_remove_worktree_keeps_the_branch_unless_asked(repo: Repository) -> None
     assert not tree.path.exists()
     assert repo.branch_exists(branch)
     assert run_git(repo.root, "config", f"branch.{branch}.ateambase").strip() == "main"
+
+
+def test_config_writes_at_once_all_land(repo: Repository) -> None:
+    """Git gives up at once on a locked config; the runner tries again."""
+    keys = [f"branch.ateam/a{n}.ateambase" for n in range(16)]
+    with ThreadPoolExecutor(len(keys)) as pool:
+        list(pool.map(lambda key: git(repo.root, "config", key, "main"), keys))
+
+    bases = run_git(repo.root, "config", "--get-regexp", "ateambase").splitlines()
+    assert sorted(bases) == sorted(f"{key} main" for key in keys)
+
+
+def test_the_base_branch_wins_over_a_tag_of_its_name(repo: Repository) -> None:
+    run_git(repo.root, "tag", "main")  # at the first commit
+    tip = commit_file(repo.root, "later.txt", "later\n")
+
+    tree = ensure_worktree(repo, agent_branch("bob"), "main")
+
+    assert run_git(tree.path, "rev-parse", "HEAD").strip() == tip
