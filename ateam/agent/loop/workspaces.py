@@ -124,12 +124,9 @@ def board_task_of(item: QueueItem) -> str | None:
     return item.source.removeprefix(BOARD_SOURCE) if item.source.startswith(BOARD_SOURCE) else None
 
 
-def commit_message(item: QueueItem, answer: str) -> str:
-    """The task's title (a board task's, else the input's first line) and its answer."""
-    lines = item.text.strip().splitlines() or [item.id]
-    # A board task's input opens with "[board task …]" and the title on the next line.
-    title = lines[1] if board_task_of(item) and len(lines) > 1 else lines[0]
-    title = title.strip() or item.id
+def commit_message(title: str, answer: str) -> str:
+    """A commit's message: the task's title as its subject, the final answer below."""
+    title = " ".join(title.split()) or "(untitled task)"
     if len(title) > SUBJECT_MAX:
         title = title[: SUBJECT_MAX - 1] + "…"
     body = answer.strip()
@@ -231,17 +228,32 @@ class Workspaces:
         branch = self.branch_of(item)
         if branch is None:
             return
+        task_id = board_task_of(item)
+        message = commit_message(await self._title(item, task_id), outcome.text)
         try:
-            record = await asyncio.to_thread(self._settle, branch, item, outcome.text)
+            record = await asyncio.to_thread(self._settle, branch, item, message)
         except (AteamError, OSError) as exc:
             why = exc.one_line() if isinstance(exc, AteamError) else str(exc)
             self._warn(item, f"the work of {item.id} on {branch} was not committed: {why}")
             return
-        task_id = board_task_of(item)
         if record is not None and task_id is not None:
             await self._record(item, task_id, record)
 
-    def _settle(self, branch: str, item: QueueItem, answer: str) -> WorkRecord | None:
+    async def _title(self, item: QueueItem, task_id: str | None) -> str:
+        """A board task's title (its input may be a plan's answer, not the task), else the
+        input's first line."""
+        if task_id is not None:
+            try:
+                async with asyncio.timeout(BOARD_WAIT_S):
+                    task = await self._board.get(self._config.project, task_id)
+                if task is not None:
+                    return task.title
+            except _BOARD_ERRORS as exc:
+                log.warning("board task %s: title not read (%r)", task_id, exc)
+        lines = item.text.strip().splitlines()
+        return lines[0] if lines else item.id
+
+    def _settle(self, branch: str, item: QueueItem, message: str) -> WorkRecord | None:
         """Commit (unless ``commit: never``) and count: the record, ``None`` without a tree."""
         repo = self._repository()
         tree = worktree_path(repo.root, branch)
@@ -252,7 +264,7 @@ class Workspaces:
             name, project = self._config.name, self._config.project
             made = commit_all(
                 tree,
-                commit_message(item, answer),
+                message,
                 author=f"{name} (ateam)",
                 email=f"{name}@{project}.ateam.invalid",
             )
