@@ -19,7 +19,14 @@ import yaml
 
 from tests._wait import wait_for
 
-from .conftest import AgentFactory, Bus, run_ateam, wait_serving
+from .conftest import (
+    AgentFactory,
+    Bus,
+    ConsoleFactory,
+    attach_and_send,
+    run_ateam,
+    wait_serving,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -161,7 +168,7 @@ def test_two_agents_pulling_tasks_at_once_never_meet_and_each_task_has_its_commi
 
 
 def test_a_task_done_hook_judges_the_task_in_its_worktree(
-    start_agent: AgentFactory, redis_url: str, tmp_path: Path
+    start_agent: AgentFactory, start_console: ConsoleFactory, redis_url: str, tmp_path: Path
 ) -> None:
     root = git_repo(tmp_path / "h")
     seen = tmp_path / "hook-cwd"
@@ -179,6 +186,13 @@ def test_a_task_done_hook_judges_the_task_in_its_worktree(
     tree = Path(rows[task["id"]]["work"]["worktree"])
     assert seen.read_text().splitlines() == [os.path.realpath(tree)]  # asked once, there
     assert rows[task["id"]]["result"] == "Done."
+
+    # /tasks shows the task's branch, commit and diffstat.
+    work = rows[task["id"]]["work"]
+    console = start_console()
+    attach_and_send(console, "h/zeus", "/tasks")
+    shown = console.wait_line(lambda line: line.startswith(task["id"]))
+    assert f"{work['branch']} @{work['commit'][:10]} 1 file +1 -0" in shown
 
 
 def test_an_agent_killed_mid_task_goes_on_in_the_same_worktree(
