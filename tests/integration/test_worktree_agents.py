@@ -269,6 +269,18 @@ def test_a_repository_with_nothing_to_branch_from_is_refused_and_nothing_made(
     assert not (root / ".ateam" / "worktrees").exists()
 
 
+def test_an_agent_branch_a_person_made_is_refused_at_start(
+    start_agent: AgentFactory, tmp_path: Path
+) -> None:
+    root = git_repo(tmp_path / "b")
+    git(root, "branch", "ateam/zeus")  # not ateam's: it has no recorded base
+    before = (worktrees(root), branches(root))
+    project(root, "b", {"zeus": []}, worktree="agent")
+    code, lines = refused_start(start_agent, root, "b/zeus")
+    assert code == 12 and len(lines) == 1 and "git.branch_exists" in lines[0]
+    assert (worktrees(root), branches(root)) == before
+
+
 # --- worktree: agent ----------------------------------------------------------------------
 
 
