@@ -269,6 +269,18 @@ def test_a_repository_with_nothing_to_branch_from_is_refused_and_nothing_made(
     assert not (root / ".ateam" / "worktrees").exists()
 
 
+def test_a_base_branch_that_does_not_exist_is_refused_at_start(
+    start_agent: AgentFactory, tmp_path: Path
+) -> None:
+    root = git_repo(tmp_path / "x")
+    before = (worktrees(root), branches(root))
+    project(root, "x", {"zeus": []}, worktree="agent", base_branch="develop")
+    code, lines = refused_start(start_agent, root, "x/zeus")
+    assert code == 12 and len(lines) == 1
+    assert "config.invalid" in lines[0] and "develop" in lines[0]
+    assert (worktrees(root), branches(root)) == before
+
+
 def test_an_agent_branch_a_person_made_is_refused_at_start(
     start_agent: AgentFactory, tmp_path: Path
 ) -> None:

@@ -21,7 +21,8 @@ that ran in a worktree :meth:`Workspaces.finish` commits it (``commit: on_task_d
 records the branch, the commit and the diffstat on the board task, before the board hears
 the task is done. Git failing then is a warning, never the task's end lost.
 
-Git is slow next to the loop and synchronous: every call runs in a thread.
+Git is slow next to the loop and synchronous: once the agent runs, every git call is made
+in a thread.
 """
 
 from __future__ import annotations
