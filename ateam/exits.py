@@ -93,6 +93,7 @@ AGENT_EXIT: dict[str, Exit] = {
     # every restart would meet the same repository until a person commits or checks out.
     Code.GIT_NO_COMMIT: Exit.CONFIG_INVALID,
     Code.GIT_DETACHED_HEAD: Exit.CONFIG_INVALID,
+    Code.GIT_BRANCH_EXISTS: Exit.CONFIG_INVALID,  # `worktree: agent` and a branch not ours
     # A full or read-only server may recover (memory freed, a failover): restartable.
     Code.REDIS_OOM: Exit.AGENT_REDIS_UNAVAILABLE,
     Code.REDIS_READONLY: Exit.AGENT_REDIS_UNAVAILABLE,

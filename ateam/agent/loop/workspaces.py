@@ -21,7 +21,8 @@ that ran in a worktree :meth:`Workspaces.finish` commits it (``commit: on_task_d
 records the branch, the commit and the diffstat on the board task, before the board hears
 the task is done. Git failing then is a warning, never the task's end lost.
 
-Git is slow next to the loop and synchronous: every call runs in a thread.
+Git is slow next to the loop and synchronous: once the agent runs, every git call is made
+in a thread.
 """
 
 from __future__ import annotations
@@ -53,10 +54,10 @@ from ateam.worktrees import (
     commit_all,
     diff_of,
     ensure_worktree,
-    list_work,
     task_branch,
     worktree_path,
 )
+from ateam.worktrees.trees import recorded_base
 
 __all__ = ["WorkspaceTasks", "Workspaces", "commit_message", "start_workspace"]
 
@@ -124,12 +125,9 @@ def board_task_of(item: QueueItem) -> str | None:
     return item.source.removeprefix(BOARD_SOURCE) if item.source.startswith(BOARD_SOURCE) else None
 
 
-def commit_message(item: QueueItem, answer: str) -> str:
-    """The task's title (a board task's, else the input's first line) and its answer."""
-    lines = item.text.strip().splitlines() or [item.id]
-    # A board task's input opens with "[board task …]" and the title on the next line.
-    title = lines[1] if board_task_of(item) and len(lines) > 1 else lines[0]
-    title = title.strip() or item.id
+def commit_message(title: str, answer: str) -> str:
+    """A commit's message: the task's title as its subject, the final answer below."""
+    title = " ".join(title.split()) or "(untitled task)"
     if len(title) > SUBJECT_MAX:
         title = title[: SUBJECT_MAX - 1] + "…"
     body = answer.strip()
@@ -231,44 +229,60 @@ class Workspaces:
         branch = self.branch_of(item)
         if branch is None:
             return
-        try:
-            record = await asyncio.to_thread(self._settle, branch, item, outcome.text)
-        except (AteamError, OSError) as exc:
-            why = exc.one_line() if isinstance(exc, AteamError) else str(exc)
-            self._warn(item, f"the work of {item.id} on {branch} was not committed: {why}")
-            return
         task_id = board_task_of(item)
-        if record is not None and task_id is not None:
+        message = commit_message(await self._title(item, task_id), outcome.text)
+        # Whatever git does here, the task's end must not be lost: each step is caught.
+        try:
+            record = await asyncio.to_thread(self._commit, branch, message)
+        except Exception as exc:
+            self._warn(item, f"the work of {item.id} on {branch} was not committed: {_why(exc)}")
+            return
+        if record is None:
+            return  # its worktree was removed meanwhile (discarded, merged)
+        try:
+            record = await asyncio.to_thread(self._counted, record, task_id)
+        except Exception as exc:
+            self._warn(item, f"the changes on {branch} were not counted: {_why(exc)}")
+        if task_id is not None:
             await self._record(item, task_id, record)
 
-    def _settle(self, branch: str, item: QueueItem, answer: str) -> WorkRecord | None:
-        """Commit (unless ``commit: never``) and count: the record, ``None`` without a tree."""
+    async def _title(self, item: QueueItem, task_id: str | None) -> str:
+        """A board task's title (its input may be a plan's answer, not the task), else the
+        input's first line."""
+        if task_id is not None:
+            try:
+                async with asyncio.timeout(BOARD_WAIT_S):
+                    task = await self._board.get(self._config.project, task_id)
+                if task is not None:
+                    return task.title
+            except _BOARD_ERRORS as exc:
+                log.warning("board task %s: title not read (%r)", task_id, exc)
+        lines = item.text.strip().splitlines()
+        return lines[0] if lines else item.id
+
+    def _commit(self, branch: str, message: str) -> WorkRecord | None:
+        """Commit everything in ``branch``'s worktree (unless ``commit: never``): its record
+        without the stat; ``None`` when the worktree is gone."""
         repo = self._repository()
         tree = worktree_path(repo.root, branch)
         if not tree.is_dir():
-            return None  # removed meanwhile (discarded, merged): nothing left to commit
-        commit = ""
+            return None
+        commit = None
         if self._config.spec.commit == "on_task_done":
             name, project = self._config.name, self._config.project
-            made = commit_all(
-                tree,
-                commit_message(item, answer),
-                author=f"{name} (ateam)",
-                email=f"{name}@{project}.ateam.invalid",
-            )
-            commit = made or ""
-        found = next((w for w in list_work(repo) if w.branch == branch), None)
-        base = found.base if found is not None else repo.base_branch(self._config.spec.base_branch)
-        work = found or Work(branch, base, self._config.name, board_task_of(item), tree)
+            author, email = f"{name} (ateam)", f"{name}@{project}.ateam.invalid"
+            commit = commit_all(tree, message, author=author, email=email)
+        base = recorded_base(repo, branch) or repo.base_branch(self._config.spec.base_branch)
+        return WorkRecord(branch=branch, base=base, worktree=str(tree), commit=commit or "")
+
+    def _counted(self, record: WorkRecord, task_id: str | None) -> WorkRecord:
+        """``record`` with the diffstat of its branch against its base."""
+        repo = self._repository()
+        tree = Path(record.worktree)
+        work = Work(record.branch, record.base, self._config.name, task_id, tree)
         diff = diff_of(repo, work, max_bytes=STAT_DIFF_BYTES)
-        return WorkRecord(
-            branch=branch,
-            base=base,
-            worktree=str(tree),
-            commit=commit,
-            files=len(diff.files),
-            insertions=diff.insertions,
-            deletions=diff.deletions,
+        return replace(
+            record, files=len(diff.files), insertions=diff.insertions, deletions=diff.deletions
         )
 
     async def _record(self, item: QueueItem, task_id: str, record: WorkRecord) -> None:
@@ -285,6 +299,10 @@ class Workspaces:
     def _warn(self, item: QueueItem, message: str) -> None:
         log.warning("%s", message)
         self._events.emit(EventType.WARN, msg=message, code="work.not_recorded", **item.ids())
+
+
+def _why(exc: Exception) -> str:
+    return exc.one_line() if isinstance(exc, AteamError) else repr(exc)
 
 
 class WorkspaceTasks:
