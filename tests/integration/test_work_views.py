@@ -92,6 +92,10 @@ def test_a_real_agent_works_a_task_on_its_branch_and_it_is_diffed_and_merged(
     assert shown.returncode == 0, shown.stderr
     assert f"ateam/zeus/{task_id} against main" in shown.stdout
     assert "  A  feature.txt  +1 -0" in shown.stdout and "+by zeus" in shown.stdout
+    # From outside the project: --project finds it where the agent's start noted its root.
+    elsewhere = run_ateam("diff", task_id, "--project", "w", "--stat", cwd=tmp_path)
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert "  A  feature.txt  +1 -0" in elsewhere.stdout
 
     merged = ateam(root, redis_url, "merge", task_id)
     assert "merged into main" in merged.stdout
