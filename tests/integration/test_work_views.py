@@ -224,3 +224,14 @@ def test_an_agents_own_branch_is_not_landed_or_discarded_while_it_works(
         assert "\n" not in line
     assert git(root, "branch", "--list", "ateam/*") == branches
     assert (root / ".ateam" / "worktrees" / "zeus").is_dir()
+
+    # /diff alone: the attached agent's own branch (nothing applied yet: the patch waits).
+    console = start_console_in(root, redis_url, tmp_path)
+    try:
+        console.send("/attach g/zeus")
+        console.wait_line("attached to g/zeus")
+        console.send("/diff")
+        console.wait_line("ateam/zeus against main: no changes")
+    finally:
+        console.close_stdin()
+        console.wait_exit()
