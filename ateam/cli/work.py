@@ -13,8 +13,8 @@ from rich.console import Console
 
 from ateam.cli._run import run_verb
 from ateam.cli._verb import add_json_option, add_redis_option
-from ateam.client import Landed, Team, discard_work, merge_work, work_diff, work_place
-from ateam.console.diffs import diff_text
+from ateam.client import Team, discard_work, merge_work, work_diff, work_place
+from ateam.console.diffs import diff_text, landed_line
 from ateam.errors import UsageError
 from ateam.exits import Exit
 from ateam.worktrees import find_work
@@ -39,12 +39,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
-def _landed_line(landed: Landed) -> str:
-    how = "squashed into" if landed.squashed else "merged into"
-    after = "worktree and branch removed" if landed.removed else "branch kept"
-    return f"{landed.branch} {how} {landed.into} at {landed.commit[:10]}; {after}"
-
-
 def cmd_merge(args: argparse.Namespace) -> int:
     async def work(team: Team) -> int:
         landed = await merge_work(
@@ -59,7 +53,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
             fields = ("branch", "into", "commit", "squashed", "removed")
             print(json.dumps({f: getattr(landed, f) for f in fields}, indent=2, sort_keys=True))
         else:
-            print(_landed_line(landed))
+            print(landed_line(landed))
         return 0
 
     return run_verb(args, "merge", work)

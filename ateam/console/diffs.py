@@ -17,9 +17,9 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from ateam.console.session import ConsoleView
-from ateam.worktrees import FileChange, WorkDiff
+from ateam.worktrees import FileChange, Landed, WorkDiff
 
-__all__ = ["Pager", "ansi", "diff_text", "file_lines", "show_page", "title_of"]
+__all__ = ["Pager", "ansi", "diff_text", "file_lines", "landed_line", "show_page", "title_of"]
 
 DIFF_THEME = "ansi_dark"
 """The terminal's own colours: red and green as the user set them up."""
@@ -62,6 +62,13 @@ def diff_text(diff: WorkDiff, *, stat_only: bool = False) -> Text:
             ("" if diff.diff.endswith("\n") or not diff.diff else "\n") + note + "\n", style="dim"
         )
     return shown
+
+
+def landed_line(landed: Landed) -> str:
+    """``ateam/zeus/t-1 merged into main at 1a2b3c4d5e; worktree and branch removed``."""
+    how = "squashed into" if landed.squashed else "merged into"
+    after = "worktree and branch removed" if landed.removed else "branch kept"
+    return f"{landed.branch} {how} {landed.into} at {landed.commit[:10]}; {after}"
 
 
 def ansi(text: Text, *, color: bool, width: int = 200) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ateam.client import discard_work, merge_work, work_diff
 from ateam.console.commands.base import Call, Command
-from ateam.console.diffs import diff_text, show_page, title_of
+from ateam.console.diffs import diff_text, landed_line, show_page, title_of
 from ateam.console.projects import home_project
 from ateam.errors import UsageError
 
@@ -46,9 +46,7 @@ async def merge(call: Call) -> None:
         into=parsed.options.get("--into"),
         keep="--keep" in parsed.flags,
     )
-    how = "squashed into" if landed.squashed else "merged into"
-    after = "worktree and branch removed" if landed.removed else "branch kept"
-    call.view.info(f"{landed.branch} {how} {landed.into} at {landed.commit[:10]}; {after}")
+    call.view.info(landed_line(landed))
 
 
 async def discard(call: Call) -> None:
