@@ -89,6 +89,11 @@ AGENT_EXIT: dict[str, Exit] = {
     Code.REDIS_AUTH: Exit.REDIS_AUTH_FAILED,
     Code.REDIS_EVICTION_POLICY: Exit.EVICTION_POLICY,
     Code.STORAGE_CORRUPT: Exit.STORAGE_CORRUPT,
+    # A repository worktrees cannot branch from (issue 27): as final as a bad configuration,
+    # every restart would meet the same repository until a person commits or checks out.
+    Code.GIT_NO_COMMIT: Exit.CONFIG_INVALID,
+    Code.GIT_DETACHED_HEAD: Exit.CONFIG_INVALID,
+    Code.GIT_BRANCH_EXISTS: Exit.CONFIG_INVALID,  # `worktree: agent` and a branch not ours
     # A full or read-only server may recover (memory freed, a failover): restartable.
     Code.REDIS_OOM: Exit.AGENT_REDIS_UNAVAILABLE,
     Code.REDIS_READONLY: Exit.AGENT_REDIS_UNAVAILABLE,

@@ -33,7 +33,7 @@ from ateam._fs import atomic_write
 from ateam.agent.runtime.main import FIRST_TASK_PRIORITY, Seed, agent_config_for, seed_agent
 from ateam.config import CONFIG_DIR, AgentConfig, ProjectConfig, load_project
 from ateam.config.schema import AgentSpec
-from ateam.errors import AteamError, SpawnFailed, UsageError
+from ateam.errors import AteamError, DetachedHead, GitError, SpawnFailed, UsageError
 from ateam.supervisor import (
     FINAL_EXITS,
     HEALTHY_AFTER_S,
@@ -46,6 +46,7 @@ from ateam.supervisor import (
     record_exit,
     restart_env,
 )
+from ateam.worktrees import Repository, agent_branch, ensure_worktree, worktree_path
 
 # Seed, seed_agent, agent_config_for and FIRST_TASK_PRIORITY are what `ateam agent` starts
 # with, so they live in ateam.agent.runtime.main; spawns and offloads still find them here.
@@ -66,7 +67,6 @@ __all__ = [
 ]
 
 GIT_TIMEOUT_S = 60.0
-BRANCH_PREFIX = "ateam/"
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ def plan_worktree(cwd: Path, name: str, project_root: Path | None) -> Worktree:
         path = project_root / CONFIG_DIR / "worktrees" / name
     else:
         path = repo.parent / f"{repo.name}-{name}"
-    branch = f"{BRANCH_PREFIX}{name}"
+    branch = agent_branch(name)
     if path.exists():
         raise UsageError(f"{path} already exists; pick another agent name or remove it")
     if _git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode == 0:
@@ -194,9 +194,23 @@ def plan_worktree(cwd: Path, name: str, project_root: Path | None) -> Worktree:
 def add_worktree(plan: Worktree) -> None:
     """``git worktree add -b BRANCH PATH`` at the repository's ``HEAD``.
 
+    In the project's own ``.ateam/worktrees/`` with a branch checked out (the usual case),
+    :mod:`ateam.worktrees` makes it and records that branch as its base, so the agent's
+    work is one that ``ateam diff`` and ``ateam merge`` know.
+
     Raises:
         SpawnFailed: git refused (no commit yet, a race on the branch, ...).
     """
+    if plan.path == worktree_path(plan.repo, plan.branch):
+        try:
+            repo = Repository.open(plan.repo)
+            if repo.root == plan.repo:
+                ensure_worktree(repo, plan.branch, repo.current_branch())
+                return
+        except DetachedHead:
+            pass  # no branch to record as its base: an ordinary worktree at HEAD, as before
+        except GitError as exc:
+            raise SpawnFailed(f"git worktree add failed: {exc.message}") from None
     parent = plan.path.parent
     if parent.name == "worktrees" and parent.parent.name == CONFIG_DIR:
         parent.mkdir(parents=True, exist_ok=True)

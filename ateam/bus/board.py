@@ -58,6 +58,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ateam.bus.board_reopen import OFFER_S, REOPEN_FAILED, offered_error
+from ateam.bus.board_rework import REOPEN_FINISHED
+from ateam.bus.board_work import RECORD_WORK
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
 from ateam.config.schema import checked_name
@@ -65,6 +67,7 @@ from ateam.constants import HEARTBEAT_INTERVAL_S, HEARTBEAT_TTL_S
 from ateam.errors import AteamError, BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
 from ateam.redact import Redactor
 from ateam.wire.board import BoardTask, TaskStatus
+from ateam.wire.work import WorkRecord
 
 log = logging.getLogger(__name__)
 
@@ -321,6 +324,8 @@ class TaskBoard:
         self._confirm = client.register_script(_CONFIRM)
         self._claims = client.register_script(_CLAIMS)
         self._reopen_failed = client.register_script(REOPEN_FAILED)
+        self._reopen_finished = client.register_script(REOPEN_FINISHED)
+        self._record_work = client.register_script(RECORD_WORK)
 
     async def add(
         self,
@@ -440,6 +445,22 @@ class TaskBoard:
         text = self._redactor.redact(_text("reason", reason, max_bytes=TEXT_MAX_BYTES))
         return await self._finish_as(project, task_id, agent, TaskStatus.FAILED, "reason", text)
 
+    async def record_work(
+        self, project: str, task_id: str, *, agent: str, work: WorkRecord
+    ) -> BoardTask:
+        """Record the branch ``agent`` works the task in (:mod:`~ateam.bus.board_work`).
+
+        Raises:
+            TaskNotFound: no such task.
+            TaskClaimed: ``agent`` is not the task's assignee (in any status).
+        """
+        agent = _agent(agent, "agent")
+        reply = await self._run(self._record_work, project, task_id, agent, pack(work.to_wire()))
+        task = self._task(reply)
+        if reply[0] == "claimed":
+            raise _claimed(task, f"task {task_id} is {task.status}{_by(task)}, not by {agent}")
+        return task
+
     async def reopen(self, project: str, task_id: str, *, by: str) -> BoardTask:
         """A ``failed`` task back to ``open``, for anyone (:mod:`~ateam.bus.board_reopen`).
 
@@ -464,6 +485,22 @@ class TaskBoard:
         if "/" not in failed_by or not await self._client.exists(self._keys.alive(failed_by)):
             failed_by = ""
         return await self._again(project, task_id, by, "retried", offer_to=failed_by)
+
+    async def rework(self, project: str, task_id: str, *, by: str, why: str) -> BoardTask:
+        """A ``done`` or ``failed`` task back to ``open`` because its work was thrown away
+        (:mod:`~ateam.bus.board_rework`); ``why`` becomes its ``reason`` and ``last_error``.
+
+        Raises:
+            TaskNotFound: no such task.
+            TaskClaimed: the task is open or claimed (its status in the detail).
+        """
+        reason = f"{_text('reason', why, max_bytes=TEXT_MAX_BYTES)} (by {_agent(by, 'by')})"
+        reply = await self._run(self._reopen_finished, project, task_id, reason)
+        task = self._task(reply)
+        if reply[0] == "not_finished":
+            raise _claimed(task, f"task {task_id} is {task.status}{_by(task)}, not finished")
+        await self._announce(task)
+        return task
 
     async def confirm(self, project: str, task_id: str, *, agent: str) -> BoardTask:
         """Check, for ``agent`` about to run the task, that the board says it holds it.
@@ -625,7 +662,9 @@ class TaskBoard:
         await self._announce(task)
         return task
 
-    async def _run(self, script: Any, project: str, task_id: str, *args: str) -> builtins.list[Any]:
+    async def _run(
+        self, script: Any, project: str, task_id: str, *args: str | bytes
+    ) -> builtins.list[Any]:
         reply = await self._script(script, project, task_id, *args)
         if reply[0] == "not_found":
             raise TaskNotFound(
@@ -635,7 +674,7 @@ class TaskBoard:
         return reply
 
     async def _script(
-        self, script: Any, project: str, task_id: str, *args: str
+        self, script: Any, project: str, task_id: str, *args: str | bytes
     ) -> builtins.list[Any]:
         board = self._keys.board(checked_name(project))
         reply: builtins.list[Any] = await script(

@@ -1,4 +1,4 @@
-"""``ateam __complete agents|tasks [WORD]``: live names for the shell completion script.
+"""``ateam __complete agents|tasks|work [WORD]``: live names for the shell completion script.
 
 Hidden (the script runs it, people don't) and quick: :func:`ateam.cli.main` dispatches
 here before it builds the parser, the bus is asked with a short deadline, and an
@@ -8,6 +8,7 @@ error into the middle of what someone is typing.
 
 Agents: the project here's configured and registered agents as bare names, every other
 project's registered agents as full ids. Tasks: the ids on the project here's board.
+Work: the task ids and agent names of the project's ateam branches.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ateam.client import Team, bus_errors, session_id
 from ateam.client.target import running_target
 from ateam.config import ProjectConfig, load_project
 from ateam.errors import AteamError
+from ateam.worktrees import Repository, list_work
 
 DEADLINE_S = 2.0
 """The longest the helper waits for the bus: a prompt must not hang on a lost link."""
@@ -44,7 +46,16 @@ async def _tasks(team: Team | None, project: ProjectConfig | None) -> list[str]:
     return [task.id for task in await team.tasks.ls(project.name)]
 
 
-KINDS: dict[str, Lister] = {"agents": _agents, "tasks": _tasks}
+async def _work(team: Team | None, project: ProjectConfig | None) -> list[str]:
+    """What ``ateam diff|merge|discard`` take: the task ids and agent names of the
+    branches ateam made in the project's repository (git alone, no bus)."""
+    if project is None or project.root is None:
+        return []
+    found = list_work(Repository.open(project.root))
+    return list(dict.fromkeys(work.task_id or work.agent for work in found))
+
+
+KINDS: dict[str, Lister] = {"agents": _agents, "tasks": _tasks, "work": _work}
 
 
 def main(argv: list[str]) -> int:

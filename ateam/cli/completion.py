@@ -3,7 +3,7 @@
 The script is generated from the same parser the command uses (``shtab`` walks it), so
 it knows every verb, action and flag. Agent names and task ids change while a shell
 runs, so the script asks for them as it completes: it runs the hidden helper
-``ateam __complete agents|tasks`` (:mod:`ateam.cli._complete`), with the Python and
+``ateam __complete agents|tasks|work`` (:mod:`ateam.cli._complete`), with the Python and
 the ateam that printed it.
 
 Install it once, for instance::
@@ -28,6 +28,7 @@ _POSITIONALS: dict[str, str] = {
     "ids": "agents",
     "names": "agents",
     "task_id": "tasks",
+    "target": "work",
 }
 """A positional's ``dest`` → what the helper completes it with."""
 _OPTIONS: dict[str, str] = {"--as": "agents"}

@@ -28,6 +28,7 @@ from ateam.cli import (
     runtimes,
     server,
     tasks,
+    work,
 )
 from ateam.cli._verb import Verb, chain, project_verb_options
 
@@ -188,6 +189,19 @@ VERBS: tuple[Verb, ...] = (
                 chain(tasks.tasks_again_args, project_verb_options),
             ),
         ),
+    ),
+    Verb("diff", "what an agent or a task changed on its branch", work.cmd_diff, work.diff_args),
+    Verb(
+        "merge",
+        "land an agent's or a task's branch in its base (refused, changing nothing, if unsafe)",
+        work.cmd_merge,
+        work.merge_args,
+    ),
+    Verb(
+        "discard",
+        "delete an agent's or a task's worktree and branch (asks)",
+        work.cmd_discard,
+        work.discard_args,
     ),
     Verb(
         "plan",

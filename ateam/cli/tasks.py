@@ -10,6 +10,7 @@ from ateam.cli._run import redaction_notice, run_in_project
 from ateam.client import BoardTask, Team, blocked_by, blocked_note
 from ateam.client.names import resolve_agent_on, resolve_task_on
 from ateam.console.tables import table_lines
+from ateam.wire.work import WorkRecord
 
 TASK_COLUMNS = ["id", "status", "priority", "assignee", "depends_on", "title", "note"]
 
@@ -32,9 +33,11 @@ def cmd_tasks_ls(args: argparse.Namespace) -> int:
             pending = waits.get(row["id"], ())
             row["blocked_by"] = [{"id": dep, "failed": failed} for dep, failed in pending]
             row["note"] = blocked_note(pending) or row["reason"] or None
+            work = row["work"]  # worktree: task|agent (issue 27): branch @commit diffstat
+            row["branch"] = WorkRecord.from_wire(work).summary() if work else None
         if args.json:
             for row in rows:
-                del row["note"]
+                del row["note"], row["branch"]
             print(json.dumps(rows, indent=2, sort_keys=True))
         elif not rows:
             print(f"no tasks on the board of {project}")
@@ -42,7 +45,8 @@ def cmd_tasks_ls(args: argparse.Namespace) -> int:
             for row in rows:
                 row["assignee"] = row["assignee"] or None
                 row["depends_on"] = ",".join(row["depends_on"]) or None
-            for line in table_lines(rows, TASK_COLUMNS):
+            branched = any(row["branch"] for row in rows)
+            for line in table_lines(rows, [*TASK_COLUMNS, "branch"] if branched else TASK_COLUMNS):
                 print(line)
         return 0
 

@@ -38,6 +38,16 @@ from ateam.client.target import (
     resolve_target,
 )
 from ateam.client.team import ContextApi, Team, session_id
+from ateam.client.work import (
+    Discarded,
+    Landed,
+    WorkDiff,
+    WorkPlace,
+    discard_work,
+    merge_work,
+    work_diff,
+    work_place,
+)
 from ateam.wire.board import BoardTask, TaskStatus, blocked_by, blocked_note
 from ateam.wire.context_items import LOCAL_RUNTIMES, ContextItem, ContextType, Scope, Urgency
 from ateam.wire.events import (
@@ -67,6 +77,7 @@ __all__ = [
     "ContextApi",
     "ContextItem",
     "ContextType",
+    "Discarded",
     "Event",
     "EventType",
     "Gap",
@@ -74,6 +85,7 @@ __all__ = [
     "KbApi",
     "KbProgress",
     "KbReport",
+    "Landed",
     "Malformed",
     "ModesApi",
     "ModesResult",
@@ -102,11 +114,15 @@ __all__ = [
     "ToolStart",
     "Turn",
     "Urgency",
+    "WorkDiff",
+    "WorkPlace",
     "blocked_by",
     "blocked_note",
     "bus_errors",
     "decode_chunk",
+    "discard_work",
     "local_redactor",
+    "merge_work",
     "project_at",
     "redactor_for",
     "redeem_bootstrap",
@@ -114,4 +130,6 @@ __all__ = [
     "secrets_notice",
     "server_command",
     "session_id",
+    "work_diff",
+    "work_place",
 ]

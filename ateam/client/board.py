@@ -147,6 +147,15 @@ class TasksApi:
         """
         return await self._board.retry(project, task_id, by=by)
 
+    async def rework(self, project: str, task_id: str, *, by: str, why: str) -> BoardTask:
+        """Put a done or failed task back to open because its work was thrown away
+        (``ateam discard --reopen``); its result and work record are cleared.
+
+        Raises:
+            TaskNotFound; TaskClaimed when the task is open or claimed.
+        """
+        return await self._board.rework(project, task_id, by=by, why=why)
+
     async def reconcile(self, project: str) -> list[BoardTask]:
         """Reopen the claims whose holders' heartbeats are lost; returns the tasks reopened."""
         return await self._board.reconcile(project)

@@ -590,3 +590,10 @@ class AgentSpec(_Spec):
     delegate: bool = False
     """Delegate mode by default: coordination tools only (``/delegate`` toggles it)."""
     description: str = ""
+    worktree: Literal["none", "agent", "task"] = "none"
+    """Its own git worktree and branch: none, one for the agent (``ateam/NAME``), or one
+    per board task it takes (``ateam/NAME/TASK-ID``)."""
+    commit: Literal["on_task_done", "never"] = "on_task_done"
+    """Commit what a task changed in its worktree when the task ends."""
+    base_branch: str | None = None
+    """The branch worktrees are cut from; ``None``: the one checked out in the project root."""

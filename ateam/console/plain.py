@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ateam.client import Event, Gap, Target
 from ateam.console.commands import command_line, completer
 from ateam.console.controller import ConsoleController
+from ateam.console.diffs import ansi
 from ateam.console.hints import console_line
 from ateam.console.render import Chunk, Line, Tone, render, render_gap
 from ateam.console.script import ScriptController
@@ -38,6 +39,7 @@ from ateam.paths import ateam_home, private_dir
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.key_binding import KeyBindings
+    from rich.text import Text
 
     from ateam.completion import CommandCompleter, ShellTab
 
@@ -143,6 +145,10 @@ class PlainView:
 
     def error(self, text: str) -> None:
         self._print(text)
+
+    def page(self, title: str, text: Text) -> None:
+        # The title is the text's first line already (ateam.console.diffs): printed once.
+        self._print(ansi(text, color=self._color))
 
     def table(self, rows: Sequence[Mapping[str, object]], columns: list[str]) -> None:
         if not rows:

@@ -28,6 +28,7 @@ from pydantic import Field
 from ateam.client import bus_errors
 from ateam.mcp.acting import AgentBridge
 from ateam.mcp.bridge import CONTEXT_LIMIT_MAX, TAIL_LIMIT_MAX, TeamBridge, runtime_name
+from ateam.mcp.diff import DiffBytes, WorkTarget, agent_diff_of
 
 __all__ = ["TOOL_NAMES", "register_tools", "runtime_of"]
 
@@ -75,6 +76,7 @@ TOOL_NAMES = (
     "agent_status",
     "agent_send",
     "agent_tail",
+    "agent_diff",
     "context_read",
     "context_post",
     "context_search",
@@ -300,7 +302,21 @@ def _runtime_faces(bridge: TeamBridge) -> _Faces:
         return await _run(bridge.kb_search(agent, query, scope, k))
 
     _runtime_board_faces(bridge, tool)
+    _work_faces(bridge, tool)
     return tool
+
+
+def _work_faces(bridge: TeamBridge, tool: _Faces) -> None:
+    """An agent's or a task's branch (issue 27), added to :func:`_runtime_faces`'s list."""
+
+    @tool(_READ)
+    async def agent_diff(
+        target: WorkTarget, project: Project = None, max_bytes: DiffBytes = None
+    ) -> Json:
+        """What an agent or a board task changed on its own git branch against its base,
+        committed and not: files (path, status, insertions, deletions), stat, and the
+        unified diff, cut at max_bytes (note and omitted_bytes say what was left out)."""
+        return await agent_diff_of(target, project or bridge.default_project, max_bytes)
 
 
 def _runtime_board_faces(bridge: TeamBridge, tool: _Faces) -> None:

@@ -161,8 +161,13 @@ class HookRunner:
         value: str | None = getattr(self.spec, hook.value)
         return value if value and value.strip() else None
 
-    async def run(self, hook: Hook, event: Mapping[str, Any]) -> HookRun | None:
-        """Run ``hook`` on ``event``; ``None`` when it is not configured (nothing ran)."""
+    async def run(
+        self, hook: Hook, event: Mapping[str, Any], *, cwd: Path | None = None
+    ) -> HookRun | None:
+        """Run ``hook`` on ``event``; ``None`` when it is not configured (nothing ran).
+
+        ``cwd``: where to run it instead of the runner's directory (a task's worktree).
+        """
         command = self.command(hook)
         if command is None:
             return None
@@ -172,7 +177,7 @@ class HookRunner:
             hook,
             command,
             data,
-            cwd=self._cwd,
+            cwd=cwd or self._cwd,
             env=minimal_env(self._limits),
             timeout_s=self.spec.timeout_s,
         )

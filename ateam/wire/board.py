@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from ateam.errors import BadRequest
+from ateam.wire.work import WorkRecord
 
 __all__ = ["BoardTask", "TaskStatus", "blocked_by", "blocked_note"]
 
@@ -60,6 +61,8 @@ class BoardTask:
     """After a retry: the agent that failed it, whom the board lets claim it first."""
     offer_until: int = 0
     """Redis server time (µs) when that offer lapses and anyone may claim the task."""
+    work: WorkRecord | None = None
+    """The branch its agent works (worked) in, with ``worktree: task|agent`` (issue 27)."""
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -81,6 +84,7 @@ class BoardTask:
             "reopened": self.reopened,
             "offered_to": self.offered_to,
             "offer_until": self.offer_until,
+            "work": None if self.work is None else self.work.to_wire(),
         }
 
     @classmethod
@@ -111,6 +115,7 @@ class BoardTask:
                 reopened=int(data.get("reopened") or 0),
                 offered_to=str(data.get("offered_to") or ""),
                 offer_until=int(data.get("offer_until") or 0),
+                work=WorkRecord.from_wire(data["work"]) if data.get("work") else None,
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise BadRequest(f"malformed board task: {type(exc).__name__}: {exc}") from exc

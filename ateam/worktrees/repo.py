@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ateam.errors import DetachedHead, GitError, NoCommitYet, NotARepository, WorkNotFound
+from ateam.worktrees._git import git, output, worktrees
+
 __all__ = ["Repository"]
 
 
@@ -23,7 +26,18 @@ class Repository:
             NotARepository: ``path`` is in no git repository (or git is not installed).
             NoCommitYet: the repository has no commit.
         """
-        raise NotImplementedError
+        found = git(path, "rev-parse", "--show-toplevel", check=False)
+        if found.returncode != 0:
+            raise NotARepository(f"{path} is not in a git repository")
+        # From inside a linked worktree (an agent's), the repository is still the one
+        # around the main working tree: git lists that first.
+        listed = worktrees(path)
+        if not listed or listed[0].bare:
+            raise NotARepository(f"{path} is in a bare repository: there is no working tree")
+        root = listed[0].path.resolve()
+        if git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False).returncode:
+            raise NoCommitYet(f"the repository at {root} has no commit yet")
+        return cls(root=root)
 
     def current_branch(self) -> str:
         """The branch checked out in the main working tree.
@@ -31,7 +45,10 @@ class Repository:
         Raises:
             DetachedHead: HEAD is detached.
         """
-        raise NotImplementedError
+        found = git(self.root, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+        if found.returncode != 0:
+            raise DetachedHead(f"HEAD of {self.root} is detached: there is no branch to start from")
+        return found.stdout.strip()
 
     def base_branch(self, configured: str | None = None) -> str:
         """``configured`` if given (it must exist), else :meth:`current_branch`.
@@ -40,12 +57,46 @@ class Repository:
             DetachedHead: nothing configured and HEAD detached.
             WorkNotFound: the configured branch does not exist.
         """
-        raise NotImplementedError
+        if not configured:
+            return self.current_branch()
+        if not self.branch_exists(configured):
+            raise WorkNotFound(
+                f"base branch {configured!r} does not exist in {self.root}",
+                detail={"branch": configured},
+            )
+        return configured
 
     def branch_exists(self, branch: str) -> bool:
-        raise NotImplementedError
+        ref = f"refs/heads/{branch}"
+        return git(self.root, "show-ref", "--verify", "--quiet", ref, check=False).returncode == 0
 
     def dirty_files(self, tree: Path | None = None) -> list[str]:
         """Tracked files with uncommitted changes (staged or not) in ``tree`` (default: the
         main working tree); untracked files do not count."""
-        raise NotImplementedError
+        return _changed(self.root if tree is None else tree, untracked=False)
+
+
+def _changed(tree: Path, *, untracked: bool) -> list[str]:
+    """Paths ``git status`` reports in ``tree``, untracked ones (every file) if asked."""
+    flag = "--untracked-files=all" if untracked else "--untracked-files=no"
+    text = output(tree, "status", "--porcelain=v1", "-z", flag)
+    paths: list[str] = []
+    items = iter(text.split("\0"))
+    for item in items:
+        if len(item) < 4:
+            continue
+        paths.append(item[3:])
+        if item[0] in "RC":
+            next(items, None)  # -z gives a rename's old path as a field of its own
+    return paths
+
+
+def changed_files(tree: Path) -> list[str]:
+    """Everything not committed in ``tree``: changed, staged, deleted and untracked files.
+
+    Raises:
+        GitError: ``tree`` is not a working tree git can read.
+    """
+    if not tree.is_dir():
+        raise GitError(f"{tree} is not there: its worktree was removed by hand?")
+    return _changed(tree, untracked=True)

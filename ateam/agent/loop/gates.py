@@ -31,6 +31,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from redis.exceptions import RedisError
@@ -93,15 +94,24 @@ class Gates:
         self._fence = fence
         self.idle_armed = False
         """A task finished since ``agent_idle`` was last asked."""
+        self.task_cwd: Callable[[str], Path | None] = lambda task_id: None
+        """Where ``task_done`` judges a board task, when not in the agent's cwd: the
+        task's worktree (``worktree: task``), so the gate sees the change that would land."""
 
     async def judge(
-        self, hook: Hook, event: Mapping[str, Any], ids: TaskIds, **extra: Any
+        self,
+        hook: Hook,
+        event: Mapping[str, Any],
+        ids: TaskIds,
+        *,
+        cwd: Path | None = None,
+        **extra: Any,
     ) -> HookRun | None:
         """Run ``hook`` on ``event`` and report the run; ``None`` when it is not configured."""
         if self.runner.command(hook) is None:
             return None  # asked before every tool call: no hook must cost nothing
         given = self._redactor.redact_obj({"agent": self._agent_id, **ids, **event})
-        run = await self.runner.run(hook, given)
+        run = await self.runner.run(hook, given, cwd=cwd)
         if run is None:
             return None
         run = dataclasses.replace(run, feedback=self._redactor.redact(run.feedback))
@@ -155,7 +165,7 @@ class Gates:
         # nobody judged when it starts again (the worker's replay); it runs it again.
         self._note(Hook.TASK_DONE, "task_done hook asked about the answer", item.ids())
         event = {"task": task_id, "answer": answer}
-        return await self.judge(Hook.TASK_DONE, event, item.ids())
+        return await self.judge(Hook.TASK_DONE, event, item.ids(), cwd=self.task_cwd(task_id))
 
     async def on_idle(self, enqueue: Callable[..., object]) -> bool:
         """Ask ``agent_idle`` once after a finished task; a refusal queued, and ``True``."""
@@ -355,7 +365,7 @@ class GatedBoard:
         if task is not None and task.status is TaskStatus.DONE:
             return await self._board.done(project, task_id, agent=agent, result=result)
         event = {"project": project, "task": task_id, "answer": result}
-        run = await self._gates.judge(Hook.TASK_DONE, event, {})
+        run = await self._gates.judge(Hook.TASK_DONE, event, {}, cwd=self._gates.task_cwd(task_id))
         if run is not None and run.refused:
             raise run.refusal()
         return await self._board.done(project, task_id, agent=agent, result=result)

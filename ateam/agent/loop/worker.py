@@ -56,6 +56,7 @@ from ateam.agent.loop.switching import ModelSwitcher
 from ateam.agent.loop.task import TaskOutcome, TaskRunner
 from ateam.agent.loop.upkeep import BusUpkeep
 from ateam.agent.loop.watchdog import StallWatch
+from ateam.agent.loop.workspaces import Workspaces
 from ateam.agent.state.fence import WriteFence
 from ateam.agent.state.history import History
 from ateam.agent.state.queue import DurableQueue
@@ -123,6 +124,7 @@ class Worker:
         write_fence: WriteFence,
         modes: WorkModes,
         gates: Gates | None = None,
+        workspaces: Workspaces | None = None,
     ) -> None:
         self.modes = modes
         """A board task whose plan awaits approval stays claimed (see :mod:`.modes`)."""
@@ -145,6 +147,8 @@ class Worker:
         self._write_fence = write_fence
         self._gates = gates
         """The quality gates: ``agent_idle`` is asked here (``task_done`` by the runner)."""
+        self._workspaces = workspaces
+        """With ``worktree: agent|task``: a task's work is committed as it ends."""
         self._work = asyncio.Event()
         """Set when there may be work: an input, a retry, a stop."""
         self._strays_checked = False
@@ -521,6 +525,10 @@ class Worker:
 
     async def _finish(self, item: QueueItem, outcome: TaskOutcome, seconds: float = 0.0) -> None:
         """Record the end of a task that ran, then the bookkeeping and upkeep after it."""
+        if self._workspaces is not None and not self.modes.holds_back(item):
+            # Before the board: a task seen done shows its commit (a replay commits again,
+            # finding nothing new, if the agent was killed between the two).
+            await self._workspaces.finish(item, outcome)
         if item.source.startswith(BOARD_SOURCE) and not self.modes.holds_back(item):
             # The board before the queue: killed in between, the replay finds the task
             # finished there and settles the item; the other way round this agent would

@@ -19,6 +19,7 @@ from ateam.agent.context.teamfeed import TeamFeed
 from ateam.agent.context.working import WorkingContext
 from ateam.agent.loop.control import TaskControl
 from ateam.agent.loop.switching import ModelSwitcher
+from ateam.agent.loop.workspaces import Workspaces
 from ateam.agent.models.router import Reason
 from ateam.agent.state.history import Summary, SummaryLog
 from ateam.agent.state.plan import PLAN_FILE
@@ -95,6 +96,8 @@ class AgentHooks:
     switcher: ModelSwitcher
     compactor: Compactor
     plan_reviews: PlanReviews | None = None
+    workspaces: Workspaces | None = None
+    """With ``worktree: task``: a board task's tools work in its worktree."""
 
     def fence(self) -> int:
         return self.lock.fence
@@ -113,13 +116,17 @@ class AgentHooks:
         on_output: Callable[[bytes], None],
         control: TaskControl,
     ) -> ToolContext:
+        cwd, sandbox = self.config.cwd, self.sandbox
+        moved = self.workspaces.cwd_for(item) if self.workspaces is not None else None
+        if moved is not None:  # the task's worktree, and nothing of the main tree
+            cwd, sandbox = moved, Sandbox(moved, self.sandbox.whitelist)
         return ToolContext(
             agent_id=self.config.id,
-            cwd=self.config.cwd,
+            cwd=cwd,
             task_id=item.id,
             trace_id=item.trace_id,
             hops=item.hops,
-            sandbox=self.sandbox,
+            sandbox=sandbox,
             approval=approval,
             on_output=on_output,
             exec_limits=self.exec_limits,

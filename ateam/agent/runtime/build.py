@@ -48,9 +48,11 @@ from ateam.agent.loop.notices import Notifier
 from ateam.agent.loop.prompt_reload import PromptReloader
 from ateam.agent.loop.status import AgentState, AgentStatus, Alert
 from ateam.agent.loop.switching import ModelSwitcher
+from ateam.agent.loop.task import TaskRunner
 from ateam.agent.loop.upkeep import BusUpkeep
 from ateam.agent.loop.watchdog import StallWatch
 from ateam.agent.loop.worker import Worker
+from ateam.agent.loop.workspaces import Workspaces, WorkspaceTasks
 from ateam.agent.models.router import ModelRouter
 from ateam.agent.native.hooks import AgentHooks, AgentSources
 from ateam.agent.native.runner import NativeRunner
@@ -386,6 +388,10 @@ def build_parts(
         ),
     )
     exec_limits = swap("exec_limits", lambda: _exec_limits(config))
+    # worktree: agent|task (issue 27); start_workspace checked the repository already.
+    spaces = None
+    if config.spec.worktree != "none" and project_root is not None:
+        spaces = Workspaces(config, project_root, board, events)
     gates = Gates(  # the hooks get the environment policy of os.exec, and its cwd
         HookRunner(config.hooks, cwd=config.cwd, limits=exec_limits),
         agent_id=agent_id,
@@ -460,6 +466,7 @@ def build_parts(
         switcher=switcher,
         compactor=compactor,
         plan_reviews=PlanReviewer(client, keys, identity),
+        workspaces=spaces,
     )
     runner = swap(
         "runner",
@@ -544,7 +551,9 @@ def build_parts(
             config=config,
             queue=queue,
             history=history,
-            runner=GatedTasks(tasks, gates, held=modes.holds_back, holds=puller.holds),
+            runner=_in_workspaces(
+                GatedTasks(tasks, gates, held=modes.holds_back, holds=puller.holds), spaces, events
+            ),
             stall=stall,
             team=team,
             puller=puller,
@@ -560,8 +569,11 @@ def build_parts(
             write_fence=fence,
             modes=modes,
             gates=gates,
+            workspaces=spaces,
         ),
     )
+    if spaces is not None:
+        gates.task_cwd = spaces.task_cwd  # task_done judges the task's worktree
 
     # The stream takes this agent's events only while it holds the lock; when it refuses
     # them the publisher asks the upkeep, since only the lock can tell a successor (stop)
@@ -700,6 +712,15 @@ def model_factory(config: AgentConfig) -> Callable[[ModelEntry], Provider]:
         return build_provider(entry)
 
     return build
+
+
+def _in_workspaces(
+    runner: TaskRunner, spaces: Workspaces | None, events: EventPublisher
+) -> TaskRunner:
+    """``runner``, its board tasks run in their worktrees with ``worktree: task``."""
+    if spaces is None or not spaces.per_task:
+        return runner
+    return WorkspaceTasks(runner, spaces, events)
 
 
 def _router(config: AgentConfig, provider: Provider) -> ModelRouter:

@@ -140,6 +140,7 @@ class _Ready:
 
 def _prepare(options: AgentOptions, agent_project: str, agent_id: str) -> _Ready:
     """Configuration, bus, bootstrap and provider: every refusal comes before the agent."""
+    from ateam.agent.loop.workspaces import start_workspace
     from ateam.agent.runtime.build import model_factory
 
     cwd = Path(options.cwd).resolve() if options.cwd else Path.cwd()
@@ -148,6 +149,9 @@ def _prepare(options: AgentOptions, agent_project: str, agent_id: str) -> _Ready
     config = agent_config_for(
         project, agent_project, options.name, cwd, explicit_cwd=bool(options.cwd)
     )
+    # The repository checked (and with `worktree: agent` the agent moved into its
+    # worktree) before anything joins: a refusal is a final exit, nothing half-made.
+    config = start_workspace(config, project.root)
     entry = config.model_entry(model)
     if project.root is not None and project.name == agent_project:
         # Front ends started elsewhere (an ACP runtime's `ateam mcp`, a verb with

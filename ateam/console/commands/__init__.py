@@ -10,6 +10,7 @@ One module per family of commands, each exporting its :class:`Command` records:
 - :mod:`.plan`, :mod:`.kb`, :mod:`.context`: the plan, knowledge bases, team context
 - :mod:`.modes`: delegate
 - :mod:`.board`: tasks (the team's task board)
+- :mod:`.work`: diff, merge, discard (an agent's or a task's branch)
 - :mod:`.mail`: broadcast (one input to every running agent of the project)
 - :mod:`.fleet`, :mod:`.offload`: agents, agent, spawn, stop; offload
 """
@@ -35,6 +36,7 @@ from ateam.console.commands import (
     prompt,
     session,
     task,
+    work,
 )
 from ateam.console.commands.base import Call, Command
 from ateam.console.session import ConsoleSession
@@ -65,6 +67,7 @@ COMMANDS: Mapping[str, Command] = {
         kb,
         context,
         board,
+        work,
         mail,
         fleet,
         offload,

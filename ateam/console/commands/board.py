@@ -46,9 +46,16 @@ def task_rows(
                 blocked_note(waits.get(task.id, ())) or task.reason or task.result, NOTE_SHOWN
             )
             or None,
+            # Its branch, commit and diffstat (worktree: task|agent, issue 27).
+            "branch": task.work.summary() if task.work is not None else None,
         }
         for task in tasks
     ]
+
+
+def shown_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """:data:`TASK_COLUMNS`, and ``branch`` when a task has one to show."""
+    return [*TASK_COLUMNS, "branch"] if any(row.get("branch") for row in rows) else TASK_COLUMNS
 
 
 def _cut(text: str, width: int) -> str:
@@ -100,7 +107,8 @@ async def _ls(call: Call, words: list[str]) -> None:
     if not listed:
         call.view.info(f"no tasks on the board of {project}")
         return
-    call.view.table(task_rows(listed, board), TASK_COLUMNS)
+    rows = task_rows(listed, board)
+    call.view.table(rows, shown_columns(rows))
 
 
 async def _add(call: Call, words: list[str]) -> None:

@@ -51,6 +51,7 @@ from ateam.console.panes.command_input import CommandInput
 from ateam.console.panes.find import FindBar
 from ateam.console.panes.layout import SidesChoice, sides_for, toggled
 from ateam.console.panes.lines import Kind, Lines, fit, visible
+from ateam.console.panes.pager import PagerScreen
 from ateam.console.panes.palette import PaletteScreen
 from ateam.console.panes.stream_log import StreamLog
 from ateam.console.panes.tasks import TasksScreen, board_loader, opens_board
@@ -378,6 +379,10 @@ class ConsoleApp(App[str]):
 
         await self.push_screen(AskScreen(question), done)
         return await answer
+
+    def page(self, title: str, text: Text) -> None:
+        """A long text (``/diff``) on a scrollable screen; Escape closes it."""
+        self.push_screen(PagerScreen(title, text))
 
     # leaving ------------------------------------------------------------------------------
 

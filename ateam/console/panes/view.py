@@ -17,6 +17,8 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
+from rich.text import Text
+
 from ateam.client import Event, Gap
 from ateam.console.panes.assembler import LineAssembler
 from ateam.console.panes.lines import LINE_MAX, Kind, Lines, cut, lines_of
@@ -51,6 +53,9 @@ class PanesHost(Protocol):
         """Something was buffered: the app draws it on its next frame."""
 
     async def ask(self, question: str) -> str: ...
+
+    def page(self, title: str, text: Text) -> None:
+        """Show ``text`` on a scrollable screen of its own."""
 
 
 class PanesView(ConsoleView):
@@ -273,6 +278,14 @@ class PanesView(ConsoleView):
         self._put(lines_of(None, None, header, "bold"))
         for line in body:
             self.info(line)
+
+    def page(self, title: str, text: Text) -> None:
+        # Its first lines (the files changed) stay in the centre, the whole on a screen.
+        self.info(title)
+        if self.app is not None:
+            self.app.page(title, text)
+        else:
+            self.info(text.plain.rstrip("\n"))
 
     async def ask(self, question: str) -> str:
         if self.app is None:
