@@ -466,6 +466,13 @@ class StateFile:
             except (OSError, ValidationError) as exc:
                 raise ScriptError(f"state file {path}: {' '.join(str(exc).split())}") from None
 
+    def reload(self) -> None:
+        """Read it again: two processes of one script (an agent's own runtime and one it
+        started for a task) share the script's position."""
+        if self.path is not None and self.path.exists():
+            with contextlib.suppress(OSError, ValidationError):
+                self.state = SavedState.model_validate_json(self.path.read_bytes())
+
     def save(self) -> None:
         if self.path is None:
             return
@@ -712,7 +719,14 @@ class ScriptedAgent:
             stop_reason = "cancelled"
         finally:
             live.turn = None
-        self._log.event("prompt_end", sessionId=session_id, stopReason=stop_reason)
+        # The process's own cwd: a test sees where the client started the agent.
+        self._log.event(
+            "prompt_end",
+            sessionId=session_id,
+            stopReason=stop_reason,
+            cwd=os.getcwd(),
+            pid=os.getpid(),
+        )
         usage = script.usage_total or self._script.usage_total
         return PromptResponse(stop_reason=stop_reason, usage=usage.to_acp() if usage else None)
 
@@ -763,6 +777,7 @@ class ScriptedAgent:
         # model_construct: a _SayStep is no step a script may name, so it skips validation.
         if prompts is None:
             return PromptScript.model_construct(steps=[_SayStep(say=f"echo: {text}")])
+        self._state.reload()
         state = self._state.state
         if state.next_prompt >= len(prompts):
             return PromptScript.model_construct(steps=[_SayStep(say="(script exhausted)")])

@@ -9,6 +9,13 @@ role, working context and handoff in front when the session is new, and the team
 context items for this task in front always; its updates streamed and recorded (see
 :mod:`ateam.agent.acp.stream`); ``task.end``.
 
+A board task that runs in a worktree of its own (``worktree: task``: ``cwd_for`` names
+it) gets a runtime of its own for the task: started in the worktree, its session new
+(never the agent's stored one, which stays as it was), its files and terminals confined
+to the worktree, and stopped once the task is over (:meth:`AcpRunner.end_task_sessions`;
+a task_done gate's refusal goes on in the same session). Other inputs use the agent's
+long-lived session in its configured cwd.
+
 Stopping: an interrupt sends ``session/cancel`` and SIGINT to the commands ateam runs for
 the runtime; a runtime that has not ended the prompt 5 s later, or ``cancel --hard``,
 has its whole process group killed, and is started again at the next task.
@@ -30,6 +37,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import acp
@@ -127,6 +135,8 @@ class AcpRunner:
         on_mode: Told of the runtime's mode (for ``ps``).
         on_alert: Told when the runtime cannot work at all (missing, no login) and when
             it works again (``None``), for the alert ``ps`` shows.
+        cwd_for: Where an item works when that is not the configured cwd (a board
+            task's worktree), else ``None``.
     """
 
     def __init__(
@@ -147,6 +157,7 @@ class AcpRunner:
         mcp_servers: list[McpServer] | None = None,
         on_mode: Callable[[str | None], None] = lambda _: None,
         on_alert: Callable[[str | None], None] = lambda _: None,
+        cwd_for: Callable[[QueueItem], Path | None] = lambda _: None,
     ) -> None:
         self._config = config
         self._events = events
@@ -163,7 +174,10 @@ class AcpRunner:
         self._mcp = mcp_servers or []
         self._on_mode = on_mode
         self._on_alert = on_alert
+        self._cwd_for = cwd_for
         self.sessions: dict[str, RuntimeSession] = {}
+        self.task_sessions: dict[tuple[str, Path], RuntimeSession] = {}
+        """(runtime id, worktree cwd) → the session of the board task running there."""
         self._costs: dict[str, float] = {}
         self._ids: TaskIds = {}
         self._session_file = config.state_dir / SESSION_FILE
@@ -174,28 +188,47 @@ class AcpRunner:
         """The agent's connection to ``entry``'s runtime (made, not started, on first use)."""
         found = self.sessions.get(entry.id)
         if found is None:
-            client = EditorClient(
-                entry.id,
-                events=self._events,
-                sandbox=self._sandbox,
-                exec_limits=self._limits,
-                policy=self._policy,
-                approvals=self._approvals,
-                approval_timeout_s=self._config.spec.tools.approval_timeout_s,
-            )
-            found = RuntimeSession(
-                entry,
-                client,
-                env=runtime_env(entry, self._limits),
-                cwd=self._config.cwd,
-                state_dir=self._config.state_dir,
-                mcp_servers=self._mcp,
-                scrub=self._hooks.scrub_text,
-                on_garbage=self._garbage,
-                mode=self._mode_for_policy,
-            )
+            found = self._session(entry, self._config.cwd, self._sandbox, self._config.state_dir)
             self.sessions[entry.id] = found
         return found
+
+    def task_session_for(self, entry: ModelEntry, cwd: Path) -> RuntimeSession:
+        """The connection to ``entry``'s runtime for the task working in ``cwd`` (its
+        worktree): the runtime runs there, and its files and terminals stay there."""
+        found = self.task_sessions.get((entry.id, cwd))
+        if found is None:
+            # No state dir: the record there is the long-lived runtime's process group
+            # (the next start kills what is left of it), which this one must not replace.
+            found = self._session(entry, cwd, Sandbox(cwd, self._sandbox.whitelist), None)
+            self.task_sessions[entry.id, cwd] = found
+        return found
+
+    def _session(
+        self, entry: ModelEntry, cwd: Path, sandbox: Sandbox, state_dir: Path | None
+    ) -> RuntimeSession:
+        client = EditorClient(
+            entry.id,
+            events=self._events,
+            sandbox=sandbox,
+            exec_limits=self._limits,
+            policy=self._policy,
+            approvals=self._approvals,
+            approval_timeout_s=self._config.spec.tools.approval_timeout_s,
+        )
+        return RuntimeSession(
+            entry,
+            client,
+            env=runtime_env(entry, self._limits),
+            cwd=cwd,
+            state_dir=state_dir,
+            mcp_servers=self._mcp,
+            scrub=self._hooks.scrub_text,
+            on_garbage=self._garbage,
+            mode=self._mode_for_policy,
+        )
+
+    def _all_sessions(self) -> list[RuntimeSession]:
+        return [*self.sessions.values(), *self.task_sessions.values()]
 
     def _mode_for_policy(self, modes: schema.SessionModeState) -> str | None:
         """The runtime mode that keeps ``ask`` in ateam a question to the owner."""
@@ -236,7 +269,15 @@ class AcpRunner:
 
     async def close(self) -> None:
         """Stop every runtime this agent started (the agent stops)."""
-        for session in self.sessions.values():
+        for session in self._all_sessions():
+            await session.stop()
+        self.task_sessions.clear()
+
+    async def end_task_sessions(self) -> None:
+        """The task is over: stop the runtimes started for it in its worktree (the agent
+        runs one task at a time, so these are all of them)."""
+        ending, self.task_sessions = list(self.task_sessions.values()), {}
+        for session in ending:
             await session.stop()
 
     # the task ---------------------------------------------------------------------------
@@ -346,11 +387,17 @@ class AcpRunner:
         again: bool,
     ) -> None:
         """One ``session/prompt`` of ``item`` on ``entry``'s runtime, to its end."""
-        session = self.session_for(entry)
-        stored = self._stored_sessions().get(entry.id)
+        cwd = self._cwd_for(item)
+        if cwd is None:
+            session = self.session_for(entry)
+        else:
+            session = self.task_session_for(entry, cwd)
         if not session.alive or session.session_id is None:
-            continued = await session.open(stored)
-            self._store_session(entry.id, session.session_id)
+            if cwd is None:  # the agent's own session: continued across its restarts
+                continued = await session.open(self._stored_sessions().get(entry.id))
+                self._store_session(entry.id, session.session_id)
+            else:  # the task's: new, its worktree the session's cwd; nothing stored
+                continued = await session.open(None)
             self._on_mode(session.mode)
         else:
             continued = True
@@ -453,7 +500,7 @@ class AcpRunner:
             self.router.add_cost(model, cost - before)
 
     def _mode_changed(self, mode: str) -> None:
-        for session in self.sessions.values():
+        for session in self._all_sessions():
             if session.alive:
                 session.mode = mode
         self._on_mode(mode)

@@ -57,7 +57,7 @@ from ateam.agent.models.router import ModelRouter
 from ateam.agent.native.hooks import AgentHooks, AgentSources
 from ateam.agent.native.runner import NativeRunner
 from ateam.agent.native.tools import default_registry
-from ateam.agent.runtime.dispatch import ModelDispatch
+from ateam.agent.runtime.dispatch import ModelDispatch, TaskSessionsEnd
 from ateam.agent.runtime.messenger import TeamMessenger
 from ateam.agent.runtime.port import ServicePort
 from ateam.agent.runtime.replies import Replier
@@ -507,6 +507,7 @@ def build_parts(
             mcp_servers=[ateam_mcp_server(config, target, identity)],
             on_mode=status.runtime_mode,
             on_alert=status.runtime_alert,
+            cwd_for=spaces.cwd_for if spaces is not None else lambda _: None,
         )
 
     tasks = swap(
@@ -552,7 +553,10 @@ def build_parts(
             queue=queue,
             history=history,
             runner=_in_workspaces(
-                GatedTasks(tasks, gates, held=modes.holds_back, holds=puller.holds), spaces, events
+                GatedTasks(tasks, gates, held=modes.holds_back, holds=puller.holds),
+                spaces,
+                events,
+                tasks,
             ),
             stall=stall,
             team=team,
@@ -715,12 +719,13 @@ def model_factory(config: AgentConfig) -> Callable[[ModelEntry], Provider]:
 
 
 def _in_workspaces(
-    runner: TaskRunner, spaces: Workspaces | None, events: EventPublisher
+    runner: TaskRunner, spaces: Workspaces | None, events: EventPublisher, tasks: ModelDispatch
 ) -> TaskRunner:
-    """``runner``, its board tasks run in their worktrees with ``worktree: task``."""
+    """``runner``, its board tasks run in their worktrees with ``worktree: task`` (a
+    coding agent's too, in a session of the task's own, stopped at its end)."""
     if spaces is None or not spaces.per_task:
         return runner
-    return WorkspaceTasks(runner, spaces, events)
+    return WorkspaceTasks(TaskSessionsEnd(runner, tasks), spaces, events)
 
 
 def _router(config: AgentConfig, provider: Provider) -> ModelRouter:

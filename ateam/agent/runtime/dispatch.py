@@ -6,6 +6,9 @@ runs the task itself (:class:`~ateam.agent.acp.runner.AcpRunner`). The router sa
 one is current; a switch between the two kinds in the middle of a task raises
 :class:`~ateam.agent.loop.task.HandOver` in the runner that made it, and the task goes on
 in the other one, its handoff due, without starting again.
+
+:class:`TaskSessionsEnd` stops, once a board task is over, the coding agent started for
+it alone in its worktree (``worktree: task``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ateam.agent.loop.control import TaskControl
-from ateam.agent.loop.task import HandOver, TaskOutcome
+from ateam.agent.loop.task import HandOver, TaskOutcome, TaskRunner
 from ateam.agent.models.readiness import why_unusable
 from ateam.agent.models.router import ModelRouter
 from ateam.agent.native.runner import NativeRunner
@@ -24,7 +27,7 @@ from ateam.errors import Code
 if TYPE_CHECKING:
     from ateam.agent.acp.runner import AcpRunner
 
-__all__ = ["ModelDispatch"]
+__all__ = ["ModelDispatch", "TaskSessionsEnd"]
 
 
 class ModelDispatch:
@@ -42,6 +45,11 @@ class ModelDispatch:
         self._make_acp = make_acp
         self._acp: AcpRunner | None = None
         self._on_alert = on_alert
+
+    @property
+    def built(self) -> AcpRunner | None:
+        """The ACP runner if a coding agent ran, else ``None`` (nothing built)."""
+        return self._acp
 
     @property
     def acp(self) -> AcpRunner:
@@ -81,3 +89,21 @@ class ModelDispatch:
                 control.continuing = True
         error = "error [internal]: the task was handed between models without end"
         return TaskOutcome(False, error, "", 0, 0, code=Code.INTERNAL)
+
+
+class TaskSessionsEnd:
+    """``inner`` (the gated runner), then the end of the coding agent's session of a task
+    that ran in its own worktree: outside the gates, so a refused ``task_done`` goes on
+    in the same session, and only the task's end stops it."""
+
+    def __init__(self, inner: TaskRunner, dispatch: ModelDispatch) -> None:
+        self.inner = inner
+        self._dispatch = dispatch
+
+    async def run(self, item: QueueItem, control: TaskControl) -> TaskOutcome:
+        try:
+            return await self.inner.run(item, control)
+        finally:
+            # None when no coding agent ran yet: nothing to stop, and the SDK not imported.
+            if self._dispatch.built is not None:
+                await self._dispatch.built.end_task_sessions()
