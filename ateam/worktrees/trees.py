@@ -119,6 +119,7 @@ def _reuse(repo: Repository, branch: str, path: Path) -> Worktree:
         )
     listed = worktree_of(repo, branch)
     if listed is not None and listed.path.resolve() == path.resolve():
+        _finish_checkout(path)
         return Worktree(path=path, branch=branch, base=recorded, reused=True)
     if listed is not None:
         raise BranchExists(
@@ -131,6 +132,21 @@ def _reuse(repo: Repository, branch: str, path: Path) -> Worktree:
         _ignore_worktrees(repo.root)
         git(repo.root, "worktree", "add", str(path), branch)
     return Worktree(path=path, branch=branch, base=recorded, reused=True)
+
+
+def _finish_checkout(path: Path) -> None:
+    """A worktree whose ``git worktree add`` was killed while it checked out has no index
+    yet (git writes it last) and only some of its files: its commit would delete the rest.
+    Its checkout is done now; nothing of the agent's is there to lose, as no task ran in it.
+    """
+    index = Path(output(path, "rev-parse", "--path-format=absolute", "--git-path", "index"))
+    if index.is_file():
+        return
+    git(path, "-c", "core.hooksPath=/dev/null", "reset", "--hard", "--quiet")
+    locked = index.with_name("locked")  # git's mark of a worktree still being made
+    with contextlib.suppress(OSError):
+        if locked.read_text(encoding="utf-8").strip() == "initializing":
+            locked.unlink()
 
 
 def _refuse_blocked(repo: Repository, branch: str) -> None:
