@@ -146,7 +146,8 @@ def _merge(scratch: Path, work: Work, into: str, message: str, *, squash: bool) 
     """
     ref = f"refs/heads/{work.branch}"  # never a tag of the same name
     if squash:
-        tried = git(scratch, *_NO_HOOKS, "merge", "--squash", ref, check=False)
+        # --ff: a user's merge.ff=false is --no-ff, which git refuses with --squash.
+        tried = git(scratch, *_NO_HOOKS, "merge", "--squash", "--ff", ref, check=False)
     else:
         args = ("merge", "--no-ff", "--no-edit", "-m", message, ref)
         tried = git(scratch, *_NO_HOOKS, *args, check=False)

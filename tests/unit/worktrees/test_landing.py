@@ -82,6 +82,19 @@ def test_squash_makes_one_commit(repo: Repository) -> None:
     assert sorted(p.name for p in repo.root.glob("*.txt")) == ["notes.txt", "second.txt"]
 
 
+@pytest.mark.parametrize("setting", ["false", "only"])
+def test_the_users_merge_ff_setting_does_not_break_a_land(repo: Repository, setting: str) -> None:
+    # merge.ff=false (always a merge commit) is a common setting; git refuses it with
+    # --squash ("options '--squash' and '--no-ff.' cannot be used together").
+    run_git(repo.root, "config", "merge.ff", setting)
+    _task_with_change(repo)
+
+    landed = land(repo, find_work(repo, "t-0a"), squash=True)
+
+    assert landed.squashed and (repo.root / "notes.txt").read_text() == "agent\n"
+    assert run_git(repo.root, "rev-list", "--count", "--merges", "HEAD").strip() == "0"
+
+
 @pytest.mark.parametrize("squash", [False, True])
 def test_an_agents_branch_stays_and_starts_afresh(repo: Repository, squash: bool) -> None:
     tree = ensure_worktree(repo, agent_branch("ada"), "main").path
