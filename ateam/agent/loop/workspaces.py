@@ -45,7 +45,7 @@ from ateam.bus.board import TaskBoard
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
 from ateam.config import AgentConfig
-from ateam.errors import AteamError, ConfigError, NotARepository, WorkNotFound
+from ateam.errors import AteamError, ConfigError, NotARepository, UsageError, WorkNotFound
 from ateam.wire.work import WorkRecord
 from ateam.worktrees import (
     Repository,
@@ -57,6 +57,7 @@ from ateam.worktrees import (
     task_branch,
     worktree_path,
 )
+from ateam.worktrees.find import TASK_ID_PATTERN
 from ateam.worktrees.trees import recorded_base
 
 __all__ = ["WorkspaceTasks", "Workspaces", "commit_message", "start_workspace"]
@@ -181,8 +182,8 @@ class Workspaces:
 
     def task_tree(self, task_id: str) -> Path | None:
         """The worktree board task ``task_id`` runs in, if it is there (``task`` mode)."""
-        if not self.per_task or self._repo is None:
-            return None
+        if not self.per_task or self._repo is None or not TASK_ID_PATTERN.fullmatch(task_id):
+            return None  # an id the model gave (tasks.done) is no path to climb out along
         tree = worktree_path(self._repo.root, task_branch(self._config.name, task_id))
         return tree if tree.is_dir() else None
 
@@ -207,10 +208,14 @@ class Workspaces:
 
         Raises:
             GitError: the worktree could not be made (the task fails with it).
+            UsageError: the item's ``board:`` source names no board task id (``t-…``).
         """
         task_id = board_task_of(item) if self.per_task else None
         if task_id is None:
             return
+        if not TASK_ID_PATTERN.fullmatch(task_id):
+            # An owner's input may say `board:…` of anything: no branch diff and merge miss.
+            raise UsageError(f"{task_id!r} is not a board task's id: it gets no worktree")
         branch = task_branch(self._config.name, task_id)
 
         def make() -> WorkRecord:

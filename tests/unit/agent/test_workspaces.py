@@ -1,0 +1,63 @@
+"""Where a board task of an agent with ``worktree: task`` works (issue 27), on a real git
+repository and a real Redis board: its worktree, and never a directory a task id climbs to."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from ateam.agent.loop.workspaces import Workspaces
+from ateam.agent.state.queue_item import QueueItem
+from ateam.bus.board import TaskBoard
+from ateam.bus.keys import Keys
+from ateam.config import standalone_agent
+from ateam.errors import AteamError
+from tests._gitwork import git, init_repo
+
+
+class Events:
+    """What Workspaces uses of an EventPublisher: emit (a warning is a failure here)."""
+
+    def __init__(self) -> None:
+        self.emitted: list[tuple[str, dict[str, object]]] = []
+
+    def emit(self, etype: str, **fields: object) -> int:
+        self.emitted.append((etype, fields))
+        return len(self.emitted)
+
+
+def item(task_id: str) -> QueueItem:
+    return QueueItem(id="q-1-000", text="x", source=f"board:{task_id}", enqueued_at=0.0)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return init_repo(tmp_path / "p").resolve()
+
+
+async def test_a_task_id_that_climbs_out_of_the_worktrees_is_no_place_to_work(
+    root: Path, client: aioredis.Redis, namespace: str
+) -> None:
+    base = standalone_agent("p", "bob", root)
+    config = dataclasses.replace(base, spec=base.spec.model_copy(update={"worktree": "task"}))
+    board = TaskBoard(client, Keys(namespace))
+    task = await board.add("p", title="write the parser", created_by="cli")
+    await board.claim("p", task.id, agent=config.id)
+    events = Events()
+    spaces = Workspaces(config, root, board, events)  # type: ignore[arg-type]
+
+    await spaces.prepare(item(task.id))
+    tree = root / ".ateam" / "worktrees" / "bob" / task.id
+    assert spaces.task_cwd(task.id) == tree and events.emitted == []
+
+    # A task id is the model's to give (tasks.done) or an owner's (input source board:…):
+    # the task_done hook must not run in the main tree or above it because of one.
+    for climbing in ("../../..", "../../../..", "..", f"{task.id}/../../.."):
+        assert spaces.task_cwd(climbing) is None, climbing
+    # A task id that is no board's id makes no branch that diff and merge cannot see.
+    with pytest.raises(AteamError):
+        await spaces.prepare(item("not-a-task"))
+    assert "not-a-task" not in git(root, "branch", "--list", "-a")
