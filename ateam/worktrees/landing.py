@@ -74,7 +74,7 @@ def land(
     with _scratch(repo, old) as scratch:
         new = _merge(scratch, work, target, text, squash=squash)
         if new != old:
-            _advance(repo, target, old, new, in_main=listed[0].branch == target)
+            _advance(repo, target, old, new, in_main=_in_root(repo, listed) == target)
     removed = work.task_id is not None and not keep
     if removed:
         remove_worktree(repo, work.branch, delete_branch=True)
@@ -109,13 +109,18 @@ def _refuse_unready(repo: Repository, work: Work, into: str, listed: list[Listed
             f"the main working tree {repo.root} has uncommitted changes: {_some(dirty)}",
             detail={"files": dirty, "worktree": str(repo.root)},
         )
-    holder = next((w for w in listed[1:] if w.branch == into), None)
+    holder = next((w for w in listed if w.branch == into and w.path.resolve() != repo.root), None)
     if holder is not None:
         raise GitError(
             f"{into} is checked out in {holder.path}, not in the main working tree; "
             "land it from there, or check it out in the main tree",
             detail={"branch": into, "worktree": str(holder.path)},
         )
+
+
+def _in_root(repo: Repository, listed: list[Listed]) -> str | None:
+    """The branch checked out in the project's checkout (``None``: detached)."""
+    return next((w.branch for w in listed if w.path.resolve() == repo.root), None)
 
 
 def _some(files: list[str], shown: int = 5) -> str:

@@ -192,3 +192,35 @@ def test_discard_removes_worktree_and_branch(repo: Repository) -> None:
 
     assert git_state(repo.root) == before
     assert not tree.exists()
+
+
+@pytest.mark.parametrize("bare", [False, True])
+def test_a_project_in_a_linked_worktree_of_its_own_is_its_own_main_tree(
+    repo_dir: Path, tmp_path: Path, bare: bool
+) -> None:
+    # People who run several agents often keep each checkout in a worktree of one
+    # repository (or of a bare one): the project's checkout is then a linked worktree.
+    if bare:
+        origin = tmp_path / "bare.git"
+        run_git(tmp_path, "clone", "-q", "--bare", str(repo_dir), str(origin))
+        run_git(origin, "config", "user.name", "Person")
+        run_git(origin, "config", "user.email", "person@example.com")
+    else:
+        origin = repo_dir
+    project = tmp_path / "feature-checkout"
+    run_git(origin, "worktree", "add", "-q", "-b", "feature", str(project), "main")
+    main_before = run_git(origin, "rev-parse", "refs/heads/main")
+
+    repo = Repository.open(project)
+    assert repo.root == project.resolve() and repo.current_branch() == "feature"
+    tree = ensure_worktree(repo, task_branch("bob", "t-0a"), repo.current_branch()).path
+    assert tree.is_relative_to(project.resolve() / ".ateam" / "worktrees")
+    assert Repository.open(tree).root == repo.root  # from its agent's worktree too
+    (tree / "notes.txt").write_text("agent\n")
+    commit_all(tree, "Task: notes", author="bob", email="bob@ateam")
+
+    landed = land(repo, find_work(repo, "t-0a"))
+
+    assert landed.into == "feature" and (project / "notes.txt").read_text() == "agent\n"
+    assert run_git(project, "status", "--porcelain") == ""  # the checkout moved with it
+    assert run_git(origin, "rev-parse", "refs/heads/main") == main_before
