@@ -220,7 +220,10 @@ class Workspaces:
 
         def make() -> WorkRecord:
             repo = self._repository()
-            tree = ensure_worktree(repo, branch, repo.base_branch(self._config.spec.base_branch))
+            # A worktree made before (a replay) has its base: the main tree's HEAD, which a
+            # person's rebase may have detached meanwhile, is not asked then.
+            base = recorded_base(repo, branch) or repo.base_branch(self._config.spec.base_branch)
+            tree = ensure_worktree(repo, branch, base)
             if tree.reused:
                 log.info("board task %s goes on in its worktree %s", task_id, tree.path)
             return WorkRecord(branch=tree.branch, base=tree.base, worktree=str(tree.path))

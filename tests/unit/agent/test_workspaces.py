@@ -61,3 +61,22 @@ async def test_a_task_id_that_climbs_out_of_the_worktrees_is_no_place_to_work(
     with pytest.raises(AteamError):
         await spaces.prepare(item("not-a-task"))
     assert "not-a-task" not in git(root, "branch", "--list", "-a")
+
+
+async def test_a_task_goes_on_in_its_worktree_while_the_main_tree_is_detached(
+    root: Path, client: aioredis.Redis, namespace: str
+) -> None:
+    # A person rebasing in the main tree detaches its HEAD; an agent restarted then
+    # replays its task, whose worktree and base are there already.
+    base = standalone_agent("p", "bob", root)
+    config = dataclasses.replace(base, spec=base.spec.model_copy(update={"worktree": "task"}))
+    board = TaskBoard(client, Keys(namespace))
+    task = await board.add("p", title="write the parser", created_by="cli")
+    await board.claim("p", task.id, agent=config.id)
+    await Workspaces(config, root, board, Events()).prepare(item(task.id))  # type: ignore[arg-type]
+    git(root, "checkout", "-q", "--detach")
+
+    again = Workspaces(config, root, board, Events())  # type: ignore[arg-type]
+    await again.prepare(item(task.id))
+
+    assert again.task_cwd(task.id) == root / ".ateam" / "worktrees" / "bob" / task.id
