@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from ateam.agent.loop.task import TaskOutcome
 from ateam.agent.loop.workspaces import Workspaces
 from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.board import TaskBoard
@@ -80,3 +81,29 @@ async def test_a_task_goes_on_in_its_worktree_while_the_main_tree_is_detached(
     await again.prepare(item(task.id))
 
     assert again.task_cwd(task.id) == root / ".ateam" / "worktrees" / "bob" / task.id
+
+
+async def test_an_unreachable_board_at_the_tasks_end_loses_neither_the_commit_nor_the_end(
+    root: Path, client: aioredis.Redis, namespace: str
+) -> None:
+    base = standalone_agent("p", "bob", root)
+    config = dataclasses.replace(base, spec=base.spec.model_copy(update={"worktree": "task"}))
+    board = TaskBoard(client, Keys(namespace))
+    task = await board.add("p", title="write the parser", created_by="cli")
+    await board.claim("p", task.id, agent=config.id)
+    await Workspaces(config, root, board, Events()).prepare(item(task.id))  # type: ignore[arg-type]
+    tree = root / ".ateam" / "worktrees" / "bob" / task.id
+    (tree / "parser.py").write_text("x = 1\n")
+
+    gone = aioredis.Redis.from_url("redis://127.0.0.1:1", socket_connect_timeout=0.5)
+    events = Events()
+    spaces = Workspaces(config, root, TaskBoard(gone, Keys(namespace)), events)  # type: ignore[arg-type]
+    try:
+        await spaces.finish(item(task.id), TaskOutcome(True, None, "Wrote it.", 0, 0))
+    finally:
+        await gone.aclose()
+
+    assert git(tree, "status", "--porcelain") == ""
+    # The title falls back to the input's first line; the answer is the body.
+    assert git(tree, "log", "-1", "--format=%B").startswith("x\n\nWrote it.\n")
+    assert [fields["code"] for _, fields in events.emitted] == ["work.not_recorded"]
