@@ -57,8 +57,9 @@ from ateam.worktrees import (
     task_branch,
     worktree_path,
 )
+from ateam.worktrees._git import git
 from ateam.worktrees.find import TASK_ID_PATTERN
-from ateam.worktrees.trees import recorded_base
+from ateam.worktrees.trees import recorded_base, worktrees_root
 
 __all__ = ["WorkspaceTasks", "Workspaces", "commit_message", "start_workspace"]
 
@@ -113,12 +114,21 @@ def start_workspace(config: AgentConfig, project_root: Path | None) -> AgentConf
 
 
 def _inside(cwd: Path, root: Path, what: str) -> Path:
-    """``cwd`` relative to the repository's top, where it is in every worktree too."""
-    try:
-        return cwd.resolve().relative_to(root.resolve())
-    except ValueError:
+    """``cwd`` relative to the top of its checkout, where it is in every worktree too.
+
+    A cwd already in one of ateam's worktrees (``/spawn --worktree``, ``--cwd`` of the
+    agent's own worktree) counts from that worktree's top, not the main tree's.
+    """
+    real, top = cwd.resolve(), root.resolve()
+    if not real.is_relative_to(top):
         where = f"the agent's cwd {cwd} is outside the repository {root}"
-        raise ConfigError(f"{what}: {where}") from None
+        raise ConfigError(f"{what}: {where}")
+    if real.is_relative_to(worktrees_root(top)):
+        found = git(real, "rev-parse", "--show-toplevel", check=False)
+        checkout = Path(found.stdout.strip()).resolve() if found.returncode == 0 else top
+        if checkout != top and real.is_relative_to(checkout):
+            return real.relative_to(checkout)
+    return real.relative_to(top)
 
 
 def board_task_of(item: QueueItem) -> str | None:

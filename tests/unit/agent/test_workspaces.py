@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from ateam.agent.loop.task import TaskOutcome
-from ateam.agent.loop.workspaces import Workspaces
+from ateam.agent.loop.workspaces import Workspaces, start_workspace
 from ateam.agent.state.queue_item import QueueItem
 from ateam.bus.board import TaskBoard
 from ateam.bus.keys import Keys
@@ -107,3 +107,19 @@ async def test_an_unreachable_board_at_the_tasks_end_loses_neither_the_commit_no
     # The title falls back to the input's first line; the answer is the body.
     assert git(tree, "log", "-1", "--format=%B").startswith("x\n\nWrote it.\n")
     assert [fields["code"] for _, fields in events.emitted] == ["work.not_recorded"]
+
+
+def test_an_agent_started_in_its_own_worktree_stays_there(root: Path) -> None:
+    # `/spawn --worktree` of an agent with `worktree: agent`, or `ateam agent --cwd` of
+    # its worktree: its cwd was already inside .ateam/worktrees/NAME, and became
+    # .ateam/worktrees/NAME/.ateam/worktrees/NAME (no such directory).
+    (root / "src").mkdir()
+    base = standalone_agent("p", "bob", root / "src")
+    config = dataclasses.replace(base, spec=base.spec.model_copy(update={"worktree": "agent"}))
+    tree = root / ".ateam" / "worktrees" / "bob"
+
+    first = start_workspace(config, root)
+    assert first.cwd == tree / "src"
+    (tree / "src").mkdir()
+    assert start_workspace(dataclasses.replace(config, cwd=first.cwd), root).cwd == tree / "src"
+    assert start_workspace(dataclasses.replace(config, cwd=tree), root).cwd == tree
