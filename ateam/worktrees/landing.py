@@ -67,6 +67,9 @@ def land(
         raise WorkNotFound(f"branch {work.branch} does not exist", detail={"branch": work.branch})
     if not repo.branch_exists(target):
         raise WorkNotFound(f"branch {target} does not exist", detail={"branch": target})
+    # A worktree whose directory a person removed holds nothing uncommitted any more:
+    # forgotten first, so its branch's commits land rather than being refused for it.
+    git(repo.root, "worktree", "prune")
     listed = worktrees(repo.root)
     _refuse_unready(repo, work, target, listed)
     old = output(repo.root, "rev-parse", "--verify", f"refs/heads/{target}^{{commit}}")

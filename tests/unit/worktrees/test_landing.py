@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -192,6 +193,18 @@ def test_discard_removes_worktree_and_branch(repo: Repository) -> None:
 
     assert git_state(repo.root) == before
     assert not tree.exists()
+
+
+def test_a_worktree_removed_by_hand_does_not_block_its_committed_branch(
+    repo: Repository,
+) -> None:
+    tree = _task_with_change(repo)
+    shutil.rmtree(tree)  # a person tidying up; git still lists it until pruned
+
+    landed = land(repo, find_work(repo, "t-0a"))
+
+    assert landed.removed and (repo.root / "notes.txt").read_text() == "agent\n"
+    assert "t-0a" not in run_git(repo.root, "worktree", "list", "--porcelain")
 
 
 @pytest.mark.parametrize("bare", [False, True])
