@@ -73,7 +73,7 @@ def land(
     listed = worktrees(repo.root)
     _refuse_unready(repo, work, target, listed)
     old = output(repo.root, "rev-parse", "--verify", f"refs/heads/{target}^{{commit}}")
-    text = message.strip() or _default_message(work, target)
+    text = message.replace("\0", "").strip() or _default_message(work, target)  # task titles
     with _scratch(repo, old) as scratch:
         new = _merge(scratch, work, target, text, squash=squash)
         if new != old:

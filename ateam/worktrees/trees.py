@@ -232,7 +232,7 @@ def commit_all(tree: Path, message: str, *, author: str, email: str) -> str | No
         "GIT_COMMITTER_NAME": author,
         "GIT_COMMITTER_EMAIL": email,
     }
-    text = message.strip() or f"Work of {author}"
+    text = message.replace("\0", "").strip() or f"Work of {author}"  # a NUL ends a C string
     git(tree, "-c", "commit.gpgSign=false", "commit", "--no-verify", "-q", "-m", text, env=who)
     return output(tree, "rev-parse", "HEAD")
 

@@ -10,6 +10,7 @@ import pytest
 from ateam.errors import GitError, MergeConflict, TreeDirty, UsageError, WorkNotFound
 from ateam.worktrees import (
     Repository,
+    Work,
     agent_branch,
     commit_all,
     diff_of,
@@ -205,6 +206,26 @@ def test_a_worktree_removed_by_hand_does_not_block_its_committed_branch(
 
     assert landed.removed and (repo.root / "notes.txt").read_text() == "agent\n"
     assert "t-0a" not in run_git(repo.root, "worktree", "list", "--porcelain")
+
+
+def test_a_nul_in_a_task_title_or_answer_is_no_crash(repo: Repository) -> None:
+    # Board titles and a model's answer may hold a NUL; git's argv may not.
+    tree = ensure_worktree(repo, task_branch("bob", "t-0a"), "main").path
+    (tree / "notes.txt").write_text("agent\n")
+    assert commit_all(tree, "title\0with a nul", author="bob", email="bob@ateam")
+    assert run_git(tree, "log", "-1", "--format=%s").strip() == "titlewith a nul"
+
+    land(repo, find_work(repo, "t-0a"), message="merge\0it (t-0a)")
+    assert run_git(repo.root, "log", "-1", "--format=%s").strip() == "mergeit (t-0a)"
+    with pytest.raises(UsageError, match="NUL"):
+        land(repo, _task(repo), into="ma\0in")
+
+
+def _task(repo: Repository) -> Work:
+    tree = ensure_worktree(repo, task_branch("bob", "t-0b"), "main").path
+    (tree / "more.txt").write_text("more\n")
+    commit_all(tree, "more", author="bob", email="bob@ateam")
+    return find_work(repo, "t-0b")
 
 
 @pytest.mark.parametrize("bare", [False, True])
