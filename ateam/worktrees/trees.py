@@ -220,6 +220,7 @@ def commit_all(tree: Path, message: str, *, author: str, email: str) -> str | No
     Returns:
         The new commit's full hash, or ``None`` when there was nothing to commit.
     """
+    _check_top(tree)
     git(tree, "add", "-A")
     if git(tree, "diff", "--cached", "--quiet", check=False).returncode == 0:
         return None
@@ -235,6 +236,19 @@ def commit_all(tree: Path, message: str, *, author: str, email: str) -> str | No
     text = message.replace("\0", "").strip() or f"Work of {author}"  # a NUL ends a C string
     git(tree, "-c", "commit.gpgSign=false", "commit", "--no-verify", "-q", "-m", text, env=who)
     return output(tree, "rev-parse", "HEAD")
+
+
+def _check_top(tree: Path) -> None:
+    """``tree`` is the top of a checkout of its own: without its ``.git`` file (a task's
+    ``rm -rf .git``) git would find the main repository around it and commit there.
+
+    Raises:
+        GitError: ``tree`` is not a worktree's top.
+    """
+    found = git(tree, "rev-parse", "--show-toplevel", check=False)
+    top = found.stdout.strip()
+    if found.returncode != 0 or not top or Path(top).resolve() != tree.resolve():
+        raise GitError(f"{tree} is not a worktree's top any more (its .git is gone?)")
 
 
 def remove_worktree(repo: Repository, branch: str, *, delete_branch: bool) -> None:

@@ -221,6 +221,24 @@ def test_commit_all_commits_new_changed_and_deleted_files_as_the_agent(
     assert commit_all(tree.path, "again", author="bob", email="bob@ateam") is None
 
 
+def test_commit_all_never_commits_in_the_main_tree_when_the_worktree_lost_its_git_file(
+    repo: Repository,
+) -> None:
+    # A task's `rm -rf .git` (or a person's) leaves a plain directory inside the main
+    # tree: git run there finds the main repository, and `add -A` takes all of it.
+    tree = ensure_worktree(repo, task_branch("bob", "t-0a"), "main").path
+    (tree / "work.txt").write_text("agent\n")
+    (tree / ".git").unlink()
+    (repo.root / "mine.txt").write_text("a person's file, not for an agent's commit\n")
+    before = run_git(repo.root, "rev-parse", "HEAD")
+
+    with pytest.raises(GitError, match="not a worktree"):
+        commit_all(tree, "task", author="bob", email="bob@ateam")
+
+    assert run_git(repo.root, "rev-parse", "HEAD") == before
+    assert run_git(repo.root, "diff", "--cached", "--name-only") == ""
+
+
 def test_remove_worktree_and_branch_leaves_no_trace(repo: Repository) -> None:
     before = git_state(repo.root)
     branch = task_branch("bob", "t-0a")
