@@ -238,16 +238,17 @@ def commit_all(tree: Path, message: str, *, author: str, email: str) -> str | No
     return output(tree, "rev-parse", "HEAD")
 
 
-def _check_top(tree: Path) -> None:
-    """``tree`` is the top of a checkout of its own: without its ``.git`` file (a task's
-    ``rm -rf .git``) git would find the main repository around it and commit there.
-
-    Raises:
-        GitError: ``tree`` is not a worktree's top.
-    """
+def is_own_top(tree: Path) -> bool:
+    """``tree`` is the top of a checkout of its own. Without its ``.git`` file (a task's
+    ``rm -rf .git``) git run there finds the main repository around it instead."""
     found = git(tree, "rev-parse", "--show-toplevel", check=False)
     top = found.stdout.strip()
-    if found.returncode != 0 or not top or Path(top).resolve() != tree.resolve():
+    return found.returncode == 0 and bool(top) and Path(top).resolve() == tree.resolve()
+
+
+def _check_top(tree: Path) -> None:
+    """Raises GitError unless :func:`is_own_top`: a commit there would be the main tree's."""
+    if not is_own_top(tree):
         raise GitError(f"{tree} is not a worktree's top any more (its .git is gone?)")
 
 
