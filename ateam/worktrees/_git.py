@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from ateam.errors import GitError, NotARepository
+from ateam.errors import GitError, NotARepository, UsageError
 
 __all__ = ["GIT_TIMEOUT_S", "Listed", "git", "last_line", "output", "to_file", "worktrees"]
 
@@ -68,6 +68,9 @@ def last_line(text: str) -> str:
 def _launch(
     cwd: Path, args: tuple[str, ...], env: Mapping[str, str] | None, stdout: int | IO[bytes]
 ) -> subprocess.CompletedProcess[bytes]:
+    if any("\0" in arg for arg in (str(cwd), *args)):
+        # A C string ends at NUL: git would get another argument than the one given.
+        raise UsageError(f"an argument to git {args[0]} contains a NUL byte")
     try:
         return subprocess.run(
             ["git", "-C", str(cwd), *_OPTIONS, *args],
@@ -97,6 +100,7 @@ def git(
     Raises:
         GitError: git exited non-zero and ``check`` (its last stderr line in the message).
         NotARepository: git is not installed.
+        UsageError: an argument holds a NUL byte.
     """
     done = _launch(cwd, args, env, subprocess.PIPE)
     for pause in _LOCK_PAUSES_S:

@@ -13,6 +13,7 @@ from ateam.errors import GitError
 from ateam.worktrees._git import git, output, to_file
 from ateam.worktrees.find import Work
 from ateam.worktrees.repo import Repository
+from ateam.worktrees.trees import is_own_top
 
 __all__ = ["DIFF_MAX_BYTES", "FileChange", "WorkDiff", "diff_of"]
 
@@ -113,7 +114,9 @@ def diff_of(repo: Repository, work: Work, *, max_bytes: int = DIFF_MAX_BYTES) ->
             detail={"branch": work.branch, "base": work.base},
         )
     merge_base = found.stdout.strip()
-    tree = work.worktree if work.worktree is not None and work.worktree.is_dir() else None
+    tree = work.worktree
+    if tree is not None and not (tree.is_dir() and is_own_top(tree)):
+        tree = None  # gone, or without its .git: the branch's commits are what there is
     with tempfile.TemporaryDirectory(prefix="ateam-diff-") as scratch:
         if tree is None:
             cwd, target, uncommitted = repo.root, branch, False

@@ -67,14 +67,17 @@ def land(
         raise WorkNotFound(f"branch {work.branch} does not exist", detail={"branch": work.branch})
     if not repo.branch_exists(target):
         raise WorkNotFound(f"branch {target} does not exist", detail={"branch": target})
+    # A worktree whose directory a person removed holds nothing uncommitted any more:
+    # forgotten first, so its branch's commits land rather than being refused for it.
+    git(repo.root, "worktree", "prune")
     listed = worktrees(repo.root)
     _refuse_unready(repo, work, target, listed)
     old = output(repo.root, "rev-parse", "--verify", f"refs/heads/{target}^{{commit}}")
-    text = message.strip() or _default_message(work, target)
+    text = message.replace("\0", "").strip() or _default_message(work, target)  # task titles
     with _scratch(repo, old) as scratch:
         new = _merge(scratch, work, target, text, squash=squash)
         if new != old:
-            _advance(repo, target, old, new, in_main=listed[0].branch == target)
+            _advance(repo, target, old, new, in_main=_in_root(repo, listed) == target)
     removed = work.task_id is not None and not keep
     if removed:
         remove_worktree(repo, work.branch, delete_branch=True)
@@ -109,13 +112,18 @@ def _refuse_unready(repo: Repository, work: Work, into: str, listed: list[Listed
             f"the main working tree {repo.root} has uncommitted changes: {_some(dirty)}",
             detail={"files": dirty, "worktree": str(repo.root)},
         )
-    holder = next((w for w in listed[1:] if w.branch == into), None)
+    holder = next((w for w in listed if w.branch == into and w.path.resolve() != repo.root), None)
     if holder is not None:
         raise GitError(
             f"{into} is checked out in {holder.path}, not in the main working tree; "
             "land it from there, or check it out in the main tree",
             detail={"branch": into, "worktree": str(holder.path)},
         )
+
+
+def _in_root(repo: Repository, listed: list[Listed]) -> str | None:
+    """The branch checked out in the project's checkout (``None``: detached)."""
+    return next((w.branch for w in listed if w.path.resolve() == repo.root), None)
 
 
 def _some(files: list[str], shown: int = 5) -> str:
@@ -146,7 +154,8 @@ def _merge(scratch: Path, work: Work, into: str, message: str, *, squash: bool) 
     """
     ref = f"refs/heads/{work.branch}"  # never a tag of the same name
     if squash:
-        tried = git(scratch, *_NO_HOOKS, "merge", "--squash", ref, check=False)
+        # --ff: a user's merge.ff=false is --no-ff, which git refuses with --squash.
+        tried = git(scratch, *_NO_HOOKS, "merge", "--squash", "--ff", ref, check=False)
     else:
         args = ("merge", "--no-ff", "--no-edit", "-m", message, ref)
         tried = git(scratch, *_NO_HOOKS, *args, check=False)

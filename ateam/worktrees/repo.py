@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ateam.config import CONFIG_DIR
 from ateam.errors import DetachedHead, GitError, NoCommitYet, NotARepository, WorkNotFound
-from ateam.worktrees._git import git, output, worktrees
+from ateam.worktrees._git import Listed, git, output, worktrees
 
 __all__ = ["Repository"]
 
@@ -16,7 +17,8 @@ class Repository:
     """The repository around a project's root (the main working tree)."""
 
     root: Path
-    """Top level of the main working tree (``git rev-parse --show-toplevel``)."""
+    """Top level of the project's checkout (``git rev-parse --show-toplevel``): the main
+    working tree, or the linked worktree the project is kept in; never an agent's."""
 
     @classmethod
     def open(cls, path: Path) -> Repository:
@@ -27,14 +29,12 @@ class Repository:
             NoCommitYet: the repository has no commit.
         """
         found = git(path, "rev-parse", "--show-toplevel", check=False)
-        if found.returncode != 0:
+        top = found.stdout.strip()
+        if found.returncode != 0 or not top:
+            if "work tree" in found.stderr:  # a bare repository, or inside its .git
+                raise NotARepository(f"{path} is in a bare repository: there is no working tree")
             raise NotARepository(f"{path} is not in a git repository")
-        # From inside a linked worktree (an agent's), the repository is still the one
-        # around the main working tree: git lists that first.
-        listed = worktrees(path)
-        if not listed or listed[0].bare:
-            raise NotARepository(f"{path} is in a bare repository: there is no working tree")
-        root = listed[0].path.resolve()
+        root = _owner(Path(top).resolve(), worktrees(path))
         if git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False).returncode:
             raise NoCommitYet(f"the repository at {root} has no commit yet")
         return cls(root=root)
@@ -74,6 +74,17 @@ class Repository:
         """Tracked files with uncommitted changes (staged or not) in ``tree`` (default: the
         main working tree); untracked files do not count."""
         return _changed(self.root if tree is None else tree, untracked=False)
+
+
+def _owner(top: Path, listed: list[Listed]) -> Path:
+    """The project's own checkout around ``top``: ``top`` itself (the main working tree,
+    or a linked worktree a person keeps the project in), unless ``top`` is a worktree
+    ateam made in another checkout's ``.ateam/worktrees/`` (an agent's): then that one."""
+    for entry in listed:
+        owner = entry.path.resolve()
+        if not entry.bare and owner != top and top.is_relative_to(owner / CONFIG_DIR / "worktrees"):
+            return owner
+    return top
 
 
 def _changed(tree: Path, *, untracked: bool) -> list[str]:

@@ -119,6 +119,7 @@ def _reuse(repo: Repository, branch: str, path: Path) -> Worktree:
         )
     listed = worktree_of(repo, branch)
     if listed is not None and listed.path.resolve() == path.resolve():
+        _finish_checkout(path)
         return Worktree(path=path, branch=branch, base=recorded, reused=True)
     if listed is not None:
         raise BranchExists(
@@ -131,6 +132,21 @@ def _reuse(repo: Repository, branch: str, path: Path) -> Worktree:
         _ignore_worktrees(repo.root)
         git(repo.root, "worktree", "add", str(path), branch)
     return Worktree(path=path, branch=branch, base=recorded, reused=True)
+
+
+def _finish_checkout(path: Path) -> None:
+    """A worktree whose ``git worktree add`` was killed while it checked out has no index
+    yet (git writes it last) and only some of its files: its commit would delete the rest.
+    Its checkout is done now; nothing of the agent's is there to lose, as no task ran in it.
+    """
+    index = Path(output(path, "rev-parse", "--path-format=absolute", "--git-path", "index"))
+    if index.is_file():
+        return
+    git(path, "-c", "core.hooksPath=/dev/null", "reset", "--hard", "--quiet")
+    locked = index.with_name("locked")  # git's mark of a worktree still being made
+    with contextlib.suppress(OSError):
+        if locked.read_text(encoding="utf-8").strip() == "initializing":
+            locked.unlink()
 
 
 def _refuse_blocked(repo: Repository, branch: str) -> None:
@@ -204,6 +220,7 @@ def commit_all(tree: Path, message: str, *, author: str, email: str) -> str | No
     Returns:
         The new commit's full hash, or ``None`` when there was nothing to commit.
     """
+    _check_top(tree)
     git(tree, "add", "-A")
     if git(tree, "diff", "--cached", "--quiet", check=False).returncode == 0:
         return None
@@ -216,9 +233,23 @@ def commit_all(tree: Path, message: str, *, author: str, email: str) -> str | No
         "GIT_COMMITTER_NAME": author,
         "GIT_COMMITTER_EMAIL": email,
     }
-    text = message.strip() or f"Work of {author}"
+    text = message.replace("\0", "").strip() or f"Work of {author}"  # a NUL ends a C string
     git(tree, "-c", "commit.gpgSign=false", "commit", "--no-verify", "-q", "-m", text, env=who)
     return output(tree, "rev-parse", "HEAD")
+
+
+def is_own_top(tree: Path) -> bool:
+    """``tree`` is the top of a checkout of its own. Without its ``.git`` file (a task's
+    ``rm -rf .git``) git run there finds the main repository around it instead."""
+    found = git(tree, "rev-parse", "--show-toplevel", check=False)
+    top = found.stdout.strip()
+    return found.returncode == 0 and bool(top) and Path(top).resolve() == tree.resolve()
+
+
+def _check_top(tree: Path) -> None:
+    """Raises GitError unless :func:`is_own_top`: a commit there would be the main tree's."""
+    if not is_own_top(tree):
+        raise GitError(f"{tree} is not a worktree's top any more (its .git is gone?)")
 
 
 def remove_worktree(repo: Repository, branch: str, *, delete_branch: bool) -> None:

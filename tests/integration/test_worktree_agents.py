@@ -195,6 +195,25 @@ def test_a_task_done_hook_judges_the_task_in_its_worktree(
     assert f"{work['branch']} @{work['commit'][:10]} 1 file +1 -0" in shown
 
 
+def test_a_before_tool_hook_judges_a_tasks_call_in_its_worktree(
+    start_agent: AgentFactory, redis_url: str, tmp_path: Path
+) -> None:
+    root = git_repo(tmp_path / "b")
+    seen = tmp_path / "hook-cwd"
+    turns = [write_turn("hello\n"), {"text": "Done."}]
+    project(
+        root, "b", {"zeus": turns}, worktree="task", take_tasks=True,
+        project={"hooks": {"before_tool": f"pwd -P >> {seen}"}},
+    )  # fmt: skip
+    start_agent("b/zeus", cwd=root)
+    task = tasks(root, redis_url, "add", "Say", "hello")
+
+    rows = wait_for(lambda: done_tasks(root, redis_url, {task["id"]}), WAIT_S, "the task done")
+    tree = Path(rows[task["id"]]["work"]["worktree"])
+    # Where the call it judges runs: a guard reading files judges the task's, not main's.
+    assert seen.read_text().splitlines() == [os.path.realpath(tree)]
+
+
 def test_an_agent_killed_mid_task_goes_on_in_the_same_worktree(
     start_agent: AgentFactory, bus: Bus, redis_url: str, tmp_path: Path
 ) -> None:

@@ -149,10 +149,13 @@ class Gates:
 
     # the steps ---------------------------------------------------------------------------
 
-    async def before_tool(self, name: str, args: Mapping[str, Any], ids: TaskIds) -> None:
-        """Raise ``GateRefused`` when ``before_tool`` refuses the call of ``name``."""
+    async def before_tool(
+        self, name: str, args: Mapping[str, Any], ids: TaskIds, cwd: Path | None = None
+    ) -> None:
+        """Raise ``GateRefused`` when ``before_tool`` refuses the call of ``name``; run in
+        ``cwd``, where the call will run (a board task's worktree), if given."""
         event = {"tool": name, "args": dict(args)}
-        run = await self.judge(Hook.BEFORE_TOOL, event, ids, tool=name)
+        run = await self.judge(Hook.BEFORE_TOOL, event, ids, cwd=cwd, tool=name)
         if run is not None and run.refused:
             raise run.refusal()
 

@@ -45,7 +45,7 @@ from ateam.bus.board import TaskBoard
 from ateam.bus.events import EventType
 from ateam.bus.publisher import EventPublisher
 from ateam.config import AgentConfig
-from ateam.errors import AteamError, ConfigError, NotARepository, WorkNotFound
+from ateam.errors import AteamError, ConfigError, NotARepository, UsageError, WorkNotFound
 from ateam.wire.work import WorkRecord
 from ateam.worktrees import (
     Repository,
@@ -57,7 +57,9 @@ from ateam.worktrees import (
     task_branch,
     worktree_path,
 )
-from ateam.worktrees.trees import recorded_base
+from ateam.worktrees._git import git
+from ateam.worktrees.find import TASK_ID_PATTERN
+from ateam.worktrees.trees import recorded_base, worktrees_root
 
 __all__ = ["WorkspaceTasks", "Workspaces", "commit_message", "start_workspace"]
 
@@ -112,12 +114,21 @@ def start_workspace(config: AgentConfig, project_root: Path | None) -> AgentConf
 
 
 def _inside(cwd: Path, root: Path, what: str) -> Path:
-    """``cwd`` relative to the repository's top, where it is in every worktree too."""
-    try:
-        return cwd.resolve().relative_to(root.resolve())
-    except ValueError:
+    """``cwd`` relative to the top of its checkout, where it is in every worktree too.
+
+    A cwd already in one of ateam's worktrees (``/spawn --worktree``, ``--cwd`` of the
+    agent's own worktree) counts from that worktree's top, not the main tree's.
+    """
+    real, top = cwd.resolve(), root.resolve()
+    if not real.is_relative_to(top):
         where = f"the agent's cwd {cwd} is outside the repository {root}"
-        raise ConfigError(f"{what}: {where}") from None
+        raise ConfigError(f"{what}: {where}")
+    if real.is_relative_to(worktrees_root(top)):
+        found = git(real, "rev-parse", "--show-toplevel", check=False)
+        checkout = Path(found.stdout.strip()).resolve() if found.returncode == 0 else top
+        if checkout != top and real.is_relative_to(checkout):
+            return real.relative_to(checkout)
+    return real.relative_to(top)
 
 
 def board_task_of(item: QueueItem) -> str | None:
@@ -181,8 +192,8 @@ class Workspaces:
 
     def task_tree(self, task_id: str) -> Path | None:
         """The worktree board task ``task_id`` runs in, if it is there (``task`` mode)."""
-        if not self.per_task or self._repo is None:
-            return None
+        if not self.per_task or self._repo is None or not TASK_ID_PATTERN.fullmatch(task_id):
+            return None  # an id the model gave (tasks.done) is no path to climb out along
         tree = worktree_path(self._repo.root, task_branch(self._config.name, task_id))
         return tree if tree.is_dir() else None
 
@@ -207,15 +218,22 @@ class Workspaces:
 
         Raises:
             GitError: the worktree could not be made (the task fails with it).
+            UsageError: the item's ``board:`` source names no board task id (``t-…``).
         """
         task_id = board_task_of(item) if self.per_task else None
         if task_id is None:
             return
+        if not TASK_ID_PATTERN.fullmatch(task_id):
+            # An owner's input may say `board:…` of anything: no branch diff and merge miss.
+            raise UsageError(f"{task_id!r} is not a board task's id: it gets no worktree")
         branch = task_branch(self._config.name, task_id)
 
         def make() -> WorkRecord:
             repo = self._repository()
-            tree = ensure_worktree(repo, branch, repo.base_branch(self._config.spec.base_branch))
+            # A worktree made before (a replay) has its base: the main tree's HEAD, which a
+            # person's rebase may have detached meanwhile, is not asked then.
+            base = recorded_base(repo, branch) or repo.base_branch(self._config.spec.base_branch)
+            tree = ensure_worktree(repo, branch, base)
             if tree.reused:
                 log.info("board task %s goes on in its worktree %s", task_id, tree.path)
             return WorkRecord(branch=tree.branch, base=tree.base, worktree=str(tree.path))

@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from ateam.agent.loop.control import TaskControl
@@ -30,8 +31,9 @@ from ateam.tools.registry import ToolContext, ToolPolicy
 
 __all__ = ["BeforeTool", "ToolCaller", "ToolGate", "ToolHooks", "describe_error"]
 
-BeforeTool = Callable[[str, Mapping[str, Any], TaskIds], Awaitable[None]]
-"""Asked before a call runs (the ``before_tool`` hook); raises to refuse it."""
+BeforeTool = Callable[[str, Mapping[str, Any], TaskIds, Path], Awaitable[None]]
+"""Asked before a call runs (the ``before_tool`` hook), in the directory the call will run
+in (a board task's worktree with ``worktree: task``); raises to refuse it."""
 
 log = logging.getLogger(__name__)
 
@@ -169,10 +171,10 @@ class ToolCaller:
         if control.interrupted.is_set():
             # An approval and an interrupt that land together: the interrupt wins.
             return {"ok": False, "rejected": True, "result": "not run: the task was interrupted"}
-        if self._before_tool is not None:  # after the policy, modes and owner: calls that may run
-            await self._before_tool(call.name, call.args, ids)
-
         context = self._hooks.tool_context(item, approval, coalescer.feed, control)
+        if self._before_tool is not None:  # after the policy, modes and owner: calls that may run
+            await self._before_tool(call.name, call.args, ids, context.cwd)
+
         if tool.self_approving:
             context = dataclasses.replace(
                 context, ask=lambda kind, extra: self._ask(kind, call, ids, extra, control)

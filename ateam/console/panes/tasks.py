@@ -131,8 +131,14 @@ class TasksScreen(ModalScreen[str | None]):
         table = self.query_one("#tasks", DataTable)
         keep = self._highlighted_id()
         table.clear()
+        columns = TASK_COLUMNS
+        if any(row.get("branch") for row in rows) or len(table.columns) > len(TASK_COLUMNS):
+            # A task's branch, commit and diffstat (worktree: task|agent), once one has it.
+            columns = [*TASK_COLUMNS, "branch"]
+            if len(table.columns) < len(columns):
+                table.add_column("branch")
         for row in rows:
-            cells = [_cell(column, row[column]) for column in TASK_COLUMNS]
+            cells = [_cell(column, row.get(column)) for column in columns]
             table.add_row(*cells, key=row["id"])
         self._status = {row["id"]: row["status"] for row in rows}
         if keep in self._status:

@@ -19,6 +19,7 @@ from ateam.bus.connection import RedisTarget
 from ateam.bus.keys import Keys
 from ateam.console.panes.app import ConsoleApp
 from ateam.console.panes.tasks import TasksScreen
+from ateam.wire.work import WorkRecord
 from tests._wait import async_wait_for
 from tests.unit.console.test_panes import SIZE, make_app, started, stream_lines, type_line
 
@@ -114,3 +115,22 @@ async def test_tasks_alone_opens_the_screen_and_escape_closes_it(
             lambda: any(task.id in line and " open " in line for line in stream_lines(app))
         )
         assert not isinstance(app.screen, TasksScreen)
+
+
+async def test_the_board_shows_a_tasks_branch_once_one_has_it(
+    target: RedisTarget, board: TaskBoard
+) -> None:
+    task = await board.add(P, title="port the parser", created_by="cli")
+    app = make_app(target)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        await pilot.press("f2")
+        await async_wait_for(lambda: len(rows(app).get(task.id, [])) == 7)  # no branch yet
+
+        await board.claim(P, task.id, agent="proj/zeus")
+        work = WorkRecord(branch=f"ateam/zeus/{task.id}", base="main", commit="ab" * 20, files=1)
+        await board.record_work(P, task.id, agent="proj/zeus", work=work)
+        await board.done(P, task.id, agent="proj/zeus", result="ok")
+
+        await async_wait_for(lambda: rows(app)[task.id][1] == "done")
+        assert rows(app)[task.id][7] == work.summary()

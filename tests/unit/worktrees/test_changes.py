@@ -76,6 +76,19 @@ def test_a_branch_without_worktree_shows_its_commits(repo: Repository, tree: Pat
     assert not diff.uncommitted
 
 
+def test_a_worktree_that_lost_its_git_file_shows_its_branch_not_the_main_tree(
+    repo: Repository, tree: Path
+) -> None:
+    (tree / "a.txt").write_text("a\n")
+    commit_all(tree, "a", author="bob", email="bob@ateam")
+    (tree / ".git").unlink()  # git run there finds the main repository around it
+    (repo.root / "mine.txt").write_text("a person's file\n")
+
+    diff = diff_of(repo, find_work(repo, "t-0a"))
+
+    assert [(f.path, f.status) for f in diff.files] == [("a.txt", "A")]
+
+
 def test_nothing_changed_is_an_empty_diff(repo: Repository, tree: Path) -> None:
     diff = diff_of(repo, find_work(repo, "t-0a"))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from ateam.errors import GitError, MergeConflict, TreeDirty, UsageError, WorkNotFound
 from ateam.worktrees import (
     Repository,
+    Work,
     agent_branch,
     commit_all,
     diff_of,
@@ -80,6 +82,19 @@ def test_squash_makes_one_commit(repo: Repository) -> None:
     assert _log(repo.root) == ["Merge ateam/bob/t-0a into main (task t-0a)", "init"]
     assert run_git(repo.root, "rev-list", "--count", "--merges", "HEAD").strip() == "0"
     assert sorted(p.name for p in repo.root.glob("*.txt")) == ["notes.txt", "second.txt"]
+
+
+@pytest.mark.parametrize("setting", ["false", "only"])
+def test_the_users_merge_ff_setting_does_not_break_a_land(repo: Repository, setting: str) -> None:
+    # merge.ff=false (always a merge commit) is a common setting; git refuses it with
+    # --squash ("options '--squash' and '--no-ff.' cannot be used together").
+    run_git(repo.root, "config", "merge.ff", setting)
+    _task_with_change(repo)
+
+    landed = land(repo, find_work(repo, "t-0a"), squash=True)
+
+    assert landed.squashed and (repo.root / "notes.txt").read_text() == "agent\n"
+    assert run_git(repo.root, "rev-list", "--count", "--merges", "HEAD").strip() == "0"
 
 
 @pytest.mark.parametrize("squash", [False, True])
@@ -179,3 +194,67 @@ def test_discard_removes_worktree_and_branch(repo: Repository) -> None:
 
     assert git_state(repo.root) == before
     assert not tree.exists()
+
+
+def test_a_worktree_removed_by_hand_does_not_block_its_committed_branch(
+    repo: Repository,
+) -> None:
+    tree = _task_with_change(repo)
+    shutil.rmtree(tree)  # a person tidying up; git still lists it until pruned
+
+    landed = land(repo, find_work(repo, "t-0a"))
+
+    assert landed.removed and (repo.root / "notes.txt").read_text() == "agent\n"
+    assert "t-0a" not in run_git(repo.root, "worktree", "list", "--porcelain")
+
+
+def test_a_nul_in_a_task_title_or_answer_is_no_crash(repo: Repository) -> None:
+    # Board titles and a model's answer may hold a NUL; git's argv may not.
+    tree = ensure_worktree(repo, task_branch("bob", "t-0a"), "main").path
+    (tree / "notes.txt").write_text("agent\n")
+    assert commit_all(tree, "title\0with a nul", author="bob", email="bob@ateam")
+    assert run_git(tree, "log", "-1", "--format=%s").strip() == "titlewith a nul"
+
+    land(repo, find_work(repo, "t-0a"), message="merge\0it (t-0a)")
+    assert run_git(repo.root, "log", "-1", "--format=%s").strip() == "mergeit (t-0a)"
+    with pytest.raises(UsageError, match="NUL"):
+        land(repo, _task(repo), into="ma\0in")
+
+
+def _task(repo: Repository) -> Work:
+    tree = ensure_worktree(repo, task_branch("bob", "t-0b"), "main").path
+    (tree / "more.txt").write_text("more\n")
+    commit_all(tree, "more", author="bob", email="bob@ateam")
+    return find_work(repo, "t-0b")
+
+
+@pytest.mark.parametrize("bare", [False, True])
+def test_a_project_in_a_linked_worktree_of_its_own_is_its_own_main_tree(
+    repo_dir: Path, tmp_path: Path, bare: bool
+) -> None:
+    # People who run several agents often keep each checkout in a worktree of one
+    # repository (or of a bare one): the project's checkout is then a linked worktree.
+    if bare:
+        origin = tmp_path / "bare.git"
+        run_git(tmp_path, "clone", "-q", "--bare", str(repo_dir), str(origin))
+        run_git(origin, "config", "user.name", "Person")
+        run_git(origin, "config", "user.email", "person@example.com")
+    else:
+        origin = repo_dir
+    project = tmp_path / "feature-checkout"
+    run_git(origin, "worktree", "add", "-q", "-b", "feature", str(project), "main")
+    main_before = run_git(origin, "rev-parse", "refs/heads/main")
+
+    repo = Repository.open(project)
+    assert repo.root == project.resolve() and repo.current_branch() == "feature"
+    tree = ensure_worktree(repo, task_branch("bob", "t-0a"), repo.current_branch()).path
+    assert tree.is_relative_to(project.resolve() / ".ateam" / "worktrees")
+    assert Repository.open(tree).root == repo.root  # from its agent's worktree too
+    (tree / "notes.txt").write_text("agent\n")
+    commit_all(tree, "Task: notes", author="bob", email="bob@ateam")
+
+    landed = land(repo, find_work(repo, "t-0a"))
+
+    assert landed.into == "feature" and (project / "notes.txt").read_text() == "agent\n"
+    assert run_git(project, "status", "--porcelain") == ""  # the checkout moved with it
+    assert run_git(origin, "rev-parse", "refs/heads/main") == main_before

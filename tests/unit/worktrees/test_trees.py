@@ -80,6 +80,25 @@ def test_a_kill_between_the_mark_and_the_branch_is_no_obstacle(repo: Repository)
     assert not tree.reused and tree.path.is_dir()
 
 
+def test_a_kill_during_the_checkout_of_the_worktree_is_finished_not_taken_as_is(
+    repo: Repository,
+) -> None:
+    # `git worktree add` killed while it checks out: the entry and the branch are there,
+    # the files and the index not (what `--no-checkout` leaves). Taken as it is, the
+    # task's commit would delete every file of the project.
+    branch = task_branch("bob", "t-0a")
+    path = repo.root / ".ateam" / "worktrees" / "bob" / "t-0a"
+    run_git(repo.root, "config", f"branch.{branch}.ateambase", "main")
+    run_git(repo.root, "worktree", "add", "-q", "--no-checkout", "-b", branch, str(path), "main")
+
+    tree = ensure_worktree(repo, branch, "main")
+
+    assert tree.reused and tree.path == path
+    assert (path / "README.md").read_text() == "hello\n"
+    assert run_git(path, "status", "--porcelain") == ""
+    assert commit_all(path, "nothing", author="bob", email="bob@ateam") is None
+
+
 def test_agents_starting_tasks_together_each_get_theirs(repo: Repository) -> None:
     branches = [task_branch(name, f"t-0{n}") for n, name in enumerate(["ada", "bob", "cy", "di"])]
     with ThreadPoolExecutor(len(branches)) as pool:
@@ -200,6 +219,24 @@ def test_commit_all_commits_new_changed_and_deleted_files_as_the_agent(
     )
     assert run_git(tree.path, "status", "--porcelain") == ""
     assert commit_all(tree.path, "again", author="bob", email="bob@ateam") is None
+
+
+def test_commit_all_never_commits_in_the_main_tree_when_the_worktree_lost_its_git_file(
+    repo: Repository,
+) -> None:
+    # A task's `rm -rf .git` (or a person's) leaves a plain directory inside the main
+    # tree: git run there finds the main repository, and `add -A` takes all of it.
+    tree = ensure_worktree(repo, task_branch("bob", "t-0a"), "main").path
+    (tree / "work.txt").write_text("agent\n")
+    (tree / ".git").unlink()
+    (repo.root / "mine.txt").write_text("a person's file, not for an agent's commit\n")
+    before = run_git(repo.root, "rev-parse", "HEAD")
+
+    with pytest.raises(GitError, match="not a worktree"):
+        commit_all(tree, "task", author="bob", email="bob@ateam")
+
+    assert run_git(repo.root, "rev-parse", "HEAD") == before
+    assert run_git(repo.root, "diff", "--cached", "--name-only") == ""
 
 
 def test_remove_worktree_and_branch_leaves_no_trace(repo: Repository) -> None:
