@@ -6,7 +6,7 @@ Measures, each beside a raw baseline taken in the same run:
   echo model, serving, 1 s after its first answer) — ``VmRSS`` from ``/proc/PID/status``
   — against a bare process that only imports the agent's core libraries
   (``redis.asyncio``, pydantic, PyYAML, msgpack), connects to the same Redis and idles.
-  Target: ≤ 1.25×.
+  Target: at most 1.25 times it.
 * start-to-serving: ``Popen`` of a fresh agent until it answers a ``status`` RPC. The
   baseline is the bare process from ``Popen`` until it has imported those libraries and
   answered a Redis ``PING`` (the floor any agent pays: interpreter, core libraries, one
