@@ -69,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     if given and given[0] in HIDDEN:
         run: Callable[[list[str]], int] = importlib.import_module(HIDDEN[given[0]]).main
         return run(given[1:])
+    from ateam.cli.agent_verb import fast_path
+
+    if fast_path(given):  # a long-lived agent process: no verb table, no front end
+        from ateam.cli.agent_verb import main as agent_main
+
+        return agent_main(given[1:])
     from ateam.cli.parser import build_parser
 
     parser = build_parser()

@@ -17,6 +17,8 @@ from typing import Any
 from ateam.cli._hints import cli_line
 from ateam.cli._run import print_table, run_verb
 from ateam.cli._verb import add_json_option, add_project_option, add_redis_option
+from ateam.cli.agent_verb import agent_args as agent_args  # the verb table names them here
+from ateam.cli.agent_verb import cmd_agent as cmd_agent
 from ateam.cli.mail import keep_for_start
 from ateam.client import Gap, Team, local_redactor, secrets_notice
 from ateam.client.tail import event_json
@@ -34,37 +36,6 @@ from ateam.errors import (
 from ateam.exits import Exit, cli_exit_code
 
 # agent ------------------------------------------------------------------------------------
-
-
-def cmd_agent(args: argparse.Namespace) -> int:
-    from ateam.agent.runtime.main import AgentOptions, run_agent
-
-    options = AgentOptions(
-        name=args.name,
-        project=args.project,
-        cwd=args.cwd,
-        model=args.model,
-        redis=args.redis,
-        bootstrap=args.bootstrap,
-        repl=not args.no_repl,
-    )
-    return run_agent(options)
-
-
-def agent_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    add_project_option(p)
-    p.add_argument("--name", required=True, help="the agent's name within its project")
-    p.add_argument(
-        "--cwd", metavar="DIR", help="its working directory and configuration (default: here)"
-    )
-    p.add_argument("--model", metavar="ID", help="a model of models.yaml to use instead")
-    p.add_argument("--no-repl", action="store_true", help="no local prompt, even on a terminal")
-    p.add_argument(
-        "--bootstrap",
-        metavar="TOKEN",
-        help="join with a one-time token a console issued (a start on another host)",
-    )
 
 
 # ps / session -----------------------------------------------------------------------------

@@ -48,7 +48,9 @@ class EventType(StrEnum):
 class Payload(BaseModel):
     """Fields every payload may carry: the task and trace it belongs to."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+    # defer_build: a validator is built on first use, not at import: a process
+    # meets few of these models, and each built one costs start-up and memory.
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True, defer_build=True)
 
     task_id: str | None = None
     trace_id: str | None = None

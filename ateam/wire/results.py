@@ -31,7 +31,9 @@ Rows = list[dict[str, Any]]
 class Result(BaseModel):
     """Base of every method's result (and of the rows inside one)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+    # defer_build: a validator is built on first use, not at import: a process
+    # meets few of these models, and each built one costs start-up and memory.
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True, defer_build=True)
 
     def wire(self) -> dict[str, object]:
         """The value as it travels: aliases such as ``from`` restored, and only the fields
@@ -182,7 +184,9 @@ class AgentEntry(Result):
 class StatusResult(AgentEntry):
     """``status``: the registry entry with the live state, queue length and offsets."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+    # defer_build: a validator is built on first use, not at import: a process
+    # meets few of these models, and each built one costs start-up and memory.
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True, defer_build=True)
 
     last_offset: int = 0
     bus_connected: bool = False

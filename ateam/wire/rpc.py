@@ -35,7 +35,9 @@ Text = Annotated[str, AfterValidator(_not_blank)]
 class Params(BaseModel):
     """Base of every method's parameters."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="ignore")
+    # defer_build: a validator is built on first use, not at import: a process
+    # meets few of these models, and each built one costs start-up and memory.
+    model_config = ConfigDict(strict=True, frozen=True, extra="ignore", defer_build=True)
 
     def wire(self) -> dict[str, object]:
         """The ``params`` map of a request: the fields that were given."""
