@@ -70,6 +70,14 @@ class Repository:
         ref = f"refs/heads/{branch}"
         return git(self.root, "show-ref", "--verify", "--quiet", ref, check=False).returncode == 0
 
+    def tip(self, branch: str) -> str:
+        """The full hash of ``branch``'s newest commit.
+
+        Raises:
+            GitError: no such branch.
+        """
+        return output(self.root, "rev-parse", "--verify", f"refs/heads/{branch}")
+
     def dirty_files(self, tree: Path | None = None) -> list[str]:
         """Tracked files with uncommitted changes (staged or not) in ``tree`` (default: the
         main working tree); untracked files do not count."""

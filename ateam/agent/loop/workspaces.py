@@ -299,8 +299,18 @@ class Workspaces:
         tree = Path(record.worktree)
         work = Work(record.branch, record.base, self._config.name, task_id, tree)
         diff = diff_of(repo, work, max_bytes=STAT_DIFF_BYTES)
+        commit = record.commit
+        if not commit and task_id is not None:
+            # Nothing new to commit, yet a task's branch ahead of its base: a replay after
+            # a kill that came between the commit and its record; the tip is that commit.
+            tip = repo.tip(record.branch)
+            commit = "" if tip == diff.merge_base else tip
         return replace(
-            record, files=len(diff.files), insertions=diff.insertions, deletions=diff.deletions
+            record,
+            commit=commit,
+            files=len(diff.files),
+            insertions=diff.insertions,
+            deletions=diff.deletions,
         )
 
     async def _record(self, item: QueueItem, task_id: str, record: WorkRecord) -> None:

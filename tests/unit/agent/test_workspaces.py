@@ -123,3 +123,31 @@ def test_an_agent_started_in_its_own_worktree_stays_there(root: Path) -> None:
     (tree / "src").mkdir()
     assert start_workspace(dataclasses.replace(config, cwd=first.cwd), root).cwd == tree / "src"
     assert start_workspace(dataclasses.replace(config, cwd=tree), root).cwd == tree
+
+
+async def test_a_replayed_task_records_the_commit_its_first_run_made(
+    root: Path, client: aioredis.Redis, namespace: str
+) -> None:
+    # Killed after the commit and before its record reached the board: the replay finds
+    # nothing new to commit, and still records the task's commit, not none.
+    base = standalone_agent("p", "bob", root)
+    config = dataclasses.replace(base, spec=base.spec.model_copy(update={"worktree": "task"}))
+    board = TaskBoard(client, Keys(namespace))
+    task = await board.add("p", title="write the parser", created_by="cli")
+    await board.claim("p", task.id, agent=config.id)
+    spaces = Workspaces(config, root, board, Events())  # type: ignore[arg-type]
+    await spaces.prepare(item(task.id))
+    tree = root / ".ateam" / "worktrees" / "bob" / task.id
+    (tree / "parser.py").write_text("print('parsed')\n")
+    outcome = TaskOutcome(True, None, "wrote the parser", 1, 1)
+    await spaces.finish(item(task.id), outcome)
+    first = await board.get("p", task.id)
+    assert first is not None and first.work is not None and first.work.commit
+
+    replayed = Workspaces(config, root, board, Events())  # type: ignore[arg-type]
+    await replayed.prepare(item(task.id))
+    await replayed.finish(item(task.id), outcome)
+    again = await board.get("p", task.id)
+    assert again is not None and again.work is not None
+    assert again.work.commit == first.work.commit
+    assert again.work.files == 1 and again.work.insertions == 1
