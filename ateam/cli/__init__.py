@@ -69,9 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     if given and given[0] in HIDDEN:
         run: Callable[[list[str]], int] = importlib.import_module(HIDDEN[given[0]]).main
         return run(given[1:])
-    from ateam.cli.parser import build_parser
+    from ateam.cli.parser import VERBS, build_parser
 
-    parser = build_parser()
+    # Only the verb named first is built: ``ateam --help`` and ``ateam ps`` import no
+    # other verb's module. A first word that is no verb builds none (argparse refuses it).
+    chosen = given[0] if given and given[0] in {verb.name for verb in VERBS} else ""
+    parser = build_parser(only=chosen)
     try:
         args = parser.parse_args(given)
     except SystemExit as exc:

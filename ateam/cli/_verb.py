@@ -7,6 +7,7 @@ one place. The argument adders here are the options more than one family takes.
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -48,6 +49,36 @@ def chain(*adders: ArgsAdder) -> ArgsAdder:
     def add(p: argparse.ArgumentParser) -> None:
         for adder in adders:
             adder(p)
+
+    return add
+
+
+def _found(ref: str) -> Callable[..., object]:
+    """The function ``ref`` (``"package.module:function"``) names, its module imported now."""
+    module, _, name = ref.partition(":")
+    found: Callable[..., object] = getattr(importlib.import_module(module), name)
+    return found
+
+
+def handler_at(ref: str) -> Handler:
+    """The handler ``ref`` names, its module imported only when the verb runs: a verb
+    must not pay for every other verb's imports (the client, the console, the KB)."""
+
+    def run(args: argparse.Namespace) -> int:
+        status = _found(ref)(args)
+        assert isinstance(status, int), f"{ref} returned {status!r}, not an exit status"
+        return status
+
+    return run
+
+
+def args_at(*adders: ArgsAdder | str) -> ArgsAdder:
+    """:func:`chain` of ``adders``, where a ``"module:function"`` is imported only when
+    its verb's parser is built (``ateam --help`` builds none of them)."""
+
+    def add(p: argparse.ArgumentParser) -> None:
+        for adder in adders:
+            (_found(adder) if isinstance(adder, str) else adder)(p)
 
     return add
 
