@@ -1,8 +1,8 @@
 """The wall time of one ``ateam`` command, from ``exec`` to exit, beside what it cannot beat.
 
-Issue 28: ``ateam ps`` and ``ateam send`` ≤ 1.5× a bare redis-py script that connects the
+Issue 28: ``ateam ps`` and ``ateam send`` ≤ 1.5x a bare redis-py script that connects the
 same way and reads the same keys; ``ateam --help``, ``ateam VERB --help`` and the
-completion script ≤ 4× ``python -c pass`` (they must import neither redis-py nor
+completion script ≤ 4x ``python -c pass`` (they must import neither redis-py nor
 pydantic).
 
 Every command is a fresh ``python -m ateam …`` process, as a shell runs it; the rows are
