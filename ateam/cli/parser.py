@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Sequence
 
 from ateam import __version__
-from ateam.cli import completion  # light: shtab is imported when a script is made
+from ateam.cli import arguments, completion  # light: no client, shtab when a script is made
 from ateam.cli._verb import Verb, args_at, handler_at, project_verb_options
 
 
@@ -28,7 +28,7 @@ VERBS: tuple[Verb, ...] = (
         "agent",
         "run one agent in the foreground",
         handler_at("ateam.cli.agents:cmd_agent"),
-        args_at("ateam.cli.agents:agent_args"),
+        arguments.agent_args,
     ),
     Verb(
         "console",
@@ -70,7 +70,7 @@ VERBS: tuple[Verb, ...] = (
         "ps",
         "list agents",
         handler_at("ateam.cli.agents:cmd_ps"),
-        args_at("ateam.cli.agents:ps_args"),
+        arguments.ps_args,
     ),
     Verb(
         "logs",
@@ -82,13 +82,13 @@ VERBS: tuple[Verb, ...] = (
         "session",
         "the team snapshot (~/.ateam/session.json), fresh",
         handler_at("ateam.cli.agents:cmd_session"),
-        args_at("ateam.cli.agents:session_args"),
+        arguments.session_args,
     ),
     Verb(
         "send",
         "queue text for an agent",
         handler_at("ateam.cli.agents:cmd_send"),
-        args_at("ateam.cli.agents:send_args"),
+        arguments.send_args,
     ),
     Verb(
         "broadcast",
@@ -100,19 +100,19 @@ VERBS: tuple[Verb, ...] = (
         "tail",
         "print an agent's events",
         handler_at("ateam.cli.agents:cmd_tail"),
-        args_at("ateam.cli.agents:tail_args"),
+        arguments.tail_args,
     ),
     Verb(
         "stop",
         "stop agents gracefully; nothing restarts them until a start",
         handler_at("ateam.cli.agents:cmd_stop"),
-        args_at("ateam.cli.agents:stop_args"),
+        arguments.stop_args,
     ),
     Verb(
         "ack",
         "clear an agent's ALERT in ps: damage found, or a final exit",
         handler_at("ateam.cli.agents:cmd_ack"),
-        args_at("ateam.cli.agents:ack_args"),
+        arguments.ack_args,
     ),
     Verb(
         "server",
