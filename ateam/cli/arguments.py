@@ -6,15 +6,16 @@ import (redis-py, pydantic) than the whole rest of a help. So this module import
 argparse, the option helpers of :mod:`ateam.cli._verb` and constants, nothing heavier:
 ``tests/unit/cli/test_imports.py`` holds it to that.
 
-Here so far: the agents family (:mod:`ateam.cli.agents`).
+Every family is here but four, whose arguments name constants of heavy packages and are
+still imported from their own modules when built: ``context``, ``init``, ``kb``, ``work``.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from ateam.cli._verb import add_json_option, add_project_option, add_redis_option
-from ateam.constants import RPC_DEFAULT_DEADLINE_S
+from ateam.cli._verb import add_json_option, add_project_option, add_redis_option, port_number
+from ateam.constants import AGENT_TOKEN_ENV, RPC_DEFAULT_DEADLINE_S
 
 
 def agent_args(p: argparse.ArgumentParser) -> None:
@@ -139,3 +140,296 @@ def ack_args(p: argparse.ArgumentParser) -> None:
         "--takeover", action="store_true", help=_TAKEOVER_HELP.format(what="clear its alerts")
     )
     add_json_option(p, "agent, alerts_cleared, exit_cleared (the exit record, or null)")
+
+
+# --- acl ----------------------------------------------------------------------
+
+
+def acl_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("project_name", metavar="PROJECT", help="the one project the user may reach")
+    p.add_argument("--user", metavar="NAME", help="the user's name (default ateam-PROJECT)")
+    p.add_argument("--password-file", metavar="FILE", help="use this password, not a random one")
+    p.add_argument("--apply", action="store_true", help="run ACL SETUSER on the server now")
+    add_redis_option(p)
+    add_json_option(p, "project, user, password, command (the ACL SETUSER line), applied")
+
+
+# --- attach -------------------------------------------------------------------
+
+
+def attach_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "id",
+        metavar="NAME",
+        help="the agent: NAME in the project here, a unique prefix of it, or PROJECT/NAME",
+    )
+    add_project_option(p)
+    p.add_argument(
+        "--takeover",
+        action="store_true",
+        help="take it over from the console that owns it (that console turns read-only)",
+    )
+    p.add_argument("--no-ui", action="store_true", help="plain line mode")
+    add_redis_option(p)
+
+
+# --- console ------------------------------------------------------------------
+
+
+def console_args(p: argparse.ArgumentParser) -> None:
+    add_redis_option(p)
+    p.add_argument("--no-ui", action="store_true", help="plain line mode")
+    p.add_argument("--panes", action="store_true", help="full-screen panes (when available)")
+    p.add_argument("--web", action="store_true", help="serve the console to browsers (one per tab)")
+    p.add_argument("--host", metavar="ADDR", help="with --web (default 127.0.0.1)")
+    # A string, checked by the handler: a bad port is a one-line error with a code.
+    p.add_argument("--port", metavar="N", help="with --web (default 8765; 0: any free port)")
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --web: the token to ask for, read from FILE if it exists, "
+        "else a new one written there (mode 0600)",
+    )
+    p.add_argument("--read-only", action="store_true", help="with --web: tabs only watch")
+
+
+# --- lifecycle ----------------------------------------------------------------
+
+
+def up_args(p: argparse.ArgumentParser) -> None:
+    add_redis_option(p)
+    p.add_argument(
+        "dir", nargs="?", default=".", help="the project's directory (default: the current one)"
+    )
+    p.add_argument("--no-ui", action="store_true", help="open the console in plain line mode")
+    p.add_argument("--down", action="store_true", help="stop the project's agents (`ateam down`)")
+    p.add_argument("--detach", action="store_true", help="start the agents, open no console")
+    add_json_option(p, "one row per agent, and no console")
+
+
+def down_args(p: argparse.ArgumentParser) -> None:
+    add_redis_option(p)
+    p.add_argument(
+        "dir", nargs="?", default=".", help="the project's directory (default: the current one)"
+    )
+    add_json_option(p, "one row per agent")
+
+
+def _names_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "names",
+        nargs="+",
+        metavar="NAME",
+        help="an agent of the project here: its name, a unique prefix, or PROJECT/NAME "
+        "(which also works outside the project, once `ateam up` has started it)",
+    )
+
+
+def start_args(p: argparse.ArgumentParser) -> None:
+    _names_arg(p)
+    add_redis_option(p)
+    add_json_option(p, "one row per agent")
+
+
+def restart_args(p: argparse.ArgumentParser) -> None:
+    start_args(p)
+    p.add_argument(
+        "--takeover",
+        action="store_true",
+        help="stop an agent even while a console owns it (that console turns read-only)",
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long each agent gets to stop before this gives up (default 10)",
+    )
+
+
+# --- logs ---------------------------------------------------------------------
+
+
+def logs_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "id",
+        metavar="NAME",
+        help="the agent: NAME in the project here, a unique prefix of it, or PROJECT/NAME",
+    )
+    add_project_option(p)
+    p.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing what is added until Ctrl+C"
+    )
+    p.add_argument(
+        "-n",
+        "--lines",
+        type=int,
+        metavar="N",
+        help="only the last N lines (default: the whole log)",
+    )
+
+
+# --- mail ---------------------------------------------------------------------
+
+
+def broadcast_args(p: argparse.ArgumentParser) -> None:
+    add_redis_option(p)
+    add_project_option(p)
+    p.add_argument("text", nargs="+", metavar="TEXT", help="the words to queue, as one input")
+    p.add_argument(
+        "--takeover",
+        action="store_true",
+        help="send even to agents a console owns (those consoles turn read-only)",
+    )
+    add_json_option(p, "per agent: the queued id, or the error (code, message)")
+
+
+# --- mcp ----------------------------------------------------------------------
+
+
+def mcp_args(p: argparse.ArgumentParser) -> None:
+    add_redis_option(p)
+    p.add_argument(
+        "--project",
+        metavar="NAME",
+        help="the project tools mean when they name none (default: the nearest .ateam/)",
+    )
+    p.add_argument(
+        "--as",
+        dest="as_agent",
+        metavar="NAME",
+        help="act as agent NAME of the project (or PROJECT/NAME): its claims, posts and "
+        f"sends; needs its running instance's token in {AGENT_TOKEN_ENV} (what an agent "
+        "gives its coding agent's runtime)",
+    )
+    p.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
+    p.add_argument("--host", metavar="ADDR", help="with --http (default 127.0.0.1)")
+    p.add_argument(
+        "--port", type=port_number, metavar="N", help="with --http (default 8765; 0: any)"
+    )
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --http: the bearer token clients send is read from FILE, or a new one "
+        "written there (0600) if it does not exist (default: a new one each start, printed)",
+    )
+
+
+# --- modes --------------------------------------------------------------------
+
+
+_MODES_TAKEOVER_HELP = "even while a console owns the agent (that console turns read-only)"
+
+
+def _modes_agent_args(p: argparse.ArgumentParser, json_what: str) -> None:
+    add_redis_option(p)
+    p.add_argument("id", metavar="NAME", help=_AGENT_HELP)
+    add_project_option(p)
+    add_json_option(p, json_what)
+
+
+_STATE_JSON = "agent, plan, task, status, feedback, by, at, require_plan, delegate"
+
+
+def plan_show_args(p: argparse.ArgumentParser) -> None:
+    _modes_agent_args(p, f"{_STATE_JSON}, text (plan.md)")
+
+
+def plan_approve_args(p: argparse.ArgumentParser) -> None:
+    _modes_agent_args(p, _STATE_JSON)
+    p.add_argument("--feedback", default="", metavar="TEXT", help="a note for the agent")
+    p.add_argument("--takeover", action="store_true", help=f"approve {_MODES_TAKEOVER_HELP}")
+
+
+def plan_reject_args(p: argparse.ArgumentParser) -> None:
+    _modes_agent_args(p, _STATE_JSON)
+    p.add_argument(
+        "--feedback", required=True, metavar="TEXT", help="what to change: the agent's next input"
+    )
+    p.add_argument("--takeover", action="store_true", help=f"reject {_MODES_TAKEOVER_HELP}")
+
+
+def delegate_args(p: argparse.ArgumentParser) -> None:
+    _modes_agent_args(p, _STATE_JSON)
+    p.add_argument("mode", choices=["on", "off"], help="coordination tools only, or every tool")
+    p.add_argument("--takeover", action="store_true", help=f"switch it {_MODES_TAKEOVER_HELP}")
+
+
+# --- runtimes -----------------------------------------------------------------
+
+
+def runtimes_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", nargs="?", default=".", help="the project (default: the nearest)")
+    add_json_option(p, "one object per runtime (see docs/configuration.md)")
+
+
+# --- server -------------------------------------------------------------------
+
+
+def server_args(p: argparse.ArgumentParser) -> None:
+    # No --redis: this verb is about the one server ateam starts itself.
+    p.add_argument(
+        "action",
+        choices=["start", "stop", "status"],
+        help="start it (or find it running), stop it, or say how it is",
+    )
+    add_json_option(p, "one object: running, pid, socket, version, ... (url, started for start)")
+
+
+# --- tasks --------------------------------------------------------------------
+
+
+_AS_HELP = "the agent that {what}: NAME in this project, a unique prefix, or PROJECT/NAME"
+
+
+def tasks_ls_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--status", choices=["open", "claimed", "done", "failed"], help="only tasks in this state"
+    )
+
+
+def tasks_add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("title", nargs="+", metavar="WORD", help="the task's title")
+    p.add_argument("--detail", default="", metavar="TEXT", help="a longer description")
+    p.add_argument("--priority", type=int, default=0, metavar="N", help="higher first")
+    p.add_argument("--depends-on", metavar="ID,ID", help="tasks that must be done first")
+    p.add_argument(
+        "--require-plan",
+        action="store_true",
+        help="its agent works read-only until its plan is approved (ateam plan approve)",
+    )
+    p.add_argument(
+        "--as", dest="agent", metavar="NAME", help=_AS_HELP.format(what="adds it (default: cli)")
+    )
+
+
+def tasks_claim_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("task_id", metavar="ID", help="the task: its id, or a unique prefix of it")
+    p.add_argument(
+        "--as", dest="agent", required=True, metavar="NAME", help=_AS_HELP.format(what="holds it")
+    )
+
+
+def tasks_done_args(p: argparse.ArgumentParser) -> None:
+    tasks_claim_args(p)
+    p.add_argument("--result", default="", metavar="TEXT", help="what came of it")
+
+
+def tasks_fail_args(p: argparse.ArgumentParser) -> None:
+    tasks_claim_args(p)
+    p.add_argument("--reason", required=True, metavar="TEXT", help="why it could not be done")
+
+
+def tasks_again_args(p: argparse.ArgumentParser) -> None:
+    p.epilog = (
+        "Only a failed task goes back; why it failed is kept (last_error) and shown to "
+        "whoever takes it next. reopen opens it to anyone at once; retry lets only the "
+        "agent that failed it claim it for 30 s if that agent is running, then anyone."
+    )
+    p.add_argument("task_id", metavar="ID", help="the failed task: its id, or a unique prefix")
+    p.add_argument(
+        "--as",
+        dest="agent",
+        metavar="NAME",
+        help=_AS_HELP.format(what="sends it back (default: cli)"),
+    )
