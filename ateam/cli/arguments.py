@@ -6,8 +6,9 @@ import (redis-py, pydantic) than the whole rest of a help. So this module import
 argparse, the option helpers of :mod:`ateam.cli._verb` and constants, nothing heavier:
 ``tests/unit/cli/test_imports.py`` holds it to that.
 
-Every family is here but four, whose arguments name constants of heavy packages and are
-still imported from their own modules when built: ``context``, ``init``, ``kb``, ``work``.
+Every family is here but ``init``, whose runtime choices come from ``ateam.config`` (and
+so pydantic): :mod:`ateam.cli.init` is imported when ``ateam init`` is built. The knowledge
+bases' scopes and the diff limit live in :mod:`ateam.constants` for this module.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from __future__ import annotations
 import argparse
 
 from ateam.cli._verb import add_json_option, add_project_option, add_redis_option, port_number
-from ateam.constants import AGENT_TOKEN_ENV, RPC_DEFAULT_DEADLINE_S
+from ateam.constants import (
+    AGENT_TOKEN_ENV,
+    DIFF_MAX_BYTES,
+    KB_DEFAULT_SCOPE,
+    KB_SCOPES,
+    RPC_DEFAULT_DEADLINE_S,
+)
 
 
 def agent_args(p: argparse.ArgumentParser) -> None:
@@ -433,3 +440,149 @@ def tasks_again_args(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help=_AS_HELP.format(what="sends it back (default: cli)"),
     )
+
+
+# --- context ------------------------------------------------------------------
+
+
+CONTEXT_TYPES = ["discovery", "decision", "status", "request", "alert"]
+
+
+URGENCIES = ["background", "attention", "blocking"]
+
+
+def context_ls_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--urgency", choices=URGENCIES, help="only items at least this urgent")
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N (default 50)")
+
+
+SEARCH_EPILOG = (
+    "Items are ranked with the embedder models.yaml configures (embeddings:). The offline "
+    "default (hashing) matches words, not meaning: configure an embeddings endpoint to find "
+    "paraphrases."
+)
+
+
+def context_search_args(p: argparse.ArgumentParser) -> None:
+    p.epilog = SEARCH_EPILOG
+    p.add_argument("query", nargs="+", metavar="WORD", help="what to look for, in any words")
+    p.add_argument("--limit", type=int, default=20, metavar="N", help="at most N (default 20)")
+
+
+def context_post_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("title", nargs="+", metavar="WORD", help="the item's title")
+    p.add_argument(
+        "--type", default="status", choices=CONTEXT_TYPES, help="what kind of item (default status)"
+    )
+    p.add_argument(
+        "--urgency",
+        choices=URGENCIES,
+        help="background (default), attention (a banner) or blocking (a task for agents)",
+    )
+    p.add_argument(
+        "--scope",
+        default="project",
+        choices=["task", "project", "global"],
+        help="who sees it (default project; global: every project)",
+    )
+    p.add_argument("--tags", metavar="A,B", help="tags agents subscribe to, comma-separated")
+    p.add_argument("--content", default="", metavar="TEXT", help="the body, beyond the title")
+
+
+# --- kb -----------------------------------------------------------------------
+
+
+def kb_agent(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "id",
+        metavar="NAME",
+        help="the agent: NAME in the project here, a unique prefix of it, or PROJECT/NAME",
+    )
+
+
+def kb_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scope",
+        choices=KB_SCOPES,
+        default=KB_DEFAULT_SCOPE,
+        help=f"the agent's own, its project's or yours (default {KB_DEFAULT_SCOPE})",
+    )
+    add_redis_option(p)
+    add_project_option(p)
+
+
+def kb_add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "paths", nargs="+", metavar="PATH", help="files and directories in the agent's sandbox"
+    )
+    p.add_argument(
+        "--takeover",
+        action="store_true",
+        help="add even while a console owns the agent (that console turns read-only)",
+    )
+    add_json_option(p, "the report: ingested, skipped, chunks")
+
+
+def kb_search_args(p: argparse.ArgumentParser) -> None:
+    p.epilog = (
+        "The agent searches with the embedder models.yaml configures (embeddings:). The "
+        "offline default (hashing) matches words, not meaning: configure an embeddings "
+        "endpoint to find paraphrases."
+    )
+    p.add_argument("query", nargs="+", metavar="WORD", help="what to look for, in any words")
+    p.add_argument("--k", type=int, help="at most this many passages (default 8)")
+    add_json_option(p, "the passages, best first")
+
+
+def kb_ls_args(p: argparse.ArgumentParser) -> None:
+    add_json_option(p, "one object per document")
+
+
+# --- work ---------------------------------------------------------------------
+
+
+_TARGET_HELP = "an agent's name (its branch ateam/NAME) or a board task's id (ateam/*/TASK)"
+
+
+def _work_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", metavar="NAME|TASK", help=_TARGET_HELP)
+    p.add_argument(
+        "--project",
+        metavar="NAME",
+        help="the project (default: the nearest .ateam/project.yaml; else where it was started)",
+    )
+
+
+def diff_args(p: argparse.ArgumentParser) -> None:
+    _work_common(p)
+    p.add_argument("--stat", action="store_true", help="only the files changed and the totals")
+    p.add_argument(
+        "--max-bytes",
+        type=int,
+        default=DIFF_MAX_BYTES,
+        metavar="N",
+        help=f"show at most N bytes of the diff (default {DIFF_MAX_BYTES}); the rest is counted",
+    )
+    add_json_option(p, "files, stat, diff, and what was left out")
+
+
+def merge_args(p: argparse.ArgumentParser) -> None:
+    _work_common(p)
+    p.epilog = (
+        "The merge is tried in a scratch worktree first: a conflict, a main tree with "
+        "uncommitted changes or a task still claimed is refused and nothing changes."
+    )
+    p.add_argument("--squash", action="store_true", help="land it as one commit")
+    p.add_argument("--into", metavar="BRANCH", help="the branch to merge into (default: its base)")
+    p.add_argument("--keep", action="store_true", help="keep the task's worktree and branch")
+    add_json_option(p, "the branch, where it landed and the new commit")
+    add_redis_option(p)
+
+
+def discard_args(p: argparse.ArgumentParser) -> None:
+    _work_common(p)
+    p.add_argument("--yes", action="store_true", help="do not ask (needed without a terminal)")
+    p.add_argument(
+        "--reopen", action="store_true", help="put the board task back to open, to be done again"
+    )
+    add_redis_option(p)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ateam import __version__
 from ateam.cli import arguments, completion  # light: no client, shtab when a script is made
-from ateam.cli._verb import Verb, args_at, handler_at, project_verb_options
+from ateam.cli._verb import Verb, args_at, chain, handler_at, project_verb_options
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
@@ -140,25 +140,19 @@ VERBS: tuple[Verb, ...] = (
                 "add",
                 "ingest files and directories (the agent's sandbox only)",
                 handler_at("ateam.cli.kb:cmd_kb_add"),
-                args_at(
-                    "ateam.cli.kb:kb_agent", "ateam.cli.kb:kb_add_args", "ateam.cli.kb:kb_common"
-                ),
+                chain(arguments.kb_agent, arguments.kb_add_args, arguments.kb_common),
             ),
             Verb(
                 "search",
                 "the passages most like a query, best first",
                 handler_at("ateam.cli.kb:cmd_kb_search"),
-                args_at(
-                    "ateam.cli.kb:kb_agent", "ateam.cli.kb:kb_search_args", "ateam.cli.kb:kb_common"
-                ),
+                chain(arguments.kb_agent, arguments.kb_search_args, arguments.kb_common),
             ),
             Verb(
                 "ls",
                 "the documents of a scope",
                 handler_at("ateam.cli.kb:cmd_kb_ls"),
-                args_at(
-                    "ateam.cli.kb:kb_agent", "ateam.cli.kb:kb_ls_args", "ateam.cli.kb:kb_common"
-                ),
+                chain(arguments.kb_agent, arguments.kb_ls_args, arguments.kb_common),
             ),
         ),
     ),
@@ -170,43 +164,43 @@ VERBS: tuple[Verb, ...] = (
                 "ls",
                 "the project's tasks, highest priority first",
                 handler_at("ateam.cli.tasks:cmd_tasks_ls"),
-                args_at(arguments.tasks_ls_args, project_verb_options),
+                chain(arguments.tasks_ls_args, project_verb_options),
             ),
             Verb(
                 "add",
                 "put an open task on the board",
                 handler_at("ateam.cli.tasks:cmd_tasks_add"),
-                args_at(arguments.tasks_add_args, project_verb_options),
+                chain(arguments.tasks_add_args, project_verb_options),
             ),
             Verb(
                 "claim",
                 "take a task: exits 0 only for the winner",
                 handler_at("ateam.cli.tasks:cmd_tasks_claim"),
-                args_at(arguments.tasks_claim_args, project_verb_options),
+                chain(arguments.tasks_claim_args, project_verb_options),
             ),
             Verb(
                 "done",
                 "finish a task you hold",
                 handler_at("ateam.cli.tasks:cmd_tasks_done"),
-                args_at(arguments.tasks_done_args, project_verb_options),
+                chain(arguments.tasks_done_args, project_verb_options),
             ),
             Verb(
                 "fail",
                 "give up a task you hold, saying why",
                 handler_at("ateam.cli.tasks:cmd_tasks_fail"),
-                args_at(arguments.tasks_fail_args, project_verb_options),
+                chain(arguments.tasks_fail_args, project_verb_options),
             ),
             Verb(
                 "reopen",
                 "put a failed task back on the board for anyone",
                 handler_at("ateam.cli.tasks:cmd_tasks_reopen"),
-                args_at(arguments.tasks_again_args, project_verb_options),
+                chain(arguments.tasks_again_args, project_verb_options),
             ),
             Verb(
                 "retry",
                 "put a failed task back, offered first to the agent that failed it",
                 handler_at("ateam.cli.tasks:cmd_tasks_retry"),
-                args_at(arguments.tasks_again_args, project_verb_options),
+                chain(arguments.tasks_again_args, project_verb_options),
             ),
         ),
     ),
@@ -214,19 +208,19 @@ VERBS: tuple[Verb, ...] = (
         "diff",
         "what an agent or a task changed on its branch",
         handler_at("ateam.cli.work:cmd_diff"),
-        args_at("ateam.cli.work:diff_args"),
+        arguments.diff_args,
     ),
     Verb(
         "merge",
         "land an agent's or a task's branch in its base (refused, changing nothing, if unsafe)",
         handler_at("ateam.cli.work:cmd_merge"),
-        args_at("ateam.cli.work:merge_args"),
+        arguments.merge_args,
     ),
     Verb(
         "discard",
         "delete an agent's or a task's worktree and branch (asks)",
         handler_at("ateam.cli.work:cmd_discard"),
-        args_at("ateam.cli.work:discard_args"),
+        arguments.discard_args,
     ),
     Verb(
         "plan",
@@ -266,19 +260,19 @@ VERBS: tuple[Verb, ...] = (
                 "ls",
                 "the project's live items, newest first",
                 handler_at("ateam.cli.context:cmd_context_ls"),
-                args_at("ateam.cli.context:context_ls_args", project_verb_options),
+                chain(arguments.context_ls_args, project_verb_options),
             ),
             Verb(
                 "search",
                 "items ranked by meaning",
                 handler_at("ateam.cli.context:cmd_context_search"),
-                args_at("ateam.cli.context:context_search_args", project_verb_options),
+                chain(arguments.context_search_args, project_verb_options),
             ),
             Verb(
                 "post",
                 "share an item with the team",
                 handler_at("ateam.cli.context:cmd_context_post"),
-                args_at("ateam.cli.context:context_post_args", project_verb_options),
+                chain(arguments.context_post_args, project_verb_options),
             ),
         ),
     ),

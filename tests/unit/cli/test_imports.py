@@ -72,3 +72,23 @@ def test_top_level_help_imports_no_verb_module() -> None:
 
     assert "ateam.cli.parser" in cli
     assert sorted(cli - light) == []
+
+
+def test_no_verb_help_but_init_imports_a_heavy_library() -> None:
+    # Every verb's and action's --help in one interpreter: what any of them imports stays.
+    # `ateam init` takes its runtime choices from ateam.config, which needs pydantic.
+    program = (
+        "import contextlib, io\n"
+        "from ateam.cli import VERBS, main\n"
+        "paths = [[v.name, *([a.name] if a else [])] for v in VERBS if v.name != 'init'"
+        " for a in (v.actions or (None,))]\n"
+        "assert len(paths) > 30, paths\n"
+        "for path in paths:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "        assert main([*path, '--help']) == 0, path\n"
+        "    assert out.getvalue().startswith('usage: ateam ' + ' '.join(path)), path\n"
+        f"{_DUMP}"
+    )
+    packages = {name.split(".")[0] for name in _modules(program)}
+
+    assert sorted(packages & set(HEAVY)) == []
