@@ -39,10 +39,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ateam._cmdline import mask_own_title
-from ateam.cli._hints import cli_line
 from ateam.cli._verb import Handler
-from ateam.errors import AteamError
-from ateam.exits import Exit, cli_exit_code
 
 if TYPE_CHECKING:
     from ateam.cli._verb import Verb
@@ -78,9 +75,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(given)
     except SystemExit as exc:
+        if exc.code != 2:
+            return int(exc.code or 0)  # --help, --version
+        from ateam.exits import Exit
+
         # argparse exits 2 on bad usage, which ateam reserves for "Redis unavailable".
-        return Exit.USAGE if exc.code == 2 else int(exc.code or 0)
-    handler: Handler = args.handler
+        return Exit.USAGE
+    return _run(args.handler, args)
+
+
+def _run(handler: Handler, args: argparse.Namespace) -> int:
+    # The error catalogue is imported once a verb runs: help and --version need none of it.
+    from ateam.cli._hints import cli_line
+    from ateam.errors import AteamError
+    from ateam.exits import Exit, cli_exit_code
+
     try:
         return handler(args)
     except AteamError as exc:
