@@ -128,3 +128,6 @@ KB_SCOPES = ("agent", "project", "user")
 KB_DEFAULT_SCOPE = "agent"
 DIFF_MAX_BYTES = 256 * 1024
 """The unified diff of a branch kept by default; the rest is counted in ``omitted_bytes``."""
+ACP_RUNTIME_IDS = ("claude-code", "codex", "gemini")
+"""The coding agents ateam knows (``ateam.config.runtimes.KNOWN`` has one entry each; a
+unit test holds the two together): ``ateam init --runtime`` offers these."""

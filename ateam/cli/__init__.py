@@ -5,7 +5,7 @@ The layout, one module per verb family over :mod:`ateam.client`::
     parser.py     the table of every verb (name, help, handler, arguments, actions)
                   and build_parser(), which walks it; handlers are "module:function",
                   imported when their verb runs
-    arguments.py  every verb's arguments (init's aside), light: argparse and constants,
+    arguments.py  every verb's arguments, light: argparse and constants,
                   so help and the parse import no client (tests/unit/cli/test_imports.py)
     agents.py     agent (runs ateam.agent.runtime.main), ps, session, send, tail, stop, ack
     lifecycle.py  a project's agents started and stopped: up, down, start, restart

@@ -85,17 +85,6 @@ def handler_at(ref: str) -> Handler:
     return run
 
 
-def args_at(*adders: ArgsAdder | str) -> ArgsAdder:
-    """:func:`chain` of ``adders``, where a ``"module:function"`` is imported only when
-    its verb's parser is built (``ateam --help`` builds none of them)."""
-
-    def add(p: argparse.ArgumentParser) -> None:
-        for adder in adders:
-            (_found(adder) if isinstance(adder, str) else adder)(p)
-
-    return add
-
-
 def add_redis_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--redis",

@@ -1,14 +1,15 @@
 """Each verb's arguments, kept apart from its handler so that building them is cheap.
 
+One module on purpose: the command line's whole surface, read as one file.
+
 ``ateam VERB --help`` and the parse before a verb runs build one verb's arguments; the
 handlers' modules import the client, the bus and the console, which take longer to
 import (redis-py, pydantic) than the whole rest of a help. So this module imports
 argparse, the option helpers of :mod:`ateam.cli._verb` and constants, nothing heavier:
 ``tests/unit/cli/test_imports.py`` holds it to that.
 
-Every family is here but ``init``, whose runtime choices come from ``ateam.config`` (and
-so pydantic): :mod:`ateam.cli.init` is imported when ``ateam init`` is built. The knowledge
-bases' scopes and the diff limit live in :mod:`ateam.constants` for this module.
+The constants they name (the knowledge bases' scopes, the diff limit, the coding agents
+``init`` offers) live in :mod:`ateam.constants`, not in their heavier packages.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 
 from ateam.cli._verb import add_json_option, add_project_option, add_redis_option, port_number
 from ateam.constants import (
+    ACP_RUNTIME_IDS,
     AGENT_TOKEN_ENV,
     DIFF_MAX_BYTES,
     KB_DEFAULT_SCOPE,
@@ -586,3 +588,26 @@ def discard_args(p: argparse.ArgumentParser) -> None:
         "--reopen", action="store_true", help="put the board task back to open, to be done again"
     )
     add_redis_option(p)
+
+
+# --- init ---------------------------------------------------------------------
+
+
+def init_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "dir", nargs="?", default=".", help="where to create .ateam/ (default: the current one)"
+    )
+    p.add_argument("--name", help="the project's name (default: the directory's name)")
+    p.add_argument("--agent", default="zeus", help="the first agent's name (default: zeus)")
+    p.add_argument(
+        "--runtime",
+        choices=sorted(ACP_RUNTIME_IDS),
+        help="run the agent on a coding agent you use (over ACP) instead of the echo model",
+    )
+    p.add_argument(
+        "--example",
+        action="store_true",
+        help="write the commented template of every configuration file (a project that "
+        "runs as it is, on the echo model) instead of the short one",
+    )
+    add_json_option(p, "project, root, agent, files")

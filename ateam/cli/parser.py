@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ateam import __version__
 from ateam.cli import arguments, completion  # light: no client, shtab when a script is made
-from ateam.cli._verb import Verb, args_at, chain, handler_at, project_verb_options
+from ateam.cli._verb import Verb, chain, handler_at, project_verb_options
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
@@ -130,7 +130,7 @@ VERBS: tuple[Verb, ...] = (
         "init",
         "create a new project: .ateam/ with one agent on the offline echo model",
         handler_at("ateam.cli.init:cmd_init"),
-        args_at("ateam.cli.init:init_args"),
+        arguments.init_args,
     ),
     Verb(
         "kb",
