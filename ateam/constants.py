@@ -120,3 +120,14 @@ HANDOFF_LOCK_WAIT_S = 1.0
 """The agent skips a handoff write (and says so in its log) rather than wait longer."""
 HANDOFF_BLOCK_TOKENS = 600
 """Most tokens the handoff block adds to the first context after a switch."""
+
+# Knowledge bases and worktrees: here, not in their packages, for the command line's
+# argument tables (ateam/cli/arguments.py), which must not import those packages.
+KB_SCOPES = ("agent", "project", "user")
+"""Every knowledge-base scope name, the default first."""
+KB_DEFAULT_SCOPE = "agent"
+DIFF_MAX_BYTES = 256 * 1024
+"""The unified diff of a branch kept by default; the rest is counted in ``omitted_bytes``."""
+ACP_RUNTIME_IDS = ("claude-code", "codex", "gemini")
+"""The coding agents ateam knows (``ateam.config.runtimes.KNOWN`` has one entry each; a
+unit test holds the two together): ``ateam init --runtime`` offers these."""

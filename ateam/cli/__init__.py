@@ -3,7 +3,10 @@
 The layout, one module per verb family over :mod:`ateam.client`::
 
     parser.py     the table of every verb (name, help, handler, arguments, actions)
-                  and build_parser(), which walks it
+                  and build_parser(), which walks it; handlers are "module:function",
+                  imported when their verb runs
+    arguments.py  every verb's arguments, light: argparse and constants,
+                  so help and the parse import no client (tests/unit/cli/test_imports.py)
     agents.py     agent (runs ateam.agent.runtime.main), ps, session, send, tail, stop, ack
     lifecycle.py  a project's agents started and stopped: up, down, start, restart
     logs.py       logs: an agent's state/agent.log
@@ -39,10 +42,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ateam._cmdline import mask_own_title
-from ateam.cli._hints import cli_line
 from ateam.cli._verb import Handler
-from ateam.errors import AteamError
-from ateam.exits import Exit, cli_exit_code
 
 if TYPE_CHECKING:
     from ateam.cli._verb import Verb
@@ -75,15 +75,30 @@ def main(argv: list[str] | None = None) -> int:
         from ateam.cli.agent_verb import main as agent_main
 
         return agent_main(given[1:])
-    from ateam.cli.parser import build_parser
+    from ateam.cli.parser import VERBS, build_parser
 
-    parser = build_parser()
+    # Only the verb named first is built: ``ateam --help`` and ``ateam ps`` import no
+    # other verb's module. A first word that is no verb builds none (argparse refuses it).
+    chosen = given[0] if given and given[0] in {verb.name for verb in VERBS} else ""
+    parser = build_parser(only=chosen)
     try:
         args = parser.parse_args(given)
     except SystemExit as exc:
+        if exc.code != 2:
+            return int(exc.code or 0)  # --help, --version
+        from ateam.exits import Exit
+
         # argparse exits 2 on bad usage, which ateam reserves for "Redis unavailable".
-        return Exit.USAGE if exc.code == 2 else int(exc.code or 0)
-    handler: Handler = args.handler
+        return Exit.USAGE
+    return _run(args.handler, args)
+
+
+def _run(handler: Handler, args: argparse.Namespace) -> int:
+    # The error catalogue is imported once a verb runs: help and --version need none of it.
+    from ateam.cli._hints import cli_line
+    from ateam.errors import AteamError
+    from ateam.exits import Exit, cli_exit_code
+
     try:
         return handler(args)
     except AteamError as exc:

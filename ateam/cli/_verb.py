@@ -7,8 +7,8 @@ one place. The argument adders here are the options more than one family takes.
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
 
 Handler = Callable[[argparse.Namespace], int]
 """A verb's handler: its parsed arguments in, its exit status out."""
@@ -21,25 +21,39 @@ def no_args(p: argparse.ArgumentParser) -> None:
     """For a verb that takes no arguments of its own."""
 
 
-@dataclass(frozen=True)
 class Verb:
-    """One ``ateam`` verb, or one action of a verb that has actions (``ateam kb add``)."""
+    """One ``ateam`` verb, or one action of a verb that has actions (``ateam kb add``).
 
-    name: str
-    help: str
-    """One line: the verb's entry in its parent's help and its own description."""
-    handler: Handler | None = None
-    """What runs it; ``None`` exactly when it has ``actions``."""
-    args: ArgsAdder = no_args
-    """Adds its arguments, in the order ``--help`` lists them."""
-    actions: tuple[Verb, ...] = ()
-    """Its sub-verbs: one must follow it on the command line."""
+    A plain class, not a dataclass: :mod:`dataclasses` imports :mod:`inspect`, a sixth of
+    what ``ateam --help`` would otherwise import.
+    """
 
-    def __post_init__(self) -> None:
+    __slots__ = ("actions", "args", "handler", "help", "name")
+
+    def __init__(
+        self,
+        name: str,
+        help: str,
+        handler: Handler | None = None,
+        args: ArgsAdder = no_args,
+        actions: tuple[Verb, ...] = (),
+    ) -> None:
         # A verb with actions that also had a handler would never run it: argparse
         # requires an action, and the action's handler wins.
-        if (self.handler is None) == (not self.actions):
-            raise ValueError(f"verb {self.name!r}: a handler or actions, not both or neither")
+        if (handler is None) == (not actions):
+            raise ValueError(f"verb {name!r}: a handler or actions, not both or neither")
+        self.name = name
+        self.help = help
+        """One line: the verb's entry in its parent's help and its own description."""
+        self.handler = handler
+        """What runs it; ``None`` exactly when it has ``actions``."""
+        self.args = args
+        """Adds its arguments, in the order ``--help`` lists them."""
+        self.actions = actions
+        """Its sub-verbs: one must follow it on the command line."""
+
+    def __repr__(self) -> str:
+        return f"Verb({self.name!r})"
 
 
 def chain(*adders: ArgsAdder) -> ArgsAdder:
@@ -50,6 +64,25 @@ def chain(*adders: ArgsAdder) -> ArgsAdder:
             adder(p)
 
     return add
+
+
+def _found(ref: str) -> Callable[..., object]:
+    """The function ``ref`` (``"package.module:function"``) names, its module imported now."""
+    module, _, name = ref.partition(":")
+    found: Callable[..., object] = getattr(importlib.import_module(module), name)
+    return found
+
+
+def handler_at(ref: str) -> Handler:
+    """The handler ``ref`` names, its module imported only when the verb runs: a verb
+    must not pay for every other verb's imports (the client, the console, the KB)."""
+
+    def run(args: argparse.Namespace) -> int:
+        status = _found(ref)(args)
+        assert isinstance(status, int), f"{ref} returned {status!r}, not an exit status"
+        return status
+
+    return run
 
 
 def add_redis_option(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from ateam.cli._run import project_or_none, run_verb
-from ateam.cli._verb import add_json_option, add_redis_option
 from ateam.client import Team
 from ateam.client.acl import acl_setuser
 from ateam.config.schema import checked_name
@@ -71,12 +70,3 @@ def _read_secret(path: str) -> str:
     if len(secret) < 16 or any(ch.isspace() for ch in secret):
         raise UsageError(f"{path}: the password must be at least 16 characters, no spaces")
     return secret
-
-
-def acl_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("project_name", metavar="PROJECT", help="the one project the user may reach")
-    p.add_argument("--user", metavar="NAME", help="the user's name (default ateam-PROJECT)")
-    p.add_argument("--password-file", metavar="FILE", help="use this password, not a random one")
-    p.add_argument("--apply", action="store_true", help="run ACL SETUSER on the server now")
-    add_redis_option(p)
-    add_json_option(p, "project, user, password, command (the ACL SETUSER line), applied")

@@ -14,18 +14,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ateam.cli._hints import cli_line
-from ateam.cli._verb import add_project_option, add_redis_option
-from ateam.errors import AteamError
-from ateam.exits import Exit, cli_exit_code
-
-__all__ = ["agent_args", "cmd_agent", "fast_path", "main"]
+__all__ = ["cmd_agent", "fast_path", "main"]
 
 _HELP = frozenset({"-h", "--help"})
 
 
 def fast_path(given: list[str]) -> bool:
-    """Whether ``given`` (argv without the program) is an agent start, not a help request."""
+    """Whether ``given`` (argv without the program) is an agent start, not a help request.
+
+    Asked before every verb, so this module imports nothing more at its top.
+    """
     return given[:1] == ["agent"] and not _HELP.intersection(given)
 
 
@@ -44,24 +42,13 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return run_agent(options)
 
 
-def agent_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    add_project_option(p)
-    p.add_argument("--name", required=True, help="the agent's name within its project")
-    p.add_argument(
-        "--cwd", metavar="DIR", help="its working directory and configuration (default: here)"
-    )
-    p.add_argument("--model", metavar="ID", help="a model of models.yaml to use instead")
-    p.add_argument("--no-repl", action="store_true", help="no local prompt, even on a terminal")
-    p.add_argument(
-        "--bootstrap",
-        metavar="TOKEN",
-        help="join with a one-time token a console issued (a start on another host)",
-    )
-
-
 def main(argv: list[str]) -> int:
     """``ateam agent ARGS``: ``argv`` is what follows ``agent``; same exits as the full CLI."""
+    from ateam.cli._hints import cli_line
+    from ateam.cli.arguments import agent_args
+    from ateam.errors import AteamError
+    from ateam.exits import Exit, cli_exit_code
+
     parser = argparse.ArgumentParser(prog="ateam agent")
     agent_args(parser)
     try:

@@ -16,15 +16,11 @@ from typing import Any
 
 from ateam.cli._hints import cli_line
 from ateam.cli._run import print_table, run_verb
-from ateam.cli._verb import add_json_option, add_project_option, add_redis_option
-from ateam.cli.agent_verb import agent_args as agent_args  # the verb table names them here
-from ateam.cli.agent_verb import cmd_agent as cmd_agent
 from ateam.cli.mail import keep_for_start
 from ateam.client import Gap, Team, local_redactor, secrets_notice
 from ateam.client.tail import event_json
 from ateam.config import project_here, project_name
 from ateam.console.tables import PS_COLUMNS, ps_rows, table_lines
-from ateam.constants import RPC_DEFAULT_DEADLINE_S
 from ateam.errors import (
     AgentNotFound,
     AteamError,
@@ -74,23 +70,6 @@ def _ps_project(args: argparse.Namespace) -> str | None:
     return args.project or project_name(None)
 
 
-def ps_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    add_json_option(p, "the registry entries, with heartbeat_age_s")
-    p.add_argument(
-        "--project",
-        nargs="?",
-        const="",
-        metavar="NAME",
-        help="only the agents of project NAME (alone: of the project here)",
-    )
-    p.add_argument(
-        "--all",
-        action="store_true",
-        help="every project in id order (default: the project here first, then the others)",
-    )
-
-
 SESSION_AGENT_COLUMNS = ["id", "state", "model", "queue_len", "current_task", "host", "last_seen"]
 SESSION_TASK_COLUMNS = ["id", "status", "priority", "assignee", "title"]
 
@@ -125,12 +104,6 @@ def _print_session(document: dict[str, Any]) -> None:
         for item in project["attention"]:
             source = item["source_agent"] or item["source_runtime"]
             print(f"  ! [{item['urgency']}] {item['title']} ({item['id']}, from {source})")
-
-
-def session_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    add_json_option(p, "the snapshot document")
-    p.add_argument("--project", metavar="NAME", help="only this project (default: every one)")
 
 
 # send -------------------------------------------------------------------------------------
@@ -216,45 +189,6 @@ def cmd_send(args: argparse.Namespace) -> int:
     return run_verb(args, "send", work, redactor=local_redactor())
 
 
-_AGENT_HELP = "the agent: NAME in the project here, a unique prefix of it, or PROJECT/NAME"
-_TAKEOVER_HELP = "{what} even while a console owns the agent (that console turns read-only)"
-
-
-def send_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    p.add_argument("id", metavar="NAME", help=_AGENT_HELP)
-    add_project_option(p)
-    p.add_argument("text", nargs="+", metavar="TEXT", help="the words to queue, as one input")
-    p.add_argument("--takeover", action="store_true", help=_TAKEOVER_HELP.format(what="send"))
-    add_json_option(p, "the queued item: id (the task id), agent, queued, created, redacted")
-    p.add_argument(
-        "--wait-for-start",
-        action="store_true",
-        help="if the agent is not running, keep the text in its mailbox: it is queued when "
-        "the agent starts",
-    )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=RPC_DEFAULT_DEADLINE_S,
-        metavar="SECONDS",
-        help=f"how long to wait for the agent's answer (default {RPC_DEFAULT_DEADLINE_S:g})",
-    )
-    p.add_argument(
-        "--request-id",
-        metavar="ID",
-        help="resend a send that timed out: an id the agent has seen is never queued twice",
-    )
-    p.add_argument(
-        "--wait",
-        action="store_true",
-        help=(
-            "wait for the task to end and print its answer instead of its id; exit 5 "
-            "(task.failed) if it fails"
-        ),
-    )
-
-
 # tail / stop / ack ------------------------------------------------------------------------
 
 
@@ -284,25 +218,6 @@ def cmd_tail(args: argparse.Namespace) -> int:
         return 0
 
     return run_verb(args, "tail", work)
-
-
-def tail_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    p.add_argument("id", metavar="NAME", help=_AGENT_HELP)
-    add_project_option(p)
-    p.add_argument(
-        "--from",
-        dest="from_offset",
-        type=int,
-        metavar="OFFSET",
-        help="start at this event offset; 1 replays all that is kept (default: the newest 100)",
-    )
-    p.add_argument(
-        "--follow", "-f", action="store_true", help="keep printing new events until Ctrl+C"
-    )
-    add_json_option(
-        p, "JSON Lines: one event a line (offset, type, ts, data; text chunks as data.text)"
-    )
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -339,21 +254,6 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return run_verb(args, "stop", work)
 
 
-def stop_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    p.add_argument("ids", nargs="+", metavar="NAME", help=_AGENT_HELP)
-    add_project_option(p)
-    p.add_argument("--takeover", action="store_true", help=_TAKEOVER_HELP.format(what="stop it"))
-    p.add_argument(
-        "--wait",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="how long to wait for each agent to leave the registry (default 10)",
-    )
-    add_json_option(p, "one row per agent: id, status (stopped or failed), pid, error")
-
-
 def cmd_ack(args: argparse.Namespace) -> int:
     """``ateam ack NAME``: a person has seen the agent's ALERT in ``ps``; clear it."""
 
@@ -368,13 +268,3 @@ def cmd_ack(args: argparse.Namespace) -> int:
         return 0
 
     return run_verb(args, "ack", work)
-
-
-def ack_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    p.add_argument("id", metavar="NAME", help=_AGENT_HELP)
-    add_project_option(p)
-    p.add_argument(
-        "--takeover", action="store_true", help=_TAKEOVER_HELP.format(what="clear its alerts")
-    )
-    add_json_option(p, "agent, alerts_cleared, exit_cleared (the exit record, or null)")

@@ -12,7 +12,6 @@ import argparse
 import asyncio
 
 from ateam.cli._run import home_project, project_or_none, resolve_names, target, with_team
-from ateam.cli._verb import add_project_option, add_redis_option
 from ateam.cli.console import run_console
 from ateam.client import Team
 
@@ -28,19 +27,3 @@ def cmd_attach(args: argparse.Namespace) -> int:
     asyncio.run(with_team(bus, "attach", name))
     command = f"/attach {args.id}" + (" --takeover" if args.takeover else "")
     return run_console(bus, plain=args.no_ui, first_lines=[command])
-
-
-def attach_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "id",
-        metavar="NAME",
-        help="the agent: NAME in the project here, a unique prefix of it, or PROJECT/NAME",
-    )
-    add_project_option(p)
-    p.add_argument(
-        "--takeover",
-        action="store_true",
-        help="take it over from the console that owns it (that console turns read-only)",
-    )
-    p.add_argument("--no-ui", action="store_true", help="plain line mode")
-    add_redis_option(p)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from ateam._token import token_from_file
 from ateam.cli._run import project_or_none, target
-from ateam.cli._verb import add_redis_option, port_number
+from ateam.cli._verb import port_number
 from ateam.client import Target
 from ateam.errors import UsageError
 
@@ -55,23 +55,6 @@ def _console_web(args: argparse.Namespace, bus: Target) -> int:
     )
     asyncio.run(serve(options, bus))
     return 0
-
-
-def console_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    p.add_argument("--no-ui", action="store_true", help="plain line mode")
-    p.add_argument("--panes", action="store_true", help="full-screen panes (when available)")
-    p.add_argument("--web", action="store_true", help="serve the console to browsers (one per tab)")
-    p.add_argument("--host", metavar="ADDR", help="with --web (default 127.0.0.1)")
-    # A string, checked by the handler: a bad port is a one-line error with a code.
-    p.add_argument("--port", metavar="N", help="with --web (default 8765; 0: any free port)")
-    p.add_argument(
-        "--token-file",
-        metavar="FILE",
-        help="with --web: the token to ask for, read from FILE if it exists, "
-        "else a new one written there (mode 0600)",
-    )
-    p.add_argument("--read-only", action="store_true", help="with --web: tabs only watch")
 
 
 def panes_capable() -> bool:

@@ -10,8 +10,6 @@ from ateam.client import ContextItem, Team
 from ateam.console.tables import table_lines
 
 CONTEXT_COLUMNS = ["id", "urgency", "type", "scope", "source", "title"]
-CONTEXT_TYPES = ["discovery", "decision", "status", "request", "alert"]
-URGENCIES = ["background", "attention", "blocking"]
 
 
 def _print_items(items: list[ContextItem], as_json: bool, empty: str) -> None:
@@ -71,41 +69,3 @@ def cmd_context_post(args: argparse.Namespace) -> int:
 
 
 # arguments: each action's own; project_verb_options come after them ---------------------------
-
-
-def context_ls_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--urgency", choices=URGENCIES, help="only items at least this urgent")
-    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N (default 50)")
-
-
-SEARCH_EPILOG = (
-    "Items are ranked with the embedder models.yaml configures (embeddings:). The offline "
-    "default (hashing) matches words, not meaning: configure an embeddings endpoint to find "
-    "paraphrases."
-)
-
-
-def context_search_args(p: argparse.ArgumentParser) -> None:
-    p.epilog = SEARCH_EPILOG
-    p.add_argument("query", nargs="+", metavar="WORD", help="what to look for, in any words")
-    p.add_argument("--limit", type=int, default=20, metavar="N", help="at most N (default 20)")
-
-
-def context_post_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("title", nargs="+", metavar="WORD", help="the item's title")
-    p.add_argument(
-        "--type", default="status", choices=CONTEXT_TYPES, help="what kind of item (default status)"
-    )
-    p.add_argument(
-        "--urgency",
-        choices=URGENCIES,
-        help="background (default), attention (a banner) or blocking (a task for agents)",
-    )
-    p.add_argument(
-        "--scope",
-        default="project",
-        choices=["task", "project", "global"],
-        help="who sees it (default project; global: every project)",
-    )
-    p.add_argument("--tags", metavar="A,B", help="tags agents subscribe to, comma-separated")
-    p.add_argument("--content", default="", metavar="TEXT", help="the body, beyond the title")

@@ -6,9 +6,6 @@ import argparse
 import json
 from pathlib import Path
 
-from ateam.cli._verb import add_json_option
-from ateam.config.runtimes import KNOWN
-
 
 def cmd_init(args: argparse.Namespace) -> int:
     from ateam.config.scaffold import init_project
@@ -36,23 +33,3 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"its agent runs {args.runtime}: check it is installed with `ateam runtimes`")
     print(f'start it with `ateam up {args.dir}`; then `ateam send {made.agent} "hello"`')
     return 0
-
-
-def init_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "dir", nargs="?", default=".", help="where to create .ateam/ (default: the current one)"
-    )
-    p.add_argument("--name", help="the project's name (default: the directory's name)")
-    p.add_argument("--agent", default="zeus", help="the first agent's name (default: zeus)")
-    p.add_argument(
-        "--runtime",
-        choices=sorted(KNOWN),
-        help="run the agent on a coding agent you use (over ACP) instead of the echo model",
-    )
-    p.add_argument(
-        "--example",
-        action="store_true",
-        help="write the commented template of every configuration file (a project that "
-        "runs as it is, on the echo model) instead of the short one",
-    )
-    add_json_option(p, "project, root, agent, files")

@@ -8,10 +8,8 @@ import sys
 from pathlib import Path
 
 from ateam.cli._run import print_table, run_verb
-from ateam.cli._verb import add_json_option, add_project_option, add_redis_option
 from ateam.client import KbProgress, Team
 from ateam.console.tables import KB_HIT_COLUMNS, kb_hit_rows, kb_progress_line
-from ateam.kb.scopes import DEFAULT_SCOPE, SCOPES
 
 
 class _PlainProgress:
@@ -125,49 +123,3 @@ def cmd_kb_ls(args: argparse.Namespace) -> int:
 
 
 # arguments: the agent first, then the action's own, then what every action takes ------------
-
-
-def kb_agent(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "id",
-        metavar="NAME",
-        help="the agent: NAME in the project here, a unique prefix of it, or PROJECT/NAME",
-    )
-
-
-def kb_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--scope",
-        choices=SCOPES,
-        default=DEFAULT_SCOPE,
-        help=f"the agent's own, its project's or yours (default {DEFAULT_SCOPE})",
-    )
-    add_redis_option(p)
-    add_project_option(p)
-
-
-def kb_add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "paths", nargs="+", metavar="PATH", help="files and directories in the agent's sandbox"
-    )
-    p.add_argument(
-        "--takeover",
-        action="store_true",
-        help="add even while a console owns the agent (that console turns read-only)",
-    )
-    add_json_option(p, "the report: ingested, skipped, chunks")
-
-
-def kb_search_args(p: argparse.ArgumentParser) -> None:
-    p.epilog = (
-        "The agent searches with the embedder models.yaml configures (embeddings:). The "
-        "offline default (hashing) matches words, not meaning: configure an embeddings "
-        "endpoint to find paraphrases."
-    )
-    p.add_argument("query", nargs="+", metavar="WORD", help="what to look for, in any words")
-    p.add_argument("--k", type=int, help="at most this many passages (default 8)")
-    add_json_option(p, "the passages, best first")
-
-
-def kb_ls_args(p: argparse.ArgumentParser) -> None:
-    add_json_option(p, "one object per document")

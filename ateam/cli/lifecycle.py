@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ateam.cli._run import target, with_team
-from ateam.cli._verb import add_json_option, add_redis_option
 from ateam.cli.console import run_console
 from ateam.client import Target, Team
 from ateam.client.names import resolve_agent
@@ -146,25 +145,6 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0 if ok else Exit.FAILED
 
 
-def up_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    p.add_argument(
-        "dir", nargs="?", default=".", help="the project's directory (default: the current one)"
-    )
-    p.add_argument("--no-ui", action="store_true", help="open the console in plain line mode")
-    p.add_argument("--down", action="store_true", help="stop the project's agents (`ateam down`)")
-    p.add_argument("--detach", action="store_true", help="start the agents, open no console")
-    add_json_option(p, "one row per agent, and no console")
-
-
-def down_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    p.add_argument(
-        "dir", nargs="?", default=".", help="the project's directory (default: the current one)"
-    )
-    add_json_option(p, "one row per agent")
-
-
 # start / restart ------------------------------------------------------------------------
 
 
@@ -199,35 +179,3 @@ def cmd_restart(args: argparse.Namespace) -> int:
     if asyncio.run(with_team(bus, "restart", stop_running)) != 0:
         return Exit.FAILED
     return _start(project, bus, names, args)
-
-
-def _names_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "names",
-        nargs="+",
-        metavar="NAME",
-        help="an agent of the project here: its name, a unique prefix, or PROJECT/NAME "
-        "(which also works outside the project, once `ateam up` has started it)",
-    )
-
-
-def start_args(p: argparse.ArgumentParser) -> None:
-    _names_arg(p)
-    add_redis_option(p)
-    add_json_option(p, "one row per agent")
-
-
-def restart_args(p: argparse.ArgumentParser) -> None:
-    start_args(p)
-    p.add_argument(
-        "--takeover",
-        action="store_true",
-        help="stop an agent even while a console owns it (that console turns read-only)",
-    )
-    p.add_argument(
-        "--wait",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="how long each agent gets to stop before this gives up (default 10)",
-    )

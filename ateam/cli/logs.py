@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ateam.cli._run import home_project, project_or_none
-from ateam.cli._verb import add_project_option
 from ateam.client.names import resolve_agent
 from ateam.config import CONFIG_DIR, ProjectConfig, agent_dir_for, load_project
 from ateam.config.discovery import remembered_root
@@ -145,22 +144,3 @@ def _inode(path: Path) -> int | None:
         return path.stat().st_ino
     except FileNotFoundError:
         return None
-
-
-def logs_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "id",
-        metavar="NAME",
-        help="the agent: NAME in the project here, a unique prefix of it, or PROJECT/NAME",
-    )
-    add_project_option(p)
-    p.add_argument(
-        "-f", "--follow", action="store_true", help="keep printing what is added until Ctrl+C"
-    )
-    p.add_argument(
-        "-n",
-        "--lines",
-        type=int,
-        metavar="N",
-        help="only the last N lines (default: the whole log)",
-    )

@@ -14,22 +14,9 @@ import sys
 
 from ateam._json import JsonObject
 from ateam.cli._run import project_or_none, run_in_project
-from ateam.cli._verb import add_json_option, add_project_option, add_redis_option
 from ateam.client import Team, secrets_notice
 
-__all__ = ["broadcast_args", "cmd_broadcast", "keep_for_start"]
-
-
-def broadcast_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    add_project_option(p)
-    p.add_argument("text", nargs="+", metavar="TEXT", help="the words to queue, as one input")
-    p.add_argument(
-        "--takeover",
-        action="store_true",
-        help="send even to agents a console owns (those consoles turn read-only)",
-    )
-    add_json_option(p, "per agent: the queued id, or the error (code, message)")
+__all__ = ["cmd_broadcast", "keep_for_start"]
 
 
 def cmd_broadcast(args: argparse.Namespace) -> int:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from ateam._token import token_from_file
 from ateam.cli._run import run_verb
-from ateam.cli._verb import add_redis_option, port_number
 from ateam.client import Team, local_redactor
 from ateam.config import project_name
 from ateam.config.schema import TeamSpec, check_name
@@ -115,31 +114,3 @@ def _max_hops() -> int:
         raise UsageError(
             f"{AGENT_MAX_HOPS_ENV} must be a number of hops from 1 to 64; got {given!r}"
         ) from None
-
-
-def mcp_args(p: argparse.ArgumentParser) -> None:
-    add_redis_option(p)
-    p.add_argument(
-        "--project",
-        metavar="NAME",
-        help="the project tools mean when they name none (default: the nearest .ateam/)",
-    )
-    p.add_argument(
-        "--as",
-        dest="as_agent",
-        metavar="NAME",
-        help="act as agent NAME of the project (or PROJECT/NAME): its claims, posts and "
-        f"sends; needs its running instance's token in {AGENT_TOKEN_ENV} (what an agent "
-        "gives its coding agent's runtime)",
-    )
-    p.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
-    p.add_argument("--host", metavar="ADDR", help="with --http (default 127.0.0.1)")
-    p.add_argument(
-        "--port", type=port_number, metavar="N", help="with --http (default 8765; 0: any)"
-    )
-    p.add_argument(
-        "--token-file",
-        metavar="FILE",
-        help="with --http: the bearer token clients send is read from FILE, or a new one "
-        "written there (0600) if it does not exist (default: a new one each start, printed)",
-    )

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 from ateam.cli._run import print_table
-from ateam.cli._verb import add_json_option
 from ateam.config import load_project
 from ateam.config.runtimes import KNOWN
 from ateam.config.schema import ModelEntry, Provider
@@ -59,8 +58,3 @@ def cmd_runtimes(args: argparse.Namespace) -> int:
         )
     print_table(table, COLUMNS)
     return 0
-
-
-def runtimes_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", nargs="?", default=".", help="the project (default: the nearest)")
-    add_json_option(p, "one object per runtime (see docs/configuration.md)")

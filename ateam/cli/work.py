@@ -12,13 +12,11 @@ import sys
 from rich.console import Console
 
 from ateam.cli._run import run_verb
-from ateam.cli._verb import add_json_option, add_redis_option
 from ateam.client import Team, discard_work, merge_work, work_diff, work_place
 from ateam.console.diffs import diff_text, landed_line
 from ateam.errors import UsageError
 from ateam.exits import Exit
 from ateam.worktrees import find_work
-from ateam.worktrees.changes import DIFF_MAX_BYTES
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -88,49 +86,3 @@ def cmd_discard(args: argparse.Namespace) -> int:
 
 
 # arguments -----------------------------------------------------------------------------
-
-_TARGET_HELP = "an agent's name (its branch ateam/NAME) or a board task's id (ateam/*/TASK)"
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", metavar="NAME|TASK", help=_TARGET_HELP)
-    p.add_argument(
-        "--project",
-        metavar="NAME",
-        help="the project (default: the nearest .ateam/project.yaml; else where it was started)",
-    )
-
-
-def diff_args(p: argparse.ArgumentParser) -> None:
-    _common(p)
-    p.add_argument("--stat", action="store_true", help="only the files changed and the totals")
-    p.add_argument(
-        "--max-bytes",
-        type=int,
-        default=DIFF_MAX_BYTES,
-        metavar="N",
-        help=f"show at most N bytes of the diff (default {DIFF_MAX_BYTES}); the rest is counted",
-    )
-    add_json_option(p, "files, stat, diff, and what was left out")
-
-
-def merge_args(p: argparse.ArgumentParser) -> None:
-    _common(p)
-    p.epilog = (
-        "The merge is tried in a scratch worktree first: a conflict, a main tree with "
-        "uncommitted changes or a task still claimed is refused and nothing changes."
-    )
-    p.add_argument("--squash", action="store_true", help="land it as one commit")
-    p.add_argument("--into", metavar="BRANCH", help="the branch to merge into (default: its base)")
-    p.add_argument("--keep", action="store_true", help="keep the task's worktree and branch")
-    add_json_option(p, "the branch, where it landed and the new commit")
-    add_redis_option(p)
-
-
-def discard_args(p: argparse.ArgumentParser) -> None:
-    _common(p)
-    p.add_argument("--yes", action="store_true", help="do not ask (needed without a terminal)")
-    p.add_argument(
-        "--reopen", action="store_true", help="put the board task back to open, to be done again"
-    )
-    add_redis_option(p)

@@ -14,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ateam.constants import KB_DEFAULT_SCOPE, KB_SCOPES
 from ateam.errors import BadRequest
 
 __all__ = ["DEFAULT_SCOPE", "SCOPES", "scope_dir"]
 
-SCOPES = ("agent", "project", "user")
+SCOPES = KB_SCOPES
 """Every scope name, the default first."""
-DEFAULT_SCOPE = "agent"
+DEFAULT_SCOPE = KB_DEFAULT_SCOPE
 
 
 def _project(agent_dir: Path, project_root: Path | None, home: Path) -> Path:

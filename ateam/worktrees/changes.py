@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ateam.constants import DIFF_MAX_BYTES
 from ateam.errors import GitError
 from ateam.worktrees._git import git, output, to_file
 from ateam.worktrees.find import Work
@@ -16,9 +17,6 @@ from ateam.worktrees.repo import Repository
 from ateam.worktrees.trees import is_own_top
 
 __all__ = ["DIFF_MAX_BYTES", "FileChange", "WorkDiff", "diff_of"]
-
-DIFF_MAX_BYTES = 256 * 1024
-"""The unified diff kept by default; the rest is counted in ``omitted_bytes``."""
 
 
 @dataclass(frozen=True)
