@@ -72,9 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     from ateam.cli.agent_verb import fast_path
 
     if fast_path(given):  # a long-lived agent process: no verb table, no front end
-        from ateam.cli.agent_verb import main as agent_main
+        from ateam.cli.agent_verb import cmd_agent, parse
 
-        return agent_main(given[1:])
+        parsed = parse(given[1:])
+        return parsed if isinstance(parsed, int) else _run(cmd_agent, parsed)
     from ateam.cli.parser import VERBS, build_parser
 
     # Only the verb named first is built: ``ateam --help`` and ``ateam ps`` import no

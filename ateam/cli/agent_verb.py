@@ -12,9 +12,8 @@ one every verb's help shares.
 from __future__ import annotations
 
 import argparse
-import sys
 
-__all__ = ["cmd_agent", "fast_path", "main"]
+__all__ = ["cmd_agent", "fast_path", "parse"]
 
 _HELP = frozenset({"-h", "--help"})
 
@@ -42,24 +41,16 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return run_agent(options)
 
 
-def main(argv: list[str]) -> int:
-    """``ateam agent ARGS``: ``argv`` is what follows ``agent``; same exits as the full CLI."""
-    from ateam.cli._hints import cli_line
+def parse(argv: list[str]) -> argparse.Namespace | int:
+    """``ateam agent ARGS`` parsed (``argv``: what follows ``agent``), or the exit status of
+    a bad command line, as the full CLI would exit."""
     from ateam.cli.arguments import agent_args
-    from ateam.errors import AteamError
-    from ateam.exits import Exit, cli_exit_code
+    from ateam.exits import Exit
 
     parser = argparse.ArgumentParser(prog="ateam agent")
     agent_args(parser)
     try:
-        args = parser.parse_args(argv)
+        return parser.parse_args(argv)
     except SystemExit as exc:
         # argparse exits 2 on bad usage, which ateam reserves for "Redis unavailable".
         return Exit.USAGE if exc.code == 2 else int(exc.code or 0)
-    try:
-        return cmd_agent(args)
-    except AteamError as exc:
-        print(cli_line(exc, args), file=sys.stderr)
-        return cli_exit_code(exc)
-    except KeyboardInterrupt:
-        return Exit.INTERRUPTED
