@@ -289,7 +289,9 @@ class ConsoleApp(App[str]):
     @on(CommandInput.Candidates)
     def _candidates(self, event: CommandInput.Candidates) -> None:
         """The matches a TAB could not choose between, in columns above the bar."""
-        message = self.query_one("#message", Static)
+        message = next(iter(self.query("#message").results(Static)), None)
+        if message is None:
+            return  # posted by a TAB just before the app closed: nowhere to show them
         rows = columns(event.candidates, max(message.content_region.width, 20))
         if len(rows) > CANDIDATE_ROWS:
             # Laid out down then across: row r holds the matches whose index is r mod rows.

@@ -262,6 +262,20 @@ async def test_tab_in_a_burst_completes_what_was_typed_before_it(target: RedisTa
         assert app.focused is bar
 
 
+async def test_matches_of_a_tab_that_arrive_as_the_app_closes_are_dropped(
+    target: RedisTarget,
+) -> None:
+    # A TAB sets the line at once and posts its matches to be shown; a test (or a user)
+    # closing the app in between left the message for a screen already taken down.
+    app = make_app(target)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(app)
+        await app.query_one("#message", Static).remove()
+        bar = app.query_one("#command", CommandInput)
+        bar.post_message(CommandInput.Candidates(["/attach", "/agent"]))
+        await pilot.pause()
+
+
 async def test_a_burst_of_lines_is_typed_and_submitted_in_order(target: RedisTarget) -> None:
     app = make_app(target)
     async with app.run_test(size=SIZE):
