@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         from ateam.cli.agent_verb import cmd_agent, parse
 
         parsed = parse(given[1:])
-        return parsed if isinstance(parsed, int) else _run(cmd_agent, parsed)
+        return parsed if isinstance(parsed, int) else _run_handler(cmd_agent, parsed)
     from ateam.cli.parser import VERBS, build_parser
 
     # Only the verb named first is built: ``ateam --help`` and ``ateam ps`` import no
@@ -91,10 +91,10 @@ def main(argv: list[str] | None = None) -> int:
 
         # argparse exits 2 on bad usage, which ateam reserves for "Redis unavailable".
         return Exit.USAGE
-    return _run(args.handler, args)
+    return _run_handler(args.handler, args)
 
 
-def _run(handler: Handler, args: argparse.Namespace) -> int:
+def _run_handler(handler: Handler, args: argparse.Namespace) -> int:
     # The error catalogue is imported once a verb runs: help and --version need none of it.
     from ateam.cli._hints import cli_line
     from ateam.errors import AteamError

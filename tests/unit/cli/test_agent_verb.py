@@ -60,3 +60,18 @@ def test_an_agent_start_never_builds_the_verb_table(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True []", done.stderr
+
+
+def test_main_runs_twice_in_one_process() -> None:
+    # A verb's module imports the submodule ateam.cli._run; the function main ends
+    # through must not be a name that import rebinds (it was: "'module' object is not
+    # callable" at the second run in one interpreter).
+    program = (
+        "from ateam.cli import main\n"
+        "for _ in range(2):\n"
+        "    assert main(['tasks', 'ls', '--project', 'p', '--redis', 'redis://127.0.0.1:1']) == 2\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
