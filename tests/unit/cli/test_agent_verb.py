@@ -69,7 +69,8 @@ def test_main_runs_twice_in_one_process() -> None:
     program = (
         "from ateam.cli import main\n"
         "for _ in range(2):\n"
-        "    assert main(['tasks', 'ls', '--project', 'p', '--redis', 'redis://127.0.0.1:1']) == 2\n"
+        "    args = ['tasks', 'ls', '--project', 'p', '--redis', 'redis://127.0.0.1:1']\n"
+        "    assert main(args) == 2\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=60
