@@ -236,6 +236,9 @@ async def test_an_agent_that_accepts_the_risk_says_so_in_a_warn_event(
     server: RedisProcess, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ALLOW_EVICTION_ENV, "yes")
+    # Evicting, with room for a whole agent: this is about the warning, not memory
+    # pressure, and 2 MB is less than Redis 7 needs for an agent's connections.
+    configure(server, policy="allkeys-lru", maxmemory="32mb")
     config = standalone_agent("proj", "zeus", tmp_path)
     agent = Agent(config, target_of(server, namespace), EchoProvider())
     await agent.start()
