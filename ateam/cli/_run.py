@@ -17,6 +17,7 @@ from typing import Any
 from ateam.client import Target, Team, bus_errors, local_redactor, resolve_target, session_id
 from ateam.client.names import agent_candidates, resolve_agent
 from ateam.config import ProjectConfig, load_project, project_name
+from ateam.config.discovery import configured
 from ateam.console.tables import table_lines
 from ateam.errors import ConfigError
 from ateam.exits import Exit
@@ -33,6 +34,8 @@ def target(args: argparse.Namespace, project: ProjectConfig | None) -> Target:
 
 def project_or_none() -> ProjectConfig | None:
     """The project around the cwd; a broken one is a warning, as verbs work without one."""
+    if not configured():
+        return None  # what loading would give, without YAML or the schemas
     try:
         return load_project(Path.cwd())
     except ConfigError as exc:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ateam.config import ProjectConfig, load_project
+from ateam.config.discovery import configured
 from ateam.errors import AteamError
 from ateam.redact import Redactor, Scrubbed
 
@@ -70,8 +71,8 @@ def redactor_for(cwd: str | None, base: Redactor) -> Redactor:
 
 def project_at(cwd: Path) -> ProjectConfig | None:
     """The project configuration for ``cwd``; ``None`` if it is not a directory here."""
-    if not cwd.is_dir():
-        return None
+    if not cwd.is_dir() or not configured(cwd):
+        return None  # nothing there, or nothing configured: the defaults have no patterns
     try:
         return load_project(cwd)
     except AteamError:
@@ -80,6 +81,8 @@ def project_at(cwd: Path) -> ProjectConfig | None:
 
 def local_redactor() -> Redactor:
     """The redactor of the project here (the cwd): built-ins plus its redact.yaml."""
+    if not configured():
+        return Redactor()  # no redact.yaml anywhere: the built-ins alone, no YAML loaded
     try:
         return Redactor.from_config(load_project())
     except AteamError:

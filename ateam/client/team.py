@@ -39,7 +39,7 @@ from ateam.client.outcomes import TaskWatch
 from ateam.client.redaction import Masked, local_redactor, same_fields
 from ateam.client.tail import Tail
 from ateam.client.target import Target
-from ateam.config.schema import checked_name
+from ateam.config.names import checked_name
 from ateam.constants import TAKEOVER_GRACE_S
 from ateam.errors import AgentNotFound
 from ateam.kb.similar import project_rankers
