@@ -12,7 +12,7 @@ import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 
@@ -25,7 +25,6 @@ from ateam.bus.guard import check_eviction
 from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
-from ateam.bus.snapshot import build_snapshot
 from ateam.bus.tail import EventTail
 from ateam.client._session import Session
 from ateam.client.acl import create_user
@@ -42,15 +41,35 @@ from ateam.client.target import Target
 from ateam.config.names import checked_name
 from ateam.constants import TAKEOVER_GRACE_S
 from ateam.errors import AgentNotFound
-from ateam.kb.similar import project_rankers
 from ateam.redact import Redactor, Scrubbed
 from ateam.wire.context_items import ContextItem, ContextType, Scope, Urgency
 from ateam.wire.registry import AgentStatus, FinalExit
+
+if TYPE_CHECKING:
+    from ateam.kb.similar import Ranker
 
 __all__ = ["ContextApi", "Team", "session_id"]
 
 ConnectionWatcher = Callable[[bool, int], None]
 """Told ``(connected, failures)`` when a tail loses or regains Redis."""
+
+
+def _project_rankers() -> Callable[[str], Ranker]:
+    """:func:`~ateam.kb.similar.project_rankers`, the KB loaded at the first search.
+
+    The rankers bring the KB's chunker, embedder and store: a verb that connects and
+    searches nothing (``ps``, ``send``) does not import them.
+    """
+    made: list[Callable[[str], Ranker]] = []
+
+    def ranker_for(project: str) -> Ranker:
+        if not made:
+            from ateam.kb.similar import project_rankers
+
+            made.append(project_rankers())
+        return made[0](project)
+
+    return ranker_for
 
 
 def session_id(kind: str = "api") -> str:
@@ -85,7 +104,7 @@ class Team:
         self._on_connection = on_connection
         self.context = ContextApi(
             # Ranked by the embedder models.yaml configures around the working directory.
-            ContextStore(client, self._keys, redactor=redactor, ranker_for=project_rankers()),
+            ContextStore(client, self._keys, redactor=redactor, ranker_for=_project_rankers()),
             redactor,
         )
         self.tasks = TasksApi(TaskBoard(client, self._keys, redactor=redactor), redactor)
@@ -254,6 +273,9 @@ class Team:
             projects: only these (each shown even without agents); ``None``: every
                 project with an agent in the registry.
         """
+        # Imported here: only `ateam session` and the snapshot writer read whole projects.
+        from ateam.bus.snapshot import build_snapshot
+
         chosen = None if projects is None else list(projects)
         snapshot = await build_snapshot(
             self._client, self._keys, bus=self.target.describe(), projects=chosen
