@@ -19,7 +19,7 @@ from ateam.cli._run import print_table, run_verb
 from ateam.cli.mail import keep_for_start
 from ateam.client import Gap, Team, local_redactor, secrets_notice
 from ateam.client.tail import event_json
-from ateam.config import project_here, project_name
+from ateam.config.discovery import find_project_root
 from ateam.console.tables import PS_COLUMNS, ps_rows, table_lines
 from ateam.errors import (
     AgentNotFound,
@@ -40,7 +40,7 @@ from ateam.exits import Exit, cli_exit_code
 def cmd_ps(args: argparse.Namespace) -> int:
     """``ateam ps``: the project here first; ``--project`` only one, ``--all`` in id order."""
     only = _ps_project(args)
-    here = None if args.all or only is not None else project_here()
+    here = None if args.all or only is not None else _project_here()
 
     async def work(team: Team) -> int:
         views = await team.agents()
@@ -67,7 +67,19 @@ def _ps_project(args: argparse.Namespace) -> str | None:
         return None
     if args.all:
         raise UsageError("--all lists every project; --project only one: give one of them")
+    from ateam.config.loader import project_name
+
     return args.project or project_name(None)
+
+
+def _project_here() -> str | None:
+    """:func:`~ateam.config.loader.project_here`; its loader (YAML, the schemas) is
+    imported only when a project is around the cwd to be named."""
+    if find_project_root() is None:
+        return None
+    from ateam.config.loader import project_here
+
+    return project_here()
 
 
 SESSION_AGENT_COLUMNS = ["id", "state", "model", "queue_len", "current_task", "host", "last_seen"]
