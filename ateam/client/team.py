@@ -6,6 +6,7 @@ the way the docker CLI stands on its SDK: nothing above ``ateam.client`` talks t
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import socket
@@ -18,9 +19,7 @@ import redis.asyncio as aioredis
 
 from ateam._json import JsonObject
 from ateam.bus import bootstrap
-from ateam.bus.board import TaskBoard
 from ateam.bus.connection import ensure_reachable, make_client
-from ateam.bus.context_items import ContextStore
 from ateam.bus.guard import check_eviction
 from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
@@ -29,9 +28,7 @@ from ateam.bus.tail import EventTail
 from ateam.client._session import Session
 from ateam.client.acl import create_user
 from ateam.client.agent import AgentHandle
-from ateam.client.board import TasksApi
 from ateam.client.listing import AgentListing
-from ateam.client.mail import MailApi
 from ateam.client.member import TeamMember
 from ateam.client.notices import Notices
 from ateam.client.outcomes import TaskWatch
@@ -46,6 +43,9 @@ from ateam.wire.context_items import ContextItem, ContextType, Scope, Urgency
 from ateam.wire.registry import AgentStatus, FinalExit
 
 if TYPE_CHECKING:
+    from ateam.bus.context_items import ContextStore
+    from ateam.client.board import TasksApi
+    from ateam.client.mail import MailApi
     from ateam.kb.similar import Ranker
 
 __all__ = ["ContextApi", "Team", "session_id"]
@@ -102,14 +102,37 @@ class Team:
         self._keys = Keys(target.namespace)
         self._session = Session.open(client, self._keys, session, redactor, takeover_grace_s)
         self._on_connection = on_connection
-        self.context = ContextApi(
-            # Ranked by the embedder models.yaml configures around the working directory.
-            ContextStore(client, self._keys, redactor=redactor, ranker_for=_project_rankers()),
-            redactor,
+        self._redactor = redactor
+
+    # The board, the context items and the mailboxes are made, and their modules
+    # imported, at first use: `ateam ps` and `ateam send` touch none of them.
+
+    @functools.cached_property
+    def context(self) -> ContextApi:
+        """The context items of the team's projects."""
+        from ateam.bus.context_items import ContextStore
+
+        # Ranked by the embedder models.yaml configures around the working directory.
+        store = ContextStore(
+            self._client, self._keys, redactor=self._redactor, ranker_for=_project_rankers()
         )
-        self.tasks = TasksApi(TaskBoard(client, self._keys, redactor=redactor), redactor)
-        self.mail = MailApi(self._session)
+        return ContextApi(store, self._redactor)
+
+    @functools.cached_property
+    def tasks(self) -> TasksApi:
+        """The task boards of the team's projects."""
+        from ateam.bus.board import TaskBoard
+        from ateam.client.board import TasksApi
+
+        board = TaskBoard(self._client, self._keys, redactor=self._redactor)
+        return TasksApi(board, self._redactor)
+
+    @functools.cached_property
+    def mail(self) -> MailApi:
         """Mailboxes of stopped agents, and broadcasts to a project's running agents."""
+        from ateam.client.mail import MailApi
+
+        return MailApi(self._session)
 
     @classmethod
     def open(
