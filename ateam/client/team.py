@@ -26,12 +26,9 @@ from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
 from ateam.bus.tail import EventTail
 from ateam.client._session import Session
-from ateam.client.acl import create_user
 from ateam.client.agent import AgentHandle
 from ateam.client.listing import AgentListing
-from ateam.client.member import TeamMember
 from ateam.client.notices import Notices
-from ateam.client.outcomes import TaskWatch
 from ateam.client.redaction import Masked, local_redactor, same_fields
 from ateam.client.tail import Tail
 from ateam.client.target import Target
@@ -46,6 +43,8 @@ if TYPE_CHECKING:
     from ateam.bus.context_items import ContextStore
     from ateam.client.board import TasksApi
     from ateam.client.mail import MailApi
+    from ateam.client.member import TeamMember
+    from ateam.client.outcomes import TaskWatch
     from ateam.kb.similar import Ranker
 
 __all__ = ["ContextApi", "Team", "session_id"]
@@ -252,6 +251,8 @@ class Team:
 
         Needs this session's Redis user to manage users (``@admin``). See :mod:`ateam.client.acl`.
         """
+        from ateam.client.acl import create_user  # `ateam acl` only
+
         return await create_user(
             self._client, checked_name(project), self._keys.ns, user=user, password=password
         )
@@ -316,6 +317,8 @@ class Team:
     def watch(self, agent_id: str) -> TaskWatch:
         """A watch on the ends of tasks queued on ``agent_id`` from now on (start it before
         sending: see :class:`~ateam.client.outcomes.TaskWatch`)."""
+        from ateam.client.outcomes import TaskWatch  # --wait only: not every verb's
+
         return TaskWatch(self._session, agent_id)
 
     def member(self, agent_id: str, token: str, *, max_hops: int) -> TeamMember:
@@ -329,6 +332,8 @@ class Team:
             token: the identity token the agent's instance handed down (never logged).
             max_hops: the agent's ``team.max_hops``.
         """
+        from ateam.client.member import TeamMember  # the MCP bridge's, not a verb's
+
         return TeamMember(self._session, AgentIdentity(agent_id, token), max_hops=max_hops)
 
     def tail(self, *, on_connection: ConnectionWatcher | None = None) -> Tail:
