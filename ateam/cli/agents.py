@@ -16,9 +16,7 @@ from typing import Any
 
 from ateam.cli._hints import cli_line
 from ateam.cli._run import print_table, run_verb
-from ateam.cli.mail import keep_for_start
-from ateam.client import Gap, Team, local_redactor, secrets_notice
-from ateam.client.tail import event_json
+from ateam.client import Team, local_redactor, secrets_notice
 from ateam.config.discovery import find_project_root
 from ateam.console.tables import PS_COLUMNS, ps_rows, table_lines
 from ateam.errors import (
@@ -158,7 +156,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     async def work(team: Team) -> int:
         # Started before the send, so no event of the task can pass unseen; a resend
         # (--request-id) may name a task that ended already, so it reads from the start.
-        if args.wait_for_start and await keep_for_start(team, args, rid) is not None:
+        if args.wait_for_start and await _kept_for_start(team, args, rid):
             return 0  # kept in its mailbox: the agent queues it when it starts
         watch = team.watch(args.id) if args.wait else None
         if watch is not None:
@@ -201,10 +199,22 @@ def cmd_send(args: argparse.Namespace) -> int:
     return run_verb(args, "send", work, redactor=local_redactor())
 
 
+async def _kept_for_start(team: Team, args: argparse.Namespace, rid: str) -> bool:
+    """:func:`~ateam.cli.mail.keep_for_start`: whether the text was left in a mailbox.
+
+    Imported here: the mailbox verbs' module is only for ``--wait-for-start``.
+    """
+    from ateam.cli.mail import keep_for_start
+
+    return await keep_for_start(team, args, rid) is not None
+
+
 # tail / stop / ack ------------------------------------------------------------------------
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
+    from ateam.client import Gap
+    from ateam.client.tail import event_json
     from ateam.console.plain import PlainView
 
     async def work(team: Team) -> int:

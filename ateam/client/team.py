@@ -24,13 +24,9 @@ from ateam.bus.guard import check_eviction
 from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
-from ateam.bus.tail import EventTail
 from ateam.client._session import Session
-from ateam.client.agent import AgentHandle
 from ateam.client.listing import AgentListing
-from ateam.client.notices import Notices
 from ateam.client.redaction import Masked, local_redactor, same_fields
-from ateam.client.tail import Tail
 from ateam.client.target import Target
 from ateam.config.names import checked_name
 from ateam.constants import TAKEOVER_GRACE_S
@@ -41,10 +37,13 @@ from ateam.wire.registry import AgentStatus, FinalExit
 
 if TYPE_CHECKING:
     from ateam.bus.context_items import ContextStore
+    from ateam.client.agent import AgentHandle
     from ateam.client.board import TasksApi
     from ateam.client.mail import MailApi
     from ateam.client.member import TeamMember
+    from ateam.client.notices import Notices
     from ateam.client.outcomes import TaskWatch
+    from ateam.client.tail import Tail
     from ateam.kb.similar import Ranker
 
 __all__ = ["ContextApi", "Team", "session_id"]
@@ -312,6 +311,9 @@ class Team:
 
     def agent(self, agent_id: str) -> AgentHandle:
         """A handle on ``agent_id`` (``project/name``); nothing is checked yet."""
+        # Imported at the first handle: its RPC and event models are not `ps`'s.
+        from ateam.client.agent import AgentHandle
+
         return AgentHandle(self._session, agent_id)
 
     def watch(self, agent_id: str) -> TaskWatch:
@@ -339,10 +341,15 @@ class Team:
     def tail(self, *, on_connection: ConnectionWatcher | None = None) -> Tail:
         """A reader of several agents' events (add and remove them while reading)."""
         watcher = on_connection if on_connection is not None else self._on_connection
+        from ateam.bus.tail import EventTail
+        from ateam.client.tail import Tail
+
         return Tail(EventTail(self._client, self._keys, on_connection_change=watcher))
 
     async def subscribe(self) -> Notices:
         """Registry, session and context notices, subscribed before this returns."""
+        from ateam.client.notices import Notices
+
         notices = Notices(self._client, self._keys, self.session)
         await notices.open()
         return notices
