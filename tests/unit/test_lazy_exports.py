@@ -90,3 +90,21 @@ def test_configured_is_false_only_where_loading_gives_the_defaults(
     (project / CONFIG_DIR).mkdir(parents=True)
     assert configured(project)  # a project directory, even an empty one
     assert not configured(tmp_path)
+
+
+def test_where_nothing_is_configured_no_project_means_the_same_bus(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    # A verb skips the load where configured() is False: the project it would have
+    # loaded must name the very bus that no project names, and mask nothing more.
+    from ateam.bus.connection import resolve_target
+    from ateam.config.loader import load_project
+
+    assert not configured(tmp_path)
+    loaded = load_project(tmp_path)
+    url = "redis://127.0.0.1:1/0"
+
+    assert loaded.root is None and not loaded.redact_patterns
+    assert resolve_target(url, transport=loaded.transport, namespace=loaded.namespace) == (
+        resolve_target(url)
+    )
