@@ -41,7 +41,7 @@ from ateam.bus.board import TaskBoard
 from ateam.bus.context_items import ContextStore
 from ateam.bus.keys import Keys
 from ateam.bus.registry import Registry
-from ateam.config.schema import checked_name
+from ateam.config.names import checked_name
 from ateam.constants import SNAPSHOT_ITEMS, SNAPSHOT_TASKS, SNAPSHOT_WRITER_TTL_S
 from ateam.errors import BadRequest
 from ateam.paths import private_dir
