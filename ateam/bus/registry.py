@@ -33,6 +33,7 @@ from redis.exceptions import NoPermissionError, ResponseError
 from ateam.bus.codec import pack
 from ateam.bus.identity import AgentIdentity, publish, withdraw
 from ateam.bus.keys import Keys
+from ateam.bus.registry_log import note_changes
 from ateam.constants import DISCONNECTED_SHOWN_S, HEARTBEAT_TTL_S
 from ateam.wire.registry import AgentEntry, AgentStatus, FinalExit
 
@@ -116,7 +117,7 @@ class Registry:
                     if entry.project == project and entry.id == f"{project}/{entry.name}":
                         views.append(AgentStatus(entry, age if age > 0 else 0.0))
         self._parsed = parsed  # only the entries listed now: bounded by the team
-        views = _with_exits(views, names, replies[2:-1:3], now_ms)
+        views = with_exits(views, names, replies[2:-1:3], now_ms)
         for project, ids in expired.items():
             await self.forget(project, ids)
         await self.mark_restarting([v for v in views if not v.connected])
@@ -152,6 +153,7 @@ class Registry:
         pipe = self._client.pipeline(transaction=False)
         pipe.hdel(self._keys.registry(project), *ids)
         pipe.hdel(self._keys.heartbeats(project), *ids)
+        await note_changes(pipe, self._client, self._keys, project, ids)
         await pipe.execute()
 
     async def record_exit(self, final: FinalExit) -> None:
@@ -162,6 +164,7 @@ class Registry:
         pipe.hset(self._keys.exits(project), final.agent, pack(wire))
         # An agent that never joined leaves its project unknown to readers: make it known.
         pipe.sadd(self._keys.projects, project)
+        await note_changes(pipe, self._client, self._keys, project, (final.agent,))
         pipe.publish(
             self._keys.registry_channel(project),
             pack({"event": "exit", "agent": final.agent, "exit": wire}),
@@ -171,7 +174,11 @@ class Registry:
     async def clear_exit(self, agent: str) -> bool:
         """Forget ``agent``'s final exit (acknowledged); whether there was one."""
         project = agent.partition("/")[0]
-        return bool(await self._client.hdel(self._keys.exits(project), agent))
+        pipe = self._client.pipeline(transaction=False)
+        pipe.hdel(self._keys.exits(project), agent)
+        await note_changes(pipe, self._client, self._keys, project, (agent,))
+        removed, _ = await pipe.execute()
+        return bool(removed)
 
     async def mark_restarting(self, views: builtins.list[AgentStatus]) -> None:
         """Set ``restarting`` on those of ``views`` whose agent left a grace marker."""
@@ -184,7 +191,7 @@ class Registry:
             view.restarting = bool(marked)
 
 
-def _with_exits(
+def with_exits(
     views: builtins.list[AgentStatus], projects: builtins.list[str], replies: Any, now_ms: int
 ) -> builtins.list[AgentStatus]:
     """``views`` plus the agents whose final exit is recorded and which are not running.
@@ -363,6 +370,8 @@ class Heartbeat:
             # when it is announced (a restarted Redis lost both: re-said on every join).
             pipe.sadd(self._keys.projects, project)
             pipe.publish(self._keys.projects_channel, pack({"project": project}))
+        if news:  # after the writes it announces (the entry, the exit cleared)
+            await note_changes(pipe, self._client, self._keys, project, (agent,))
         replies = await pipe.execute()
         self._joined = True
         self._written = packed
@@ -382,6 +391,7 @@ class Heartbeat:
         pipe.hdel(self._keys.registry(project), agent)
         pipe.hdel(self._keys.heartbeats(project), agent)
         pipe.delete(self._keys.alive(agent))
+        await note_changes(pipe, self._client, self._keys, project, (agent,))
         if self.identity is not None:
             withdraw(pipe, self._keys, self.identity)
         pipe.publish(
