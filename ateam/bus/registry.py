@@ -153,7 +153,7 @@ class Registry:
         pipe = self._client.pipeline(transaction=False)
         pipe.hdel(self._keys.registry(project), *ids)
         pipe.hdel(self._keys.heartbeats(project), *ids)
-        await note_changes(pipe, self._client, self._keys, project, ids)
+        note_changes(pipe, self._keys, project, ids)
         await pipe.execute()
 
     async def record_exit(self, final: FinalExit) -> None:
@@ -164,7 +164,7 @@ class Registry:
         pipe.hset(self._keys.exits(project), final.agent, pack(wire))
         # An agent that never joined leaves its project unknown to readers: make it known.
         pipe.sadd(self._keys.projects, project)
-        await note_changes(pipe, self._client, self._keys, project, (final.agent,))
+        note_changes(pipe, self._keys, project, (final.agent,))
         pipe.publish(
             self._keys.registry_channel(project),
             pack({"event": "exit", "agent": final.agent, "exit": wire}),
@@ -176,7 +176,7 @@ class Registry:
         project = agent.partition("/")[0]
         pipe = self._client.pipeline(transaction=False)
         pipe.hdel(self._keys.exits(project), agent)
-        await note_changes(pipe, self._client, self._keys, project, (agent,))
+        note_changes(pipe, self._keys, project, (agent,))
         removed, _ = await pipe.execute()
         return bool(removed)
 
@@ -371,7 +371,7 @@ class Heartbeat:
             pipe.sadd(self._keys.projects, project)
             pipe.publish(self._keys.projects_channel, pack({"project": project}))
         if news:  # after the writes it announces (the entry, the exit cleared)
-            await note_changes(pipe, self._client, self._keys, project, (agent,))
+            note_changes(pipe, self._keys, project, (agent,))
         replies = await pipe.execute()
         self._joined = True
         self._written = packed
@@ -391,7 +391,7 @@ class Heartbeat:
         pipe.hdel(self._keys.registry(project), agent)
         pipe.hdel(self._keys.heartbeats(project), agent)
         pipe.delete(self._keys.alive(agent))
-        await note_changes(pipe, self._client, self._keys, project, (agent,))
+        note_changes(pipe, self._keys, project, (agent,))
         if self.identity is not None:
             withdraw(pipe, self._keys, self.identity)
         pipe.publish(

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -54,10 +53,6 @@ end
 return ver
 """
 
-_script: list[Any] = []
-"""The note script, made once: called on a pipeline it runs on that pipeline's
-connection, whichever client made it (the object only holds the text and its SHA)."""
-
 
 def log_key(keys: Keys, project: str) -> str:
     """``<registry>:log``: the version counter, the epoch and the trim floor."""
@@ -69,9 +64,8 @@ def changes_key(keys: Keys, project: str) -> str:
     return f"{keys.registry(project)}:changes"
 
 
-async def note_changes(
+def note_changes(
     pipe: aioredis.client.Pipeline,
-    client: aioredis.Redis,
     keys: Keys,
     project: str,
     agents: Sequence[bytes | str],
@@ -80,13 +74,16 @@ async def note_changes(
 
     Queue it after the writes it announces: pipelined commands run in order.
     """
-    if not _script:
-        _script.append(client.register_script(_NOTE_LUA))
-    script = _script[0]
-    await script(
-        keys=[log_key(keys, project), changes_key(keys, project)],
-        # A new epoch proposed each time (HSETNX: only the first note after a loss sets
-        # it), so even the process that wrote before the loss starts a different one.
-        args=[secrets.token_hex(8), CHANGES_KEPT, *agents],
-        client=pipe,
+    # EVAL, not EVALSHA: a pipeline (a Cluster one above all) cannot load a script a
+    # node lacks mid-flight, and the text is a few hundred bytes on a rare write.
+    # A new epoch is proposed each time (HSETNX: only the first note after a loss sets
+    # it), so even the process that wrote before the loss starts a different one.
+    pipe.eval(
+        _NOTE_LUA,
+        2,
+        log_key(keys, project),
+        changes_key(keys, project),
+        secrets.token_hex(8),
+        CHANGES_KEPT,
+        *agents,
     )

@@ -99,7 +99,6 @@ class RegistryMirror:
         self._client = client
         self._keys = keys
         self._registry = Registry(client, keys)
-        self._stale = client.register_script(_STALE_LUA)
         self._resync_s = resync_s
         self._copies: dict[str, _Copy] = {}
         self.generation = 0
@@ -125,7 +124,8 @@ class RegistryMirror:
             pipe.zrangebyscore(
                 changes_key(self._keys, name), f"({copy.seen}", "+inf", withscores=True
             )
-            await self._stale(keys=[self._keys.heartbeats(name)], args=[_TTL_MS], client=pipe)
+            # EVAL in a pipeline: see registry_log.note_changes.
+            pipe.eval(_STALE_LUA, 1, self._keys.heartbeats(name), _TTL_MS)
         replies = await pipe.execute(raise_on_error=False)
         moved = set(self._copies) - set(names)
         for name in moved:  # a project no longer in the set (a flushed Redis)
