@@ -11,6 +11,11 @@ renews the liveness key, but the entry is written (and an ``update`` announced) 
 when it differs from the one last written. A watcher therefore keeps its own copy of
 the entries from the notices, and asks the server only which agents stopped beating
 (:meth:`Registry.lapsed`), instead of reading every entry again.
+
+Every write that changes what a listing shows (an entry written, an agent leaving or
+forgotten, a final exit recorded or cleared) also notes the agent in the project's
+change log (:mod:`ateam.bus.registry_log`), in the same pipeline after the write: a
+reader that ticks without subscribing (the session snapshot) reads only those agents.
 """
 
 from __future__ import annotations
