@@ -256,8 +256,7 @@ async def run(url: str, agents: int, window_s: float, repeats: int) -> tuple[lis
 
 def rows_of(samples: dict[str, list[float]], server: list[float], agents: int) -> list[Row]:
     med = {name: statistics.median(values) for name, values in samples.items()}
-    quick = "" if agents == AGENTS else f" (quick: {agents} agents)"
-    label = f"{agents} agents{quick}"
+    label = f"{agents} agents" + ("" if agents == AGENTS else " (quick; full runs 10 000)")
     base, base_label = med["minimal"], "bare minimal-read loop"
     return [
         Row("snapshot_upkeep_cpu", f"snapshot upkeep per host, {label}, idle team",

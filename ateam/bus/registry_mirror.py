@@ -19,7 +19,10 @@ change) once gone longer than they are shown.
 
 :attr:`RegistryMirror.generation` moves whenever what :meth:`list` shows moved (an entry,
 an exit, an agent lapsing or coming back), so a caller can skip rebuilding what it made
-from the last listing. A connected agent's ``heartbeat_age_s`` is 0: its last beat is
+from the last listing; ``relevant`` narrows that to the fields the caller shows (an
+agent's usage moves all the time, the snapshot does not show it). A changed entry of a
+listed agent is swapped into the last listing's view; only agents coming or going, an
+exit or a lapse rebuild the listing. A connected agent's ``heartbeat_age_s`` is 0: its last beat is
 within the TTL, and reading every beat to say how far within is the cost avoided.
 """
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 import builtins
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,16 +97,31 @@ class RegistryMirror:
         client: the bus.
         keys: its key names.
         resync_s: how often a project is read whole regardless.
+        relevant: what of an entry the caller shows (default: all of it); a change
+            elsewhere does not move :attr:`generation`.
     """
 
-    def __init__(self, client: aioredis.Redis, keys: Keys, *, resync_s: float = RESYNC_S) -> None:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        keys: Keys,
+        *,
+        resync_s: float = RESYNC_S,
+        relevant: Callable[[AgentEntry], object] | None = None,
+    ) -> None:
         self._client = client
+        self._relevant = relevant
         self._keys = keys
         self._registry = Registry(client, keys)
         self._resync_s = resync_s
         self._copies: dict[str, _Copy] = {}
         self.generation = 0
-        """Moves whenever a listing differs from the one before (beyond beat ages)."""
+        """Moves whenever a listing differs from the one before (beyond beat ages and
+        fields outside ``relevant``)."""
+        self._layout = 0
+        """Moves when the last listing cannot be patched: agents came or went, an exit,
+        a lapse."""
+        self._patches: builtins.list[AgentEntry] = []
         self.full_reads = 0
         """How many times a project was read whole (for tests and benchmarks)."""
         self._shown: tuple[int, float, builtins.list[AgentStatus], _Aging] = (
@@ -140,28 +159,40 @@ class RegistryMirror:
                     continue
                 raise next(r for r in (log, changed, stale) if isinstance(r, Exception))
             now_ms = int(stale[0])
-            if await self._refresh(name, log, changed):
-                self.generation += 1
+            await self._refresh(name, log, changed)
             copy = self._copies[name]
             found = {_text(a): int(s) for a, s in zip(stale[1::2], stale[2::2], strict=True)}
             if found != copy.stale:
-                self.generation += 1
+                self._moved()
                 copy.stale = found
-        generation, until_ms, views, aging = self._shown
-        if generation != self.generation or now_ms >= until_ms:
+        layout, until_ms, views, aging = self._shown
+        patches, self._patches = self._patches, []
+        if layout == self._layout and now_ms < until_ms:
+            by_id = {view.id: view for view in views} if patches else {}
+            for entry in patches:
+                view = by_id.get(entry.id)
+                if view is None or view.final is not None:
+                    self._layout += 1  # not a plain swap: build the listing anew
+                    break
+                view.entry = entry
+        if layout != self._layout or now_ms >= until_ms:
             views, aging = await self._views(names, now_ms)
             until_ms = min((stamp + _SHOWN_MS + 1 for _, stamp in aging), default=math.inf)
-            self._shown = (self.generation, until_ms, views, aging)
+            self._shown = (self._layout, until_ms, views, aging)
         else:  # the same agents: only the ages of the silent ones moved
             for view, stamp in aging:
                 view.heartbeat_age_s = max(now_ms - stamp, 0) / 1000
             await self._registry.mark_restarting([v for v, _ in aging if v.final is None])
         return list(views)
 
+    def _moved(self) -> None:
+        self.generation += 1
+        self._layout += 1
+
     async def _refresh(
         self, name: str, log: builtins.list[Any], changed: builtins.list[Any]
-    ) -> bool:
-        """Bring one project's copy up to date; whether anything in it moved."""
+    ) -> None:
+        """Bring one project's copy up to date, telling what moved."""
         raw_ver, epoch, raw_floor = log
         ver, floor = int(raw_ver or 0), int(raw_floor or 0)
         copy = self._copies.get(name)
@@ -178,10 +209,14 @@ class RegistryMirror:
             await self._read_whole(name, fresh)
             self._copies[name] = fresh
             self.full_reads += 1
-            return copy is None or _shown(copy) != _shown(fresh)
+            if copy is None or _shown(copy) != _shown(fresh):
+                self._layout += 1  # new entry objects: the views are built anew
+                if copy is None or self._seen_as(copy) != self._seen_as(fresh):
+                    self.generation += 1
+            return
         assert copy is not None
         if not changed:
-            return False
+            return
         agents = [_text(agent) for agent, _ in changed]
         pipe = self._client.pipeline(transaction=False)
         pipe.hmget(self._keys.registry(name), agents)
@@ -189,11 +224,24 @@ class RegistryMirror:
         pipe.hmget(self._keys.exits(name), agents)
         entries, beats, exits = await pipe.execute()
         for agent, raw, beat, final in zip(agents, entries, beats, exits, strict=True):
+            before, had_exit = copy.entries.get(agent), copy.exits.get(agent)
             _put(copy, name, agent, raw, beat, final)
+            after = copy.entries.get(agent)
+            if before is None or after is None or had_exit != copy.exits.get(agent):
+                self._moved()  # came, went, or its exit changed
+            elif after is not before:
+                self._patches.append(after)
+                if self._show(before) != self._show(after):
+                    self.generation += 1
         # Up to the last note listed, not beyond: a note that landed since (even of an
         # agent just read) is read again next tick, which is harmless.
         copy.seen = max(copy.seen, *(int(version) for _, version in changed))
-        return True
+
+    def _seen_as(self, copy: _Copy) -> tuple[dict[str, object], dict[str, bytes]]:
+        return {a: self._show(e) for a, e in copy.entries.items()}, copy.exits
+
+    def _show(self, entry: AgentEntry) -> object:
+        return entry if self._relevant is None else self._relevant(entry)
 
     async def _read_whole(self, name: str, copy: _Copy) -> None:
         pipe = self._client.pipeline(transaction=False)

@@ -47,7 +47,7 @@ from ateam.errors import BadRequest
 from ateam.paths import private_dir
 from ateam.wire.board import BoardTask, TaskStatus
 from ateam.wire.context_items import ContextItem, Urgency
-from ateam.wire.registry import AgentStatus
+from ateam.wire.registry import AgentEntry, AgentStatus
 
 __all__ = [
     "ARCHIVE_DIR",
@@ -85,6 +85,14 @@ def _iso(epoch_s: float) -> str:
 
 def _clip(text: str) -> str:
     return text if len(text) <= CLIP_CHARS else text[: CLIP_CHARS - 1] + "…"
+
+
+def _shown_fields(entry: AgentEntry) -> tuple[object, ...]:
+    """What :func:`_agent_json` shows of an entry (its usage, context share... are not)."""
+    return (
+        entry.id, entry.name, entry.state, entry.current_task, entry.model, entry.host,
+        entry.pid, entry.cwd, entry.queue_len, entry.alert,
+    )  # fmt: skip
 
 
 def _agent_json(view: AgentStatus, now_s: float) -> JsonObject:
@@ -223,7 +231,7 @@ class SnapshotReader:
         self._client = client
         self._keys = keys
         self._bus = bus
-        self._mirror = RegistryMirror(client, keys)
+        self._mirror = RegistryMirror(client, keys, relevant=_shown_fields)
         self._board = TaskBoard(client, keys)
         self._context = ContextStore(client, keys)
         self._items: dict[str, tuple[list[Any], float, tuple[ContextItem, ...]]] = {}

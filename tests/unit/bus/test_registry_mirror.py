@@ -180,3 +180,26 @@ async def test_an_idle_snapshot_tick_does_not_read_the_registry_whole(
     assert moved.mark != again.mark
     [view] = [v for p in moved.projects for v in p.agents if v.id == "proj1/agent0001"]
     assert view.state == "busy"
+
+
+async def test_a_change_the_caller_does_not_show_is_swapped_in_without_moving_the_generation(
+    client: aioredis.Redis, keys: Keys
+) -> None:
+    beats = [await join(client, keys, f"proj/a{i}", state="idle") for i in range(5)]
+    mirror = RegistryMirror(client, keys, relevant=lambda entry: entry.state)
+    registry = Registry(client, keys)
+    await same(mirror, registry)
+    generation = mirror.generation
+
+    spent = beats[2]
+    spent.entry = spent.entry.model_copy(update={"usage": {"input_tokens": 1234}})
+    await spent.beat()
+    listed = {view.id: view for view in await mirror.list()}
+    assert listed["proj/a2"].entry.usage == {"input_tokens": 1234}  # the listing is current
+    assert mirror.generation == generation  # ...but nothing the caller shows moved
+    await same(mirror, registry)
+
+    spent.entry = spent.entry.model_copy(update={"state": "busy"})
+    await spent.beat()
+    assert {v.id: v.state for v in await mirror.list()}["proj/a2"] == "busy"
+    assert mirror.generation > generation
