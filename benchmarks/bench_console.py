@@ -593,6 +593,8 @@ async def run(args: Any) -> tuple[list[Row], list[str]]:
             rows += r
             notes += n
         teams = (AGENTS, MANY_AGENTS) if args.quick else (AGENTS, MANY_AGENTS, HUGE_AGENTS)
+        if args.teams:
+            teams = tuple(int(size) for size in args.teams.split(","))
         for agents in teams if args.only in (None, "agents") else ():
             await server_flush(server.url)
             r, n = await swarm(
@@ -627,6 +629,7 @@ def main() -> int:
     )
     p.add_argument("--pub-procs", type=int, default=2, help="publisher processes (default 2)")
     p.add_argument("--only", choices=("flood", "agents"))
+    p.add_argument("--teams", default="", help="team sizes of the agents part (200,1000,10000)")
     args = p.parse_args()
     print(f"bench_console: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
     rows, notes = asyncio.run(run(args))
