@@ -124,13 +124,9 @@ class RegistryMirror:
         self._patches: builtins.list[AgentEntry] = []
         self.full_reads = 0
         """How many times a project was read whole (for tests and benchmarks)."""
-        self._shown: tuple[int, float, builtins.list[AgentStatus], _Aging] = (
-            -1,
-            0.0,
-            [],
-            [],
-        )
-        """The last listing: its generation, until when it holds (the first lapsed agent
+        self._shown: tuple[int, float, builtins.list[AgentStatus], _Aging]
+        self._shown = (-1, 0.0, [], [])
+        """The last listing: its layout, until when it holds (the first lapsed agent
         to be forgotten), its views, and those whose age moves with the clock."""
 
     async def list(self) -> builtins.list[AgentStatus]:
@@ -149,7 +145,7 @@ class RegistryMirror:
         moved = set(self._copies) - set(names)
         for name in moved:  # a project no longer in the set (a flushed Redis)
             del self._copies[name]
-            self.generation += 1
+            self._moved()
         now_ms = int(time.time() * 1000)
         for i, name in enumerate(names):
             log, changed, stale = replies[3 * i : 3 * i + 3]
