@@ -256,21 +256,24 @@ class SnapshotReader:
             BadRequest: a name in ``projects`` is not a project name.
         """
         chosen = None if projects is None else sorted({checked_name(name) for name in projects})
-        views = await self._mirror.list()
+        grouped = await self._mirror.grouped()
         sec, usec = await self._client.time()
         now_s = int(sec) + int(usec) / _US
-        names = chosen if chosen is not None else sorted({v.entry.project for v in views} | {*also})
-        shown = await asyncio.gather(*(self._project(name, views, now_s) for name in names))
+        names = chosen if chosen is not None else sorted({*grouped, *also})
+        shown = await asyncio.gather(
+            *(self._project(name, grouped.get(name, ()), now_s) for name in names)
+        )
         self._items = {name: self._items[name] for name in names if name in self._items}
         # The agents by the mirror's generation (comparing 10 000 entries would cost what
         # the mirror saves), the rest as they are: a few hundred tasks and items.
-        restarting = tuple(v.id for v in views if v.restarting)
+        restarting = tuple(v.id for v in self._mirror.silent() if v.restarting)
         rest = tuple((p.name, p.tasks, tuple(p.counts.items()), p.attention) for p in shown)
         mark = (self._mirror.generation, restarting, rest)
         return Snapshot(now_s, self._bus, self._keys.ns, tuple(shown), writer, mark)
 
-    async def _project(self, name: str, views: list[AgentStatus], now_s: float) -> ProjectSnapshot:
-        agents = tuple(view for view in views if view.entry.project == name)
+    async def _project(
+        self, name: str, agents: tuple[AgentStatus, ...], now_s: float
+    ) -> ProjectSnapshot:
         try:
             checked_name(name)
         except BadRequest:
