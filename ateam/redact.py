@@ -50,15 +50,15 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ateam._scan import Scanner, scanner
-from ateam.config.schema import RedactPattern
 
 if TYPE_CHECKING:
     from ateam.config.loader import ProjectConfig
+    from ateam.config.schema import RedactPattern
 
 __all__ = [
     "BUILTIN_PATTERNS",
@@ -144,7 +144,7 @@ _ASSIGNED = (
 
 @dataclass(frozen=True)
 class _Builtin:
-    """A built-in pattern, written from one of its rarer characters (see :func:`_combine`).
+    """A built-in pattern, written from one of its rarer characters (see :func:`_combined`).
 
     A match starts at a ``lead`` character; ``rest`` may look behind at it and at what
     precedes it, and ``back`` characters before the lead belong to the secret too (the
@@ -162,6 +162,10 @@ class _Builtin:
     @property
     def pattern(self) -> RedactPattern:
         """The pattern as one standalone regex."""
+        # Imported here: the configuration's schema is pydantic and YAML, which a process
+        # that only redacts (every verb) need not load.
+        from ateam.config.schema import RedactPattern
+
         lead = "[" + "".join(re.escape(char) for char in self.lead) + "]"
         return RedactPattern(name=self.name, regex="." * self.back + lead + self.rest)
 
@@ -254,8 +258,15 @@ _BUILTINS: tuple[_Builtin, ...] = (
     _Builtin("password_assignment", "wW", r"(?i:(?<=passw)(?:or)?d)(?![A-Za-z])" + _ASSIGNED),
 )
 
-BUILTIN_PATTERNS: tuple[RedactPattern, ...] = tuple(builtin.pattern for builtin in _BUILTINS)
-"""The built-in patterns, each as a standalone regex."""
+
+@functools.cache
+def _builtin_patterns() -> tuple[RedactPattern, ...]:
+    return tuple(builtin.pattern for builtin in _BUILTINS)
+
+
+if TYPE_CHECKING:
+    BUILTIN_PATTERNS: tuple[RedactPattern, ...]
+    """The built-in patterns, each as a standalone regex (made at first use)."""
 
 _TRIGGER_REACH = 64
 """More bytes than any trigger of :func:`may_hold_secret` spans, its look-arounds included."""
@@ -320,6 +331,10 @@ def may_hold_secret(data: bytes) -> bool:
     return _triggers().found(data)
 
 
+_GROUP_NAME = re.compile(r"(?<!\\)\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
+"""A named group's opening in a built-in's regex (none of them escapes one)."""
+
+
 @dataclass(frozen=True)
 class _Group:
     """What the combined regex's top-level group of one built-in stands for."""
@@ -328,7 +343,8 @@ class _Group:
     values: tuple[str, ...]
 
 
-def _combine() -> tuple[re.Pattern[str], dict[str, _Group]]:
+@functools.cache
+def _combined() -> tuple[re.Pattern[str], dict[str, _Group]]:
     """The built-ins as one regex, and what each of its top-level groups stands for.
 
     The regex is ``k(?:<built-ins led by k>)|A(?:...)|...``: an alternation whose
@@ -343,7 +359,9 @@ def _combine() -> tuple[re.Pattern[str], dict[str, _Group]]:
             name = f"_b{index}_{copy}"
             rest = builtin.rest.replace("(?P<", f"(?P<{name}_")
             by_lead.setdefault(char, []).append(f"(?P<{name}>{rest})")
-            values = re.compile(rest).groupindex
+            # The group names read off the pattern's text, in order: compiling each
+            # built-in alone just to list them cost half of this function's time.
+            values = _GROUP_NAME.findall(rest)
             groups[name] = _Group(
                 builtin.back, tuple(v for v in values if v.startswith(f"{name}_{_VALUE_GROUP}"))
             )
@@ -351,7 +369,20 @@ def _combine() -> tuple[re.Pattern[str], dict[str, _Group]]:
     return re.compile("|".join(branches)), groups
 
 
-_BUILTIN_RE, _GROUPS = _combine()
+# Built at first use, not at import (about 20 ms): most verbs redact nothing.
+_LAZY: dict[str, Callable[[], object]] = {
+    "BUILTIN_PATTERNS": _builtin_patterns,
+    "_BUILTIN_RE": lambda: _combined()[0],
+    "_GROUPS": lambda: _combined()[1],
+}
+
+
+def __getattr__(name: str) -> object:
+    made = _LAZY.get(name)
+    if made is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return made()
+
 
 # Numbered and named back-references, and named groups: they would break or clash once
 # the pattern sits inside the combined alternation. A false alarm only costs a pass.
@@ -570,8 +601,9 @@ class Redactor:
         # this loop; it costs nothing more where nothing matches, the common case.
         pieces: list[str] = []
         done = 0
-        for match in _BUILTIN_RE.finditer(text):
-            group = _GROUPS[match.lastgroup or ""]
+        combined, groups = _combined()
+        for match in combined.finditer(text):
+            group = groups[match.lastgroup or ""]
             start = max(done, match.start() - group.back)
             pieces.append(text[done:start])
             pieces.append(self._masked(text, start, match, group.values))

@@ -7,6 +7,10 @@ dependencies, and writes it back claimed. The baseline is the cheapest single wr
 round trip with raw redis-py asyncio: ``HSET`` of one field. Tasks are added (not
 timed) before each pair; iterations interleave the two, alternating which goes first.
 
+Issue 28 §4: the claim p99 on a board holding 10 000 open tasks is at most twice the
+p99 on a board holding 1 000 (each board filled first, untimed, on its own namespace;
+claims of a task added for each claim, no dependency).
+
     python benchmarks/bench_board.py [--quick] [--tcp]
 """
 
@@ -80,13 +84,67 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
     return rows, notes
 
 
+async def run_open(
+    url: str, open_tasks: int, iterations: int, warmup: int
+) -> tuple[list[float], list[float]]:
+    """Claim p-samples (ms) on a board holding ``open_tasks`` open tasks, and HSET's."""
+    target = RedisTarget(url, "bench", namespace=f"open{open_tasks}:")
+    client = make_client(target)
+    raw = aioredis.Redis.from_url(url)
+    board = TaskBoard(client, Keys(target.namespace))
+    try:
+        for start in range(0, open_tasks, 200):
+            await asyncio.gather(
+                *(
+                    board.add(PROJECT, title=f"open task {i}", created_by="bench/lead")
+                    for i in range(start, min(open_tasks, start + 200))
+                )
+            )
+
+        async def claim_one(i: int) -> int:
+            task = await board.add(PROJECT, title="a task", created_by="bench/lead")
+            t0 = time.perf_counter_ns()
+            await board.claim(PROJECT, task.id, agent="bench/worker")
+            return time.perf_counter_ns() - t0
+
+        async def raw_write(i: int) -> int:
+            t0 = time.perf_counter_ns()
+            await raw.hset(f"open{open_tasks}:raw-board", f"t-{i}", b"claimed")
+            return time.perf_counter_ns() - t0
+
+        claim_ns, raw_ns = await interleave(claim_one, raw_write, iterations, warmup)
+    finally:
+        await client.aclose()
+        await raw.aclose()
+    return ns_to_ms(claim_ns), ns_to_ms(raw_ns)
+
+
+def open_rows(small: list[float], large: list[float], raw: list[float], n: int) -> list[Row]:
+    s99, l99 = percentile(small, 99), percentile(large, 99)
+    return [
+        Row("board_claim_open1000_p99", f"task claim p99, 1 000 open tasks ({n} claims)",
+            s99, "ms", percentile(raw, 99), "HSET p99", "(info)", None),
+        Row("board_claim_open10000_p99", f"task claim p99, 10 000 open tasks ({n} claims)",
+            l99, "ms", s99, "claim p99 at 1 000 open", "<=2x", l99 <= 2 * s99),
+    ]  # fmt: skip
+
+
 def main() -> int:
     args = parser(__doc__ or "").parse_args()
     iterations, warmup = (1_000, 100) if args.quick else (5_000, 500)
     print(f"bench_board: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
     with RedisServer(tcp=args.tcp) as server:
         rows, notes = asyncio.run(run(server.url, iterations, warmup))
-    report("Task board claim (issue 12)", rows, notes)
+        claims, ahead = (400, 40) if args.quick else (3_000, 300)
+        small, raw = asyncio.run(run_open(server.url, 1_000, claims, ahead))
+        large, _ = asyncio.run(run_open(server.url, 10_000, claims, ahead))
+        rows += open_rows(small, large, raw, claims)
+        notes.append(
+            f"open boards: {claims} claims each after {ahead} warm-up; p50 "
+            f"{percentile(small, 50):.3f} ms at 1 000 open, {percentile(large, 50):.3f} ms "
+            "at 10 000"
+        )
+    report("Task board claim (issues 12, 28)", rows, notes)
     return 0
 
 

@@ -62,7 +62,7 @@ from ateam.bus.board_rework import REOPEN_FINISHED
 from ateam.bus.board_work import RECORD_WORK
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
-from ateam.config.schema import checked_name
+from ateam.config.names import checked_name
 from ateam.constants import HEARTBEAT_INTERVAL_S, HEARTBEAT_TTL_S
 from ateam.errors import AteamError, BadRequest, TaskBlocked, TaskClaimed, TaskNotFound
 from ateam.redact import Redactor

@@ -23,12 +23,7 @@ from redis.exceptions import (
 
 from ateam._cmdline import mask_url
 from ateam.bus._tls import TLS_QUERY, check_url, tls_closed_early, tls_options, tls_refusal
-from ateam.bus.cluster import (
-    TOPOLOGY_SCHEMES,
-    cluster_url,
-    make_topology_client,
-    parse_topology,
-)
+from ateam.bus.topology import TOPOLOGY_SCHEMES, cluster_url, parse_topology
 from ateam.constants import DEFAULT_NAMESPACE
 from ateam.errors import (
     BusError,
@@ -218,9 +213,13 @@ def make_client(target: RedisTarget, **overrides: object) -> aioredis.Redis:
     kwargs.update(tls_options(target))
     kwargs.update(overrides)
     try:
-        topology = make_topology_client(target, kwargs)
-        if topology is not None:
-            return topology
+        if parse_topology(target.url) is not None:
+            # Imported here: redis-py's cluster and Sentinel clients, for those URLs only.
+            from ateam.bus.cluster import make_topology_client
+
+            topology = make_topology_client(target, kwargs)
+            if topology is not None:
+                return topology
         return aioredis.Redis.from_url(target.url, **kwargs)
     except ValueError as exc:
         raise RedisUnavailable(f"invalid Redis URL {target.describe()}: {exc}") from exc

@@ -43,7 +43,7 @@ import redis.asyncio as aioredis
 
 from ateam.bus.codec import pack, unpack
 from ateam.bus.keys import Keys
-from ateam.config.schema import checked_name
+from ateam.config.names import checked_name
 from ateam.errors import BadRequest
 from ateam.redact import Redactor
 from ateam.wire.context_items import URGENCY_ORDER, ContextItem, ContextType, Scope, Urgency

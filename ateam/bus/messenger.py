@@ -40,7 +40,7 @@ from ateam.bus.keys import Keys
 from ateam.bus.mailbox import Mailbox, MailMessage
 from ateam.bus.registry import Registry
 from ateam.bus.rpc import RpcClient
-from ateam.config.schema import check_name
+from ateam.config.names import check_name
 from ateam.errors import AgentNotFound, AteamError, BadRequest, HopLimit, RpcTimeout
 from ateam.wire.results import InputResult, parse_result
 

@@ -17,7 +17,7 @@ from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.registry import Registry
 from ateam.bus.rpc import RpcClient
-from ateam.config.schema import check_name
+from ateam.config.names import check_name
 from ateam.errors import AgentNotFound, BadRequest
 from ateam.wire.modes import ModesResult
 from ateam.wire.results import parse_result

@@ -11,6 +11,11 @@ renews the liveness key, but the entry is written (and an ``update`` announced) 
 when it differs from the one last written. A watcher therefore keeps its own copy of
 the entries from the notices, and asks the server only which agents stopped beating
 (:meth:`Registry.lapsed`), instead of reading every entry again.
+
+Every write that changes what a listing shows (an entry written, an agent leaving or
+forgotten, a final exit recorded or cleared) also notes the agent in the project's
+change log (:mod:`ateam.bus.registry_log`), in the same pipeline after the write: a
+reader that ticks without subscribing (the session snapshot) reads only those agents.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from redis.exceptions import NoPermissionError, ResponseError
 from ateam.bus.codec import pack
 from ateam.bus.identity import AgentIdentity, publish, withdraw
 from ateam.bus.keys import Keys
+from ateam.bus.registry_log import note_changes
 from ateam.constants import DISCONNECTED_SHOWN_S, HEARTBEAT_TTL_S
 from ateam.wire.registry import AgentEntry, AgentStatus, FinalExit
 
@@ -116,7 +122,7 @@ class Registry:
                     if entry.project == project and entry.id == f"{project}/{entry.name}":
                         views.append(AgentStatus(entry, age if age > 0 else 0.0))
         self._parsed = parsed  # only the entries listed now: bounded by the team
-        views = _with_exits(views, names, replies[2:-1:3], now_ms)
+        views = with_exits(views, names, replies[2:-1:3], now_ms)
         for project, ids in expired.items():
             await self.forget(project, ids)
         await self.mark_restarting([v for v in views if not v.connected])
@@ -152,6 +158,7 @@ class Registry:
         pipe = self._client.pipeline(transaction=False)
         pipe.hdel(self._keys.registry(project), *ids)
         pipe.hdel(self._keys.heartbeats(project), *ids)
+        note_changes(pipe, self._keys, project, ids)
         await pipe.execute()
 
     async def record_exit(self, final: FinalExit) -> None:
@@ -162,6 +169,7 @@ class Registry:
         pipe.hset(self._keys.exits(project), final.agent, pack(wire))
         # An agent that never joined leaves its project unknown to readers: make it known.
         pipe.sadd(self._keys.projects, project)
+        note_changes(pipe, self._keys, project, (final.agent,))
         pipe.publish(
             self._keys.registry_channel(project),
             pack({"event": "exit", "agent": final.agent, "exit": wire}),
@@ -171,7 +179,11 @@ class Registry:
     async def clear_exit(self, agent: str) -> bool:
         """Forget ``agent``'s final exit (acknowledged); whether there was one."""
         project = agent.partition("/")[0]
-        return bool(await self._client.hdel(self._keys.exits(project), agent))
+        pipe = self._client.pipeline(transaction=False)
+        pipe.hdel(self._keys.exits(project), agent)
+        note_changes(pipe, self._keys, project, (agent,))
+        removed, _ = await pipe.execute()
+        return bool(removed)
 
     async def mark_restarting(self, views: builtins.list[AgentStatus]) -> None:
         """Set ``restarting`` on those of ``views`` whose agent left a grace marker."""
@@ -184,7 +196,7 @@ class Registry:
             view.restarting = bool(marked)
 
 
-def _with_exits(
+def with_exits(
     views: builtins.list[AgentStatus], projects: builtins.list[str], replies: Any, now_ms: int
 ) -> builtins.list[AgentStatus]:
     """``views`` plus the agents whose final exit is recorded and which are not running.
@@ -363,6 +375,8 @@ class Heartbeat:
             # when it is announced (a restarted Redis lost both: re-said on every join).
             pipe.sadd(self._keys.projects, project)
             pipe.publish(self._keys.projects_channel, pack({"project": project}))
+        if news:  # after the writes it announces (the entry, the exit cleared)
+            note_changes(pipe, self._keys, project, (agent,))
         replies = await pipe.execute()
         self._joined = True
         self._written = packed
@@ -382,6 +396,7 @@ class Heartbeat:
         pipe.hdel(self._keys.registry(project), agent)
         pipe.hdel(self._keys.heartbeats(project), agent)
         pipe.delete(self._keys.alive(agent))
+        note_changes(pipe, self._keys, project, (agent,))
         if self.identity is not None:
             withdraw(pipe, self._keys, self.identity)
         pipe.publish(

@@ -60,7 +60,7 @@ from ateam.errors import (
     RpcTimeout,
     rpc_error_from_wire,
 )
-from ateam.wire.results import Result
+from ateam.wire.entry import Result
 from ateam.wire.rpc import P, Params, parse_params
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ import math
 import secrets
 import socket
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,14 +40,14 @@ from ateam._json import JsonObject
 from ateam.bus.board import TaskBoard
 from ateam.bus.context_items import ContextStore
 from ateam.bus.keys import Keys
-from ateam.bus.registry import Registry
-from ateam.config.schema import checked_name
+from ateam.bus.registry_mirror import RegistryMirror
+from ateam.config.names import checked_name
 from ateam.constants import SNAPSHOT_ITEMS, SNAPSHOT_TASKS, SNAPSHOT_WRITER_TTL_S
 from ateam.errors import BadRequest
 from ateam.paths import private_dir
 from ateam.wire.board import BoardTask, TaskStatus
 from ateam.wire.context_items import ContextItem, Urgency
-from ateam.wire.registry import AgentStatus
+from ateam.wire.registry import AgentEntry, AgentStatus
 
 __all__ = [
     "ARCHIVE_DIR",
@@ -85,6 +85,14 @@ def _iso(epoch_s: float) -> str:
 
 def _clip(text: str) -> str:
     return text if len(text) <= CLIP_CHARS else text[: CLIP_CHARS - 1] + "…"
+
+
+def _shown_fields(entry: AgentEntry) -> tuple[object, ...]:
+    """What :func:`_agent_json` shows of an entry (its usage, context share... are not)."""
+    return (
+        entry.id, entry.name, entry.state, entry.current_task, entry.model, entry.host,
+        entry.pid, entry.cwd, entry.queue_len, entry.alert,
+    )  # fmt: skip
 
 
 def _agent_json(view: AgentStatus, now_s: float) -> JsonObject:
@@ -170,6 +178,9 @@ class Snapshot:
     projects: tuple[ProjectSnapshot, ...]
     writer: dict[str, Any] | None = None
     """Who wrote the file (``agent``, ``host``, ``pid``); ``None`` when only printed."""
+    mark: object = field(default=None, compare=False)
+    """Equal between two snapshots of one reader that show the same (beyond
+    :data:`VOLATILE`): a writer holding the last one written skips rendering this one."""
 
     def to_json(self) -> JsonObject:
         """The document: ``version``, ``generated_at``, ``writer``, ``bus``, ``projects``."""
@@ -206,8 +217,9 @@ class SnapshotReader:
 
     Finding a project's newest urgent items can mean scanning past many quiet ones, so
     they are read again only when one of the project's context indexes moved (a post, a
-    prune) or one of the items found expired; the registry and the boards are read
-    each time.
+    prune) or one of the items found expired. The registry is kept by a
+    :class:`~ateam.bus.registry_mirror.RegistryMirror`, which reads only the agents that
+    changed (issue 28 §4); the boards are read each time.
 
     Args:
         client: the bus.
@@ -219,7 +231,7 @@ class SnapshotReader:
         self._client = client
         self._keys = keys
         self._bus = bus
-        self._registry = Registry(client, keys)
+        self._mirror = RegistryMirror(client, keys, relevant=_shown_fields)
         self._board = TaskBoard(client, keys)
         self._context = ContextStore(client, keys)
         self._items: dict[str, tuple[list[Any], float, tuple[ContextItem, ...]]] = {}
@@ -244,16 +256,24 @@ class SnapshotReader:
             BadRequest: a name in ``projects`` is not a project name.
         """
         chosen = None if projects is None else sorted({checked_name(name) for name in projects})
-        views = await self._registry.list()
+        grouped = await self._mirror.grouped()
         sec, usec = await self._client.time()
         now_s = int(sec) + int(usec) / _US
-        names = chosen if chosen is not None else sorted({v.entry.project for v in views} | {*also})
-        shown = await asyncio.gather(*(self._project(name, views, now_s) for name in names))
+        names = chosen if chosen is not None else sorted({*grouped, *also})
+        shown = await asyncio.gather(
+            *(self._project(name, grouped.get(name, ()), now_s) for name in names)
+        )
         self._items = {name: self._items[name] for name in names if name in self._items}
-        return Snapshot(now_s, self._bus, self._keys.ns, tuple(shown), writer)
+        # The agents by the mirror's generation (comparing 10 000 entries would cost what
+        # the mirror saves), the rest as they are: a few hundred tasks and items.
+        restarting = tuple(v.id for v in self._mirror.silent() if v.restarting)
+        rest = tuple((p.name, p.tasks, tuple(p.counts.items()), p.attention) for p in shown)
+        mark = (self._mirror.generation, restarting, rest)
+        return Snapshot(now_s, self._bus, self._keys.ns, tuple(shown), writer, mark)
 
-    async def _project(self, name: str, views: list[AgentStatus], now_s: float) -> ProjectSnapshot:
-        agents = tuple(view for view in views if view.entry.project == name)
+    async def _project(
+        self, name: str, agents: tuple[AgentStatus, ...], now_s: float
+    ) -> ProjectSnapshot:
         try:
             checked_name(name)
         except BadRequest:
@@ -354,6 +374,14 @@ class SnapshotFile:
             private_dir(self.archive_dir)
             atomic_write(archive, data)
         return changed
+
+    def untouched(self, day: str) -> bool:
+        """Whether ``session.json`` is still the file this object last wrote, and the
+        copy of ``day`` (``YYYY-MM-DD``) exists: a writer whose snapshot shows nothing
+        new may then skip rendering it (two stats instead of a fingerprint)."""
+        if self._written is None or self._written[0] != file_key(self.path):
+            return False
+        return (self.archive_dir / f"{day}.json").exists()
 
     def _holds(self, mark: str) -> bool:
         """Whether the file holds a document with fingerprint ``mark``.

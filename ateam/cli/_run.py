@@ -12,15 +12,18 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ateam.client import Target, Team, bus_errors, local_redactor, resolve_target, session_id
 from ateam.client.names import agent_candidates, resolve_agent
-from ateam.config import ProjectConfig, load_project, project_name
+from ateam.config.discovery import configured
 from ateam.console.tables import table_lines
 from ateam.errors import ConfigError
 from ateam.exits import Exit
 from ateam.redact import Redactor
+
+if TYPE_CHECKING:
+    from ateam.config import ProjectConfig
 
 Work = Callable[[Team], Awaitable[int]]
 """A verb's part that runs on the team: returns the exit code."""
@@ -33,6 +36,11 @@ def target(args: argparse.Namespace, project: ProjectConfig | None) -> Target:
 
 def project_or_none() -> ProjectConfig | None:
     """The project around the cwd; a broken one is a warning, as verbs work without one."""
+    if not configured():
+        return None  # what loading would give, without YAML or the schemas
+    # Imported here, as in run_in_project: the loader brings YAML and the schemas.
+    from ateam.config.loader import load_project
+
     try:
         return load_project(Path.cwd())
     except ConfigError as exc:
@@ -119,6 +127,8 @@ ProjectWork = Callable[[Team, str], Awaitable[int]]
 
 def run_in_project(args: argparse.Namespace, verb: str, work: ProjectWork) -> int:
     """The project (``--project`` or the nearest one), then ``work`` on a team session."""
+    from ateam.config.loader import project_name
+
     project = project_name(args.project)
 
     async def on_team(team: Team) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 from ateam.cli._run import project_or_none, run_verb
 from ateam.client import Team
 from ateam.client.acl import acl_setuser
-from ateam.config.schema import checked_name
+from ateam.config.names import checked_name
 from ateam.constants import DEFAULT_NAMESPACE
 from ateam.errors import UsageError
 

@@ -16,10 +16,8 @@ from typing import Any
 
 from ateam.cli._hints import cli_line
 from ateam.cli._run import print_table, run_verb
-from ateam.cli.mail import keep_for_start
-from ateam.client import Gap, Team, local_redactor, secrets_notice
-from ateam.client.tail import event_json
-from ateam.config import project_here, project_name
+from ateam.client import Team, local_redactor, secrets_notice
+from ateam.config.discovery import find_project_root
 from ateam.console.tables import PS_COLUMNS, ps_rows, table_lines
 from ateam.errors import (
     AgentNotFound,
@@ -40,7 +38,7 @@ from ateam.exits import Exit, cli_exit_code
 def cmd_ps(args: argparse.Namespace) -> int:
     """``ateam ps``: the project here first; ``--project`` only one, ``--all`` in id order."""
     only = _ps_project(args)
-    here = None if args.all or only is not None else project_here()
+    here = None if args.all or only is not None else _project_here()
 
     async def work(team: Team) -> int:
         views = await team.agents()
@@ -67,7 +65,19 @@ def _ps_project(args: argparse.Namespace) -> str | None:
         return None
     if args.all:
         raise UsageError("--all lists every project; --project only one: give one of them")
+    from ateam.config.loader import project_name
+
     return args.project or project_name(None)
+
+
+def _project_here() -> str | None:
+    """:func:`~ateam.config.loader.project_here`; its loader (YAML, the schemas) is
+    imported only when a project is around the cwd to be named."""
+    if find_project_root() is None:
+        return None
+    from ateam.config.loader import project_here
+
+    return project_here()
 
 
 SESSION_AGENT_COLUMNS = ["id", "state", "model", "queue_len", "current_task", "host", "last_seen"]
@@ -146,7 +156,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     async def work(team: Team) -> int:
         # Started before the send, so no event of the task can pass unseen; a resend
         # (--request-id) may name a task that ended already, so it reads from the start.
-        if args.wait_for_start and await keep_for_start(team, args, rid) is not None:
+        if args.wait_for_start and await _kept_for_start(team, args, rid):
             return 0  # kept in its mailbox: the agent queues it when it starts
         watch = team.watch(args.id) if args.wait else None
         if watch is not None:
@@ -189,10 +199,22 @@ def cmd_send(args: argparse.Namespace) -> int:
     return run_verb(args, "send", work, redactor=local_redactor())
 
 
+async def _kept_for_start(team: Team, args: argparse.Namespace, rid: str) -> bool:
+    """:func:`~ateam.cli.mail.keep_for_start`: whether the text was left in a mailbox.
+
+    Imported here: the mailbox verbs' module is only for ``--wait-for-start``.
+    """
+    from ateam.cli.mail import keep_for_start
+
+    return await keep_for_start(team, args, rid) is not None
+
+
 # tail / stop / ack ------------------------------------------------------------------------
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
+    from ateam.client import Gap
+    from ateam.client.tail import event_json
     from ateam.console.plain import PlainView
 
     async def work(team: Team) -> int:

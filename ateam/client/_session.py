@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import redis.asyncio as aioredis
 
@@ -12,10 +14,12 @@ from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
 from ateam.bus.registry import Registry
-from ateam.bus.rpc import RpcClient
 from ateam.constants import OWNER_TTL_S
 from ateam.redact import Redactor
 from ateam.wire.ownership import OwnerKind
+
+if TYPE_CHECKING:
+    from ateam.bus.rpc import RpcClient
 
 
 @dataclass
@@ -28,8 +32,6 @@ class Session:
     redactor: Redactor
     ownership: Ownership
     registry: Registry
-    rpc: RpcClient
-    """Calls as this session, carrying its ownership token."""
     held: set[str] = field(default_factory=set)
     """Agents this session claimed for as long as it likes (attach or acquire)."""
 
@@ -38,10 +40,19 @@ class Session:
         cls, client: aioredis.Redis, keys: Keys, name: str, redactor: Redactor, grace_s: float
     ) -> Session:
         ownership = Ownership(client, keys, name, grace_s=grace_s)
+        return cls(client, keys, name, redactor, ownership, Registry(client, keys))
+
+    @functools.cached_property
+    def rpc(self) -> RpcClient:
+        """Calls as this session, carrying its ownership token.
+
+        Made, and the RPC modules imported, at the first call: ``ateam ps`` makes none.
+        """
+        from ateam.bus.rpc import RpcClient
+
         # The token, not the session id, is what an agent accepts as this session's
         # ownership; it never leaves this process except inside our own requests.
-        rpc = RpcClient(client, keys, caller=name, auth=ownership.token)
-        return cls(client, keys, name, redactor, ownership, Registry(client, keys), rpc)
+        return RpcClient(self.client, self.keys, caller=self.name, auth=self.ownership.token)
 
     @contextlib.asynccontextmanager
     async def writing(
@@ -71,6 +82,8 @@ class Session:
             grace_s=self.ownership._grace_s,
         )
         await claim.acquire(agent, takeover=takeover, kind=OwnerKind.CALL)
+        from ateam.bus.rpc import RpcClient
+
         try:
             yield RpcClient(self.client, self.keys, caller=self.name, auth=claim.token)
         finally:

@@ -13,14 +13,29 @@ is not an ateam agent) is therefore reopened once it is older than the heartbeat
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ateam.bus.board import TaskBoard
-from ateam.client.gates import TaskGate, project_task_gate
 from ateam.client.redaction import Masked, same_fields
 from ateam.redact import Redactor, Scrubbed
 from ateam.wire.board import BoardTask, TaskStatus
+
+if TYPE_CHECKING:
+    from ateam.client.gates import TaskGate
+
+
+async def _project_gate(project: str, event: Mapping[str, Any]) -> str | None:
+    """The project's ``task_created`` hook (:func:`~ateam.client.gates.project_task_gate`).
+
+    Its module (the hooks, the tools' registry, the project loader) is imported at the
+    first add, not by every verb that connects.
+    """
+    from ateam.client.gates import project_task_gate
+
+    return await project_task_gate(project, event)
+
 
 __all__ = ["AddedTask", "TasksApi"]
 
@@ -55,7 +70,7 @@ class TasksApi:
         self, board: TaskBoard, redactor: Redactor | None = None, gate: TaskGate | None = None
     ) -> None:
         self._board = board
-        self.gate: TaskGate = gate or project_task_gate
+        self.gate: TaskGate = gate or _project_gate
         """Asked before every add: the ``task_created`` hook (refuses with ``hook.refused``)."""
         self._redactor = redactor or Redactor()
         """The board's own: masking here first counts what the board would mask."""

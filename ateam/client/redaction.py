@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ateam.config import ProjectConfig, load_project
+from ateam.config.discovery import configured
 from ateam.errors import AteamError
 from ateam.redact import Redactor, Scrubbed
+
+if TYPE_CHECKING:
+    from ateam.config.loader import ProjectConfig
 
 __all__ = [
     "Masked",
@@ -70,8 +73,11 @@ def redactor_for(cwd: str | None, base: Redactor) -> Redactor:
 
 def project_at(cwd: Path) -> ProjectConfig | None:
     """The project configuration for ``cwd``; ``None`` if it is not a directory here."""
-    if not cwd.is_dir():
-        return None
+    if not cwd.is_dir() or not configured(cwd):
+        return None  # nothing there, or nothing configured: the defaults have no patterns
+    # Imported here, as below: the loader brings YAML and the schemas, for projects only.
+    from ateam.config.loader import load_project
+
     try:
         return load_project(cwd)
     except AteamError:
@@ -80,6 +86,10 @@ def project_at(cwd: Path) -> ProjectConfig | None:
 
 def local_redactor() -> Redactor:
     """The redactor of the project here (the cwd): built-ins plus its redact.yaml."""
+    if not configured():
+        return Redactor()  # no redact.yaml anywhere: the built-ins alone, no YAML loaded
+    from ateam.config.loader import load_project
+
     try:
         return Redactor.from_config(load_project())
     except AteamError:

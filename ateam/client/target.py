@@ -19,6 +19,7 @@ from ateam._json import JsonObject
 from ateam.bus import bootstrap
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.connection import RedisTarget, bus_error
+from ateam.bus.connection import resolve_target as configured_target
 
 if TYPE_CHECKING:
     from ateam.config import ProjectConfig
@@ -41,14 +42,17 @@ def resolve_target(redis_url: str | None, project: ProjectConfig | None) -> Targ
 
     The embedded server is started on demand; a project's namespace applies to it too.
     """
+    transport = project.transport if project else None
+    namespace = project.namespace if project else None
+    # A bus that is configured (the same order bus_target follows) needs nothing of the
+    # embedded server's module, its file locks and binary lookup: asked first.
+    found = configured_target(redis_url, transport=transport, namespace=namespace)
+    if found is not None:
+        return found
     # Imported here: finding or starting the server is the only use of that module.
     from ateam.bus.embedded import bus_target
 
-    return bus_target(
-        redis_url,
-        transport=project.transport if project else None,
-        namespace=project.namespace if project else None,
-    )
+    return bus_target(redis_url, transport=transport, namespace=namespace)
 
 
 @contextlib.contextmanager
@@ -80,7 +84,6 @@ def running_target(redis_url: str | None, project: ProjectConfig | None) -> Targ
     For what must have no lasting effect, such as shell completion: ``None`` when no bus
     is configured and the embedded server is not running.
     """
-    from ateam.bus.connection import resolve_target as configured_target
     from ateam.bus.embedded import EmbeddedServer
 
     transport = project.transport if project else None

@@ -6,51 +6,68 @@ the way the docker CLI stands on its SDK: nothing above ``ateam.client`` talks t
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 
 from ateam._json import JsonObject
 from ateam.bus import bootstrap
-from ateam.bus.board import TaskBoard
 from ateam.bus.connection import ensure_reachable, make_client
-from ateam.bus.context_items import ContextStore
 from ateam.bus.guard import check_eviction
 from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
-from ateam.bus.snapshot import build_snapshot
-from ateam.bus.tail import EventTail
 from ateam.client._session import Session
-from ateam.client.acl import create_user
-from ateam.client.agent import AgentHandle
-from ateam.client.board import TasksApi
 from ateam.client.listing import AgentListing
-from ateam.client.mail import MailApi
-from ateam.client.member import TeamMember
-from ateam.client.notices import Notices
-from ateam.client.outcomes import TaskWatch
 from ateam.client.redaction import Masked, local_redactor, same_fields
-from ateam.client.tail import Tail
 from ateam.client.target import Target
-from ateam.config.schema import checked_name
+from ateam.config.names import checked_name
 from ateam.constants import TAKEOVER_GRACE_S
 from ateam.errors import AgentNotFound
-from ateam.kb.similar import project_rankers
 from ateam.redact import Redactor, Scrubbed
 from ateam.wire.context_items import ContextItem, ContextType, Scope, Urgency
 from ateam.wire.registry import AgentStatus, FinalExit
+
+if TYPE_CHECKING:
+    from ateam.bus.context_items import ContextStore
+    from ateam.client.agent import AgentHandle
+    from ateam.client.board import TasksApi
+    from ateam.client.mail import MailApi
+    from ateam.client.member import TeamMember
+    from ateam.client.notices import Notices
+    from ateam.client.outcomes import TaskWatch
+    from ateam.client.tail import Tail
+    from ateam.kb.similar import Ranker
 
 __all__ = ["ContextApi", "Team", "session_id"]
 
 ConnectionWatcher = Callable[[bool, int], None]
 """Told ``(connected, failures)`` when a tail loses or regains Redis."""
+
+
+def _project_rankers() -> Callable[[str], Ranker]:
+    """:func:`~ateam.kb.similar.project_rankers`, the KB loaded at the first search.
+
+    The rankers bring the KB's chunker, embedder and store: a verb that connects and
+    searches nothing (``ps``, ``send``) does not import them.
+    """
+    made: list[Callable[[str], Ranker]] = []
+
+    def ranker_for(project: str) -> Ranker:
+        if not made:
+            from ateam.kb.similar import project_rankers
+
+            made.append(project_rankers())
+        return made[0](project)
+
+    return ranker_for
 
 
 def session_id(kind: str = "api") -> str:
@@ -83,14 +100,37 @@ class Team:
         self._keys = Keys(target.namespace)
         self._session = Session.open(client, self._keys, session, redactor, takeover_grace_s)
         self._on_connection = on_connection
-        self.context = ContextApi(
-            # Ranked by the embedder models.yaml configures around the working directory.
-            ContextStore(client, self._keys, redactor=redactor, ranker_for=project_rankers()),
-            redactor,
+        self._redactor = redactor
+
+    # The board, the context items and the mailboxes are made, and their modules
+    # imported, at first use: `ateam ps` and `ateam send` touch none of them.
+
+    @functools.cached_property
+    def context(self) -> ContextApi:
+        """The context items of the team's projects."""
+        from ateam.bus.context_items import ContextStore
+
+        # Ranked by the embedder models.yaml configures around the working directory.
+        store = ContextStore(
+            self._client, self._keys, redactor=self._redactor, ranker_for=_project_rankers()
         )
-        self.tasks = TasksApi(TaskBoard(client, self._keys, redactor=redactor), redactor)
-        self.mail = MailApi(self._session)
+        return ContextApi(store, self._redactor)
+
+    @functools.cached_property
+    def tasks(self) -> TasksApi:
+        """The task boards of the team's projects."""
+        from ateam.bus.board import TaskBoard
+        from ateam.client.board import TasksApi
+
+        board = TaskBoard(self._client, self._keys, redactor=self._redactor)
+        return TasksApi(board, self._redactor)
+
+    @functools.cached_property
+    def mail(self) -> MailApi:
         """Mailboxes of stopped agents, and broadcasts to a project's running agents."""
+        from ateam.client.mail import MailApi
+
+        return MailApi(self._session)
 
     @classmethod
     def open(
@@ -210,6 +250,8 @@ class Team:
 
         Needs this session's Redis user to manage users (``@admin``). See :mod:`ateam.client.acl`.
         """
+        from ateam.client.acl import create_user  # `ateam acl` only
+
         return await create_user(
             self._client, checked_name(project), self._keys.ns, user=user, password=password
         )
@@ -254,6 +296,9 @@ class Team:
             projects: only these (each shown even without agents); ``None``: every
                 project with an agent in the registry.
         """
+        # Imported here: only `ateam session` and the snapshot writer read whole projects.
+        from ateam.bus.snapshot import build_snapshot
+
         chosen = None if projects is None else list(projects)
         snapshot = await build_snapshot(
             self._client, self._keys, bus=self.target.describe(), projects=chosen
@@ -266,11 +311,16 @@ class Team:
 
     def agent(self, agent_id: str) -> AgentHandle:
         """A handle on ``agent_id`` (``project/name``); nothing is checked yet."""
+        # Imported at the first handle: its RPC and event models are not `ps`'s.
+        from ateam.client.agent import AgentHandle
+
         return AgentHandle(self._session, agent_id)
 
     def watch(self, agent_id: str) -> TaskWatch:
         """A watch on the ends of tasks queued on ``agent_id`` from now on (start it before
         sending: see :class:`~ateam.client.outcomes.TaskWatch`)."""
+        from ateam.client.outcomes import TaskWatch  # --wait only: not every verb's
+
         return TaskWatch(self._session, agent_id)
 
     def member(self, agent_id: str, token: str, *, max_hops: int) -> TeamMember:
@@ -284,15 +334,22 @@ class Team:
             token: the identity token the agent's instance handed down (never logged).
             max_hops: the agent's ``team.max_hops``.
         """
+        from ateam.client.member import TeamMember  # the MCP bridge's, not a verb's
+
         return TeamMember(self._session, AgentIdentity(agent_id, token), max_hops=max_hops)
 
     def tail(self, *, on_connection: ConnectionWatcher | None = None) -> Tail:
         """A reader of several agents' events (add and remove them while reading)."""
         watcher = on_connection if on_connection is not None else self._on_connection
+        from ateam.bus.tail import EventTail
+        from ateam.client.tail import Tail
+
         return Tail(EventTail(self._client, self._keys, on_connection_change=watcher))
 
     async def subscribe(self) -> Notices:
         """Registry, session and context notices, subscribed before this returns."""
+        from ateam.client.notices import Notices
+
         notices = Notices(self._client, self._keys, self.session)
         await notices.open()
         return notices

@@ -13,10 +13,22 @@ from pathlib import Path
 
 from ateam.paths import ateam_home
 
-__all__ = ["CONFIG_DIR", "discover", "find_project_root", "remember_root", "remembered_root"]
+__all__ = [
+    "CONFIG_DIR",
+    "CONFIG_FILES",
+    "configured",
+    "discover",
+    "find_project_root",
+    "remember_root",
+    "remembered_root",
+]
 
 CONFIG_DIR = ".ateam"
 """Name of a configuration directory."""
+
+CONFIG_FILES = ("project.yaml", "models.yaml", "tools.yaml", "redact.yaml")
+"""The files of a configuration directory that the loader merges (a test holds this to
+the loader's own list); its ``agents/`` directory is read as well."""
 
 
 def discover(start: Path) -> list[Path]:
@@ -53,6 +65,22 @@ def find_project_root(start: Path | None = None) -> Path | None:
         if marker.is_file() and (directory / CONFIG_DIR).resolve() != home:
             return directory
     return None
+
+
+def configured(start: Path | None = None) -> bool:
+    """Whether any configuration applies to ``start`` (default: the cwd).
+
+    ``False`` when no project directory is around it and ``~/.ateam`` holds none of the
+    files the loader reads: loading would give the defaults. A verb asks this first,
+    so that it loads no YAML parser and no schema where there is nothing to load.
+    """
+    home = ateam_home().expanduser().resolve()
+    for config_dir in discover(start if start is not None else Path.cwd()):
+        if config_dir.resolve() != home or (config_dir / "agents").exists():
+            return True
+        if any((config_dir / name).exists() for name in CONFIG_FILES):
+            return True
+    return False
 
 
 # --- where a project was last started from ------------------------------------------------

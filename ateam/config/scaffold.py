@@ -36,8 +36,8 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from ateam.config.discovery import CONFIG_DIR
+from ateam.config.names import check_name
 from ateam.config.runtimes import KNOWN
-from ateam.config.schema import check_name
 from ateam.errors import ConfigError, ProjectExists, UsageError
 
 __all__ = ["DEFAULT_AGENT", "Scaffold", "example_files", "init_project"]

@@ -26,36 +26,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from ateam.errors import BadRequest
-
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-"""Project and agent names: they become part of agent ids (``project/name``) and Redis keys."""
+# Re-exported: names were checked here before they had a module of their own.
+from ateam.config.names import NAME_PATTERN as NAME_PATTERN
+from ateam.config.names import check_name as check_name
+from ateam.config.names import checked_name as checked_name
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def check_name(value: str, what: str) -> str:
-    """Return ``value`` if it is a valid project or agent name, else raise ``ValueError``."""
-    if not NAME_PATTERN.fullmatch(value):
-        raise ValueError(
-            f"invalid {what} name {value!r}: use letters, digits, '.', '_' or '-' "
-            "(starting with a letter or digit)"
-        )
-    return value
-
-
-def checked_name(value: object, what: str = "project") -> str:
-    """``value`` if it is a valid project or agent name, else ``BadRequest`` (one line).
-
-    For names that arrive over the wire or a command line and become part of Redis keys
-    unescaped: :func:`check_name` is what makes that safe.
-    """
-    if not isinstance(value, str):
-        raise BadRequest(f"{what} must be a string; got {type(value).__name__}")
-    try:
-        return check_name(value, what)
-    except ValueError as exc:
-        raise BadRequest(f"{what}: {exc}") from None
 
 
 def _normalise_namespace(value: str | None) -> str | None:

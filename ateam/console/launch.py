@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from ateam import fleet
 from ateam.client import AgentStatus
 from ateam.config import CONFIG_DIR, AgentConfig, load_project
-from ateam.config.schema import check_name
+from ateam.config.names import check_name
 from ateam.console.session import ConsoleSession, ConsoleView
 from ateam.errors import SpawnFailed, UsageError
 

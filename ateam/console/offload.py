@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ateam.config.schema import check_name
+from ateam.config.names import check_name
 from ateam.errors import UsageError
 
 __all__ = ["LONG_FIELDS", "OffloadForm"]

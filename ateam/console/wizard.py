@@ -17,7 +17,7 @@ from typing import Any
 from ateam._json import JsonObject
 from ateam.agent.native.tools import BUILTIN_TOOLS
 from ateam.config import ProjectConfig
-from ateam.config.schema import check_name
+from ateam.config.names import check_name
 from ateam.errors import UsageError
 
 __all__ = ["MAX_TRIES", "AgentWizard", "NewAgent"]

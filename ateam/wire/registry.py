@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass, fields
 
 from ateam.constants import HEARTBEAT_TTL_S
-from ateam.wire.results import AgentEntry
+from ateam.wire.entry import AgentEntry
 
 __all__ = ["AgentEntry", "AgentStatus", "FinalExit"]
 

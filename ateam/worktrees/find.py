@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ateam.config.schema import NAME_PATTERN
+from ateam.config.names import NAME_PATTERN
 from ateam.errors import AmbiguousName, UsageError, WorkNotFound
 from ateam.worktrees._git import git, output, worktrees
 from ateam.worktrees.repo import Repository

@@ -159,7 +159,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "ateam._proc",
         "ateam._scan",
     ),
-    ("ateam._json",),
+    ("ateam._json", "ateam._lazy"),
     ("ateam._cmdline",),
     ("ateam.completion",),
 )

@@ -177,3 +177,16 @@ def test_without_hyperscan_the_check_runs_on_re2(monkeypatch: pytest.MonkeyPatch
     built = scanner(redact._TRIGGERS_EXACT, redact._TRIGGERS_FOLDED)
     assert built.engine is Engine.RE2
     assert built.found(b"export OPENAI_API_KEY=sk-") and not built.found(FILLER.encode())
+
+
+def test_group_names_read_off_the_text_are_the_compiled_ones() -> None:
+    # _combined() reads each built-in's group names from its regex's text instead of
+    # compiling it alone: the two must agree, in order, for every built-in and lead.
+    import re
+
+    from ateam.redact import _BUILTINS, _GROUP_NAME
+
+    for builtin in _BUILTINS:
+        for copy, _ in enumerate(builtin.lead):
+            rest = builtin.rest.replace("(?P<", f"(?P<_b0_{copy}_")
+            assert _GROUP_NAME.findall(rest) == list(re.compile(rest).groupindex), builtin.name

@@ -22,7 +22,7 @@ from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.events import EventType
 from ateam.bus.mailbox import Mailbox, MailMessage
 from ateam.bus.publisher import EventPublisher
-from ateam.config.schema import check_name
+from ateam.config.names import check_name
 from ateam.errors import StorageFull
 from ateam.wire.rpc import TeamInputParams
 

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import socket
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,8 @@ class SnapshotKeeper:
         }
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+        self._mark: object = None
+        """The mark of the last snapshot written (see :attr:`Snapshot.mark`)."""
         self.writes = 0
         """How many times this keeper wrote ``session.json`` (for tests and logs)."""
 
@@ -118,9 +121,16 @@ class SnapshotKeeper:
         """
         try:
             if not await self.seat.claim():
+                self._mark = None
                 self._recovered()
                 return False
             snapshot = await self._reader.read(also=(self._project,), writer=self._writer)
+            day = datetime.fromtimestamp(snapshot.generated_at, UTC).date().isoformat()
+            if snapshot.mark == self._mark and self.file.untouched(day):
+                # Nothing new: rendering and comparing 10 000 agents would cost more
+                # than reading what changed did (issue 28 §4).
+                self._recovered()
+                return False
             # fsync and rename block; on a busy disk that is milliseconds the agent's
             # loop (its token stream, its heartbeat) should not wait.
             written = await asyncio.to_thread(self.file.write, snapshot.to_json())
@@ -130,6 +140,7 @@ class SnapshotKeeper:
             self._failing = True
             return False
         self._recovered()
+        self._mark = snapshot.mark
         if written:
             self.writes += 1
         return written

@@ -21,6 +21,7 @@ from ateam.bus.board import TaskBoard
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.keys import Keys
 from ateam.bus.registry import AgentEntry, Heartbeat
+from ateam.bus.snapshot import Snapshot
 from ateam.config import standalone_agent
 from ateam.providers import EchoProvider
 from tests._wait import async_wait_for
@@ -195,3 +196,34 @@ async def test_a_running_agent_keeps_the_file_and_its_last_snapshot_drops_it(
     finally:
         if running:
             await agent.stop()
+
+
+async def test_a_tick_with_nothing_new_renders_nothing_and_a_replaced_file_is_put_right(
+    client: aioredis.Redis,
+    keys: Keys,
+    isolated_home: Path,
+    keepers: Callable[..., SnapshotKeeper],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rendered: list[float] = []
+    real_to_json = Snapshot.to_json
+
+    def counted(self: Snapshot) -> Any:
+        rendered.append(self.generated_at)
+        return real_to_json(self)
+
+    monkeypatch.setattr(Snapshot, "to_json", counted)
+    await join(client, keys, "proj/zeus")
+    keeper = keepers("proj/zeus")
+    assert await keeper.tick() is True and len(rendered) == 1
+    # Issue 28 §4: an idle team costs a host the reading of what changed, not a document.
+    assert await keeper.tick() is False and await keeper.tick() is False
+    assert len(rendered) == 1
+
+    path = isolated_home / "session.json"
+    path.write_text('{"someone": "else"}')
+    assert await keeper.tick() is True and len(rendered) == 2
+    assert read(path) is not None and "projects" in (read(path) or {})
+
+    await join(client, keys, "proj/hera")
+    assert await keeper.tick() is True and len(rendered) == 3

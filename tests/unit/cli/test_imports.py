@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from tests.conftest import RedisProcess
 
 HEAVY = (
     "redis",
@@ -100,3 +103,100 @@ def test_init_offers_every_known_coding_agent() -> None:
     from ateam.constants import ACP_RUNTIME_IDS
 
     assert sorted(ACP_RUNTIME_IDS) == sorted(KNOWN)
+
+
+# --- what a verb on the bus imports -----------------------------------------------------
+
+NOT_FOR_PS = (
+    # Front ends and providers ps never shows.
+    "textual",
+    "prompt_toolkit",
+    "rich.syntax",
+    "pygments",
+    "mcp",
+    "openai",
+    "anthropic",
+    "agents",
+    "chromadb",
+    "httpx",
+    "ateam.mcp",
+    "ateam.providers",
+    "ateam.agent",
+    # The KB, the worktrees and the tools: a connect loads them at first use only.
+    "ateam.kb",
+    "ateam.worktrees",
+    "ateam.tools",
+    # Redaction's user (the stream framer) and the session snapshot builder.
+    "ateam.bus.coalesce",
+    "ateam.bus.snapshot",
+    # Nothing is configured around the verb: no YAML parser, no schema of its files.
+    "yaml",
+    "ateam.config.loader",
+    "ateam.config.schema",
+    # A server given by URL: no embedded server's module, nor its file locks.
+    "ateam.bus.embedded",
+    "portalocker",
+)
+"""What ``ateam ps`` and ``ateam send`` import none of (each name: the module or package)."""
+
+NOT_FOR_PS_ALONE = (
+    # ps calls no agent: no RPC client, no reply models, no agent handle.
+    "ateam.bus.rpc",
+    "ateam.wire.rpc",
+    "ateam.wire.results",
+    "ateam.client.agent",
+    # nor reads events, the board, the context items or mailboxes.
+    "ateam.bus.tail",
+    "ateam.wire.events",
+    "ateam.bus.board",
+    "ateam.bus.context_items",
+    "ateam.bus.mailbox",
+    # A single server: ateam's Cluster and Sentinel helpers (an agent's tail uses them).
+    "ateam.bus.cluster",
+)
+"""What ``ateam ps`` does without, ``send`` not always."""
+
+
+def _imports_none_of(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+def _verb_modules(argv: list[str], cwd: Path) -> tuple[set[str], str]:
+    """What ``ateam ARGV`` imports, run in ``cwd`` by a fresh interpreter; and its output."""
+    program = (
+        "import contextlib, io\n"
+        "from ateam.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        f"    code = main({argv!r})\n"
+        "print(f'exit {code}: {out.getvalue()}')\n"
+        f"{_DUMP}"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, cwd=cwd
+    )
+    assert done.returncode == 0, done.stderr
+    return {line for line in done.stderr.splitlines() if line}, done.stdout
+
+
+def test_ps_imports_only_what_it_shows(redis_server: RedisProcess, tmp_path: Path) -> None:
+    # A real server, an empty directory and an empty ATEAM_HOME (isolated_home): ps
+    # connects, reads the registry and prints its table, with nothing configured.
+    modules, out = _verb_modules(["ps", "--redis", redis_server.url], tmp_path)
+
+    assert out.startswith("exit 0: ")  # it ran to the end, on the bus
+    assert {"redis", "ateam.client.team", "ateam.wire.registry"} <= modules
+    assert _imports_none_of(modules, NOT_FOR_PS + NOT_FOR_PS_ALONE) == []
+
+
+def test_send_imports_no_more_than_ps(redis_server: RedisProcess, tmp_path: Path) -> None:
+    # To an agent that is not there: the name is looked up in the registry, and the
+    # refusal is the verb's own (agent.not_found, exit 4), with no module of NOT_FOR_PS
+    # on the way.
+    modules, out = _verb_modules(
+        ["send", "nobody/here", "hi", "--redis", redis_server.url], tmp_path
+    )
+
+    assert out.startswith("exit 4: ")
+    assert any("[agent.not_found]" in line for line in modules)  # the error, on stderr
+    assert "ateam.client.team" in modules
+    assert _imports_none_of(modules, NOT_FOR_PS) == []
