@@ -41,6 +41,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ateam import _gc
 from ateam._cmdline import mask_own_title
 from ateam.cli._verb import Handler
 
@@ -63,9 +64,17 @@ def main(argv: list[str] | None = None) -> int:
     # SIGPIPE stays ignored (Python's default): restoring its default action would let a
     # write to a Redis connection the server had just reset kill the process outright.
     # A closed stdout (`ateam ps | head`) is a BrokenPipeError, ended quietly below.
-    if argv is None:
-        mask_own_title()  # before anything slow: `ps` must not show a --redis password
-    given = sys.argv[1:] if argv is None else argv
+    if argv is not None:
+        return _main(argv)  # a caller's process (tests): its collector is left alone
+    _gc.hold()  # the start makes long-lived objects only: see ateam/_gc.py
+    mask_own_title()  # before anything slow: `ps` must not show a --redis password
+    try:
+        return _main(sys.argv[1:])
+    finally:
+        _gc.leave()
+
+
+def _main(given: list[str]) -> int:
     if given and given[0] in HIDDEN:
         run: Callable[[list[str]], int] = importlib.import_module(HIDDEN[given[0]]).main
         return run(given[1:])

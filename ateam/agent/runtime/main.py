@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ateam import _gc
 from ateam._fs import atomic_write
 from ateam.agent.state.queue import DurableQueue
 from ateam.bus.bootstrap import redeem_at
@@ -122,6 +123,7 @@ def run_agent(options: AgentOptions) -> int:
     if ready.model:
         # Asked for by name: a pin, or the idle switch-back would undo it in seconds.
         agent.parts.router.pinned = agent.parts.status.entry.pinned = ready.model
+    _gc.settle(freeze=True)  # built: what the start made lives for hours (ateam/_gc.py)
     return asyncio.run(agent.run())
 
 
