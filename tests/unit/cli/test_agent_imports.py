@@ -47,8 +47,10 @@ NOT_FOR_AN_ECHO_AGENT = (
     "shtab",
     # The KB's store engine, opened at the first kb call only.
     "chromadb",
-    # A server given by URL: the embedded server's module is never needed.
+    # A server given by URL: the embedded server's module is never needed; nor file
+    # locks, which only it and a handoff to a successor take.
     "ateam.bus.embedded",
+    "portalocker",
     # Only a misspelt setting or a proposed edit needs a diff.
     "difflib",
     # The redactor's stream prefilter: the echo model's output is not a tool's.
