@@ -45,8 +45,11 @@ NOT_FOR_AN_ECHO_AGENT = (
     "pygments",
     "prompt_toolkit",
     "shtab",
-    # The KB's store engine, opened at the first kb call only.
+    # The KB's stores, their engine and file reading: opened at the first kb call only.
     "chromadb",
+    "ateam.kb.store",
+    "ateam.kb.chunking",
+    "ateam.kb._paths",
     # A server given by URL: the embedded server's module is never needed; nor file
     # locks, which only it and a handoff to a successor take.
     "ateam.bus.embedded",
