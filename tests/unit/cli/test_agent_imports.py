@@ -54,6 +54,9 @@ NOT_FOR_AN_ECHO_AGENT = (
     # locks, which only it and a handoff to a successor take.
     "ateam.bus.embedded",
     "portalocker",
+    # The PTY, loaded by the first os.exec.
+    "ateam.tools.pty",
+    "ptyprocess",
     # Only a misspelt setting or a proposed edit needs a diff.
     "difflib",
     # The redactor's stream prefilter: the echo model's output is not a tool's.
