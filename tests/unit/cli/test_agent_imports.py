@@ -34,6 +34,7 @@ NOT_FOR_AN_ECHO_AGENT = (
     "httpx",
     "ateam.providers.openai",
     "ateam.providers.anthropic",
+    "ateam.providers.scripted",
     # Front ends, and what only they draw with.
     "ateam.cli.parser",
     "ateam.client",
