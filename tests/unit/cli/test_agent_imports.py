@@ -55,6 +55,8 @@ NOT_FOR_AN_ECHO_AGENT = (
     # locks, which only it and a handoff to a successor take.
     "ateam.bus.embedded",
     "portalocker",
+    # git and the worktrees: its configuration says `worktree: none`.
+    "ateam.worktrees",
     # The PTY, loaded by the first os.exec.
     "ateam.tools.pty",
     "ptyprocess",
