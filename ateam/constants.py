@@ -126,6 +126,10 @@ HANDOFF_BLOCK_TOKENS = 600
 KB_SCOPES = ("agent", "project", "user")
 """Every knowledge-base scope name, the default first."""
 KB_DEFAULT_SCOPE = "agent"
+KB_DEFAULT_K = 8
+"""SPEC §10: a search returns the top 8..."""
+KB_MIN_SCORE = 0.35
+"""...that score at least 0.35 (1 - cosine distance)."""
 DIFF_MAX_BYTES = 256 * 1024
 """The unified diff of a branch kept by default; the rest is counted in ``omitted_bytes``."""
 ACP_RUNTIME_IDS = ("claude-code", "codex", "gemini")

@@ -18,6 +18,7 @@ Measures, each beside a raw baseline taken in the same run:
 from __future__ import annotations
 
 import asyncio
+import compileall
 import os
 import subprocess
 import sys
@@ -155,6 +156,9 @@ def main() -> int:
     args = parser(__doc__ or "").parse_args()
     rounds = 3 if args.quick else 9
     settle = 0.5 if args.quick else 1.0
+    # As installed (pip compiles the bytecode): a checkout run with PYTHONDONTWRITEBYTECODE=1
+    # would compile every module from source at each agent's start.
+    compileall.compile_dir(ROOT / "ateam", quiet=1)
     print(f"bench_agent_weight: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
     with RedisServer(tcp=args.tcp) as server, temp_dir() as tmp:
         rows, notes = asyncio.run(run(server.url, tmp, rounds, settle))

@@ -7,16 +7,21 @@ pydantic).
 
 Every command is a fresh ``python -m ateam …`` process, as a shell runs it; the rows are
 medians of N runs, each command and its baseline taken in turn so that a load spike
-hits both. ``ps`` and ``send`` talk to a running ``echo`` agent on a private
-redis-server. The bare scripts import ``redis.asyncio``, connect with ``from_url`` and
-the same URL, and issue the commands ateam's verb issues (seen with MONITOR):
+hits both. ateam's bytecode is compiled first, as ``pip install`` does: in a checkout
+run with PYTHONDONTWRITEBYTECODE=1 every start would otherwise compile every module it
+imports from source (30-40 % of a verb's time). ``ps`` and ``send`` talk to a running
+``echo`` agent on a private redis-server. The bare scripts import ``redis.asyncio``,
+connect with ``from_url`` and the same URL, and issue the commands ateam's verb issues
+(seen with MONITOR):
 
 - ps: PING, INFO memory, SMEMBERS of the projects, one pipelined HGETALL of the registry,
   heartbeat and exit hashes, TIME, and print the rows;
 - send: the same reads twice (the name is resolved, then the agent checked), then an
   RPUSH of the request and a BLPOP of its reply; its reply is pushed by the script
   itself, so the agent's own work (~ms for echo, plus taking and leaving ownership) is
-  in ateam's figure only.
+  in ateam's figure only;
+- the completion script's live names (``ateam __complete agents``, run at a TAB after
+  ``ateam send``): the ps script's reads.
 
     python benchmarks/bench_cli.py [--quick] [--tcp]
 """
@@ -24,6 +29,7 @@ the same URL, and issue the commands ateam's verb issues (seen with MONITOR):
 from __future__ import annotations
 
 import asyncio
+import compileall
 import statistics
 import subprocess
 import sys
@@ -32,6 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from _common import (
+    ROOT,
     AgentProcess,
     RedisServer,
     Row,
@@ -151,6 +158,7 @@ def row(name: str, label: str, value: float, base: float, base_label: str, limit
 def main() -> None:
     args = parser(__doc__ or "").parse_args()
     runs = 5 if args.quick else 21
+    compileall.compile_dir(ROOT / "ateam", quiet=1)  # as installed: see the docstring
     py = sys.executable
     ateam = [py, "-m", "ateam"]
     rows: list[Row] = []
@@ -160,6 +168,7 @@ def main() -> None:
         try:
             asyncio.run(serving(server.url, agent))
             env, cwd = agent.env(), agent.work
+            named = {**env, "ATEAM_REDIS_URL": server.url}  # how a shell's TAB finds the bus
             bare_ps = tmp / "bare_ps.py"
             bare_ps.write_text(BARE_PS)
             bare_send = tmp / "bare_send.py"
@@ -177,6 +186,10 @@ def main() -> None:
             ps = [*ateam, "ps", "--redis", server.url]
             ours, bare = paired(ps, [py, str(bare_ps), server.url], runs, cwd=cwd, env=env)
             rows.append(row("cli_ps", "ateam ps (1 agent)", ours, bare, "bare redis-py", 1.5))
+            names = [*ateam, "__complete", "agents"]
+            ours, bare = paired(names, [py, str(bare_ps), server.url], runs, cwd=cwd, env=named)
+            label = "TAB: agent names"
+            rows.append(row("cli_complete_names", label, ours, bare, "bare redis-py", 1.5))
             send = [*ateam, "send", agent.id, "hello", "--redis", server.url]
             ours, bare = paired(send, [py, str(bare_send), server.url], runs, cwd=cwd, env=env)
             rows.append(row("cli_send", "ateam send (echo)", ours, bare, "bare redis-py", 1.5))

@@ -41,6 +41,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ateam import _gc
 from ateam._cmdline import mask_own_title
 from ateam.cli._verb import Handler
 
@@ -63,12 +64,25 @@ def main(argv: list[str] | None = None) -> int:
     # SIGPIPE stays ignored (Python's default): restoring its default action would let a
     # write to a Redis connection the server had just reset kill the process outright.
     # A closed stdout (`ateam ps | head`) is a BrokenPipeError, ended quietly below.
-    if argv is None:
-        mask_own_title()  # before anything slow: `ps` must not show a --redis password
-    given = sys.argv[1:] if argv is None else argv
+    if argv is not None:
+        return _main(argv)  # a caller's process (tests): its collector is left alone
+    _gc.hold()  # the start makes long-lived objects only: see ateam/_gc.py
+    mask_own_title()  # before anything slow: `ps` must not show a --redis password
+    try:
+        return _main(sys.argv[1:])
+    finally:
+        _gc.leave()
+
+
+def _main(given: list[str]) -> int:
     if given and given[0] in HIDDEN:
         run: Callable[[list[str]], int] = importlib.import_module(HIDDEN[given[0]]).main
         return run(given[1:])
+    if len(given) == 2 and given[0] == "completion":
+        from ateam.cli.completion import SHELLS, print_script
+
+        if given[1] in SHELLS:  # a file printed: no parser, no error catalogue
+            return _quiet_pipe(print_script, given[1])
     from ateam.cli.agent_verb import fast_path
 
     if fast_path(given):  # a long-lived agent process: no verb table, no front end
@@ -109,11 +123,23 @@ def _run_handler(handler: Handler, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return Exit.INTERRUPTED
     except BrokenPipeError:
-        # Whoever read stdout has gone, like `head`: end as quietly as a Unix tool, and
-        # keep Python from complaining when it flushes stdout at exit.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return _BROKEN_PIPE_EXIT
+        return _reader_gone()
+
+
+def _quiet_pipe(run: Callable[[str], int], arg: str) -> int:
+    """``run(arg)``, ended like a verb when whoever read stdout has gone."""
+    try:
+        return run(arg)
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    # Whoever read stdout has gone, like `head`: end as quietly as a Unix tool, and
+    # keep Python from complaining when it flushes stdout at exit.
+    with contextlib.suppress(OSError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return _BROKEN_PIPE_EXIT
 
 
 def __getattr__(name: str) -> Any:

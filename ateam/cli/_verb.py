@@ -10,6 +10,8 @@ import argparse
 import importlib
 from collections.abc import Callable
 
+from ateam import _gc
+
 Handler = Callable[[argparse.Namespace], int]
 """A verb's handler: its parsed arguments in, its exit status out."""
 
@@ -78,7 +80,9 @@ def handler_at(ref: str) -> Handler:
     must not pay for every other verb's imports (the client, the console, the KB)."""
 
     def run(args: argparse.Namespace) -> int:
-        status = _found(ref)(args)
+        handler = _found(ref)
+        _gc.settle()  # the verb's modules are in: the collector may run again
+        status = handler(args)
         assert isinstance(status, int), f"{ref} returned {status!r}, not an exit status"
         return status
 

@@ -1,10 +1,16 @@
 """``ateam completion bash|zsh|fish``: a shell completion script for ``ateam``.
 
-The script is generated from the same parser the command uses (``shtab`` walks it), so
-it knows every verb, action and flag. Agent names and task ids change while a shell
-runs, so the script asks for them as it completes: it runs the hidden helper
-``ateam __complete agents|tasks|work`` (:mod:`ateam.cli._complete`), with the Python and
-the ateam that printed it.
+The scripts ship inside the package (``completions/ateam.SHELL``): printing one reads a
+file, so the command costs about what ``python -c pass`` does (issue 28 §1), where
+building the whole parser and walking it with ``shtab`` cost twice that. They are made
+from that same parser by :mod:`ateam.cli._completion_gen`, and a unit test
+(``tests/unit/cli/test_completion_scripts.py``) makes them again and fails when they
+differ, so a verb or flag added to the parser cannot be missing from them.
+
+Agent names and task ids change while a shell runs, so the script asks for them as it
+completes: it runs the hidden helper ``ateam __complete agents|tasks|work``
+(:mod:`ateam.cli._complete`), with the Python and the ateam that printed it. The shipped
+files hold :data:`PLACEHOLDER` where that command goes.
 
 Install it once, for instance::
 
@@ -18,57 +24,37 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
 SHELLS = ("bash", "zsh", "fish")
 HELPER = "__complete"
 """The hidden verb the script runs for live names (never listed in ``--help``)."""
-
-_POSITIONALS: dict[str, str] = {
-    "id": "agents",
-    "ids": "agents",
-    "names": "agents",
-    "task_id": "tasks",
-    "target": "work",
-}
-"""A positional's ``dest`` → what the helper completes it with."""
-_OPTIONS: dict[str, str] = {"--as": "agents"}
-"""An option → what the helper completes its value with."""
-_PATHS: dict[str, str] = {
-    "dir": "directory",
-    "paths": "file",
-    "token_file": "file",
-    "password_file": "file",
-}
-"""A ``dest`` that names a directory or a file → the shell's own path completion."""
+PLACEHOLDER = "__ATEAM_COMPLETE_HELPER__"
+"""Stands for the helper's command line in the shipped scripts: the Python that runs
+ateam is known only where the script is printed. Plain word characters, which no shell
+quoting in the scripts touches."""
+SCRIPTS = Path(__file__).with_name("completions")
+"""Where the scripts ship, one file per shell."""
 
 
-def script(parser: argparse.ArgumentParser, shell: str) -> str:
-    """The completion script of ``parser`` (``ateam``'s whole parser) for ``shell``."""
-    import shtab
-
-    helper = shlex.join([sys.executable, "-m", "ateam", HELPER])
-    paths = {"directory": shtab.DIRECTORY, "file": shtab.FILE}
-    for action in _actions(parser):
-        if action.option_strings:
-            kind = next((_OPTIONS[o] for o in action.option_strings if o in _OPTIONS), None)
-        else:
-            kind = _POSITIONALS.get(action.dest)
-        if kind is not None:
-            action.complete = shtab.cmd(f"{helper} {kind}")  # type: ignore[attr-defined]
-        elif action.dest in _PATHS:
-            action.complete = paths[_PATHS[action.dest]]  # type: ignore[attr-defined]
-    return shtab.complete(parser, shell=shell)
+def script_path(shell: str) -> Path:
+    return SCRIPTS / f"ateam.{shell}"
 
 
-def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    """Every action of ``parser`` and of its sub-parsers, at every depth."""
-    found = []
-    for action in parser._actions:
-        found.append(action)
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in dict.fromkeys(action.choices.values()):
-                found += _actions(sub)
-    return found
+def helper_command() -> str:
+    """The command the script runs for live names: this Python, this ateam."""
+    return shlex.join([sys.executable, "-m", "ateam", HELPER])
+
+
+def shipped(shell: str) -> str:
+    """The completion script for ``shell``, ready to source."""
+    return script_path(shell).read_text(encoding="utf-8").replace(PLACEHOLDER, helper_command())
+
+
+def print_script(shell: str) -> int:
+    """``ateam completion SHELL``'s whole work (``main`` runs it before any parser)."""
+    sys.stdout.write(shipped(shell))
+    return 0
 
 
 def completion_args(p: argparse.ArgumentParser) -> None:

@@ -13,14 +13,14 @@ import argparse
 from collections.abc import Sequence
 
 from ateam import __version__
-from ateam.cli import arguments, completion  # light: no client, shtab when a script is made
+from ateam.cli import arguments, completion  # light: no client; the scripts are files
 from ateam.cli._verb import Verb, chain, handler_at, project_verb_options
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    """``ateam completion SHELL``: here, since the script is made of the whole parser."""
-    print(completion.script(build_parser(), args.shell))
-    return 0
+    """``ateam completion SHELL`` when it came through the parser (``main`` mostly prints
+    the shipped script before building one)."""
+    return completion.print_script(args.shell)
 
 
 VERBS: tuple[Verb, ...] = (

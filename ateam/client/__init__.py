@@ -20,15 +20,9 @@ from ateam._lazy import exports
 if TYPE_CHECKING:
     from ateam.bus.backoff import CONNECTION_ERRORS
     from ateam.bus.events import Event, EventType, Gap, decode_chunk
-    from ateam.client.agent import (
-        KB_INGEST_TIMEOUT_S,
-        AgentHandle,
-        Attachment,
-        KbApi,
-        KbProgress,
-        PlanApi,
-    )
+    from ateam.client.agent import AgentHandle, Attachment, PlanApi
     from ateam.client.board import TasksApi
+    from ateam.client.kb import KB_INGEST_TIMEOUT_S, KbApi
     from ateam.client.member import TeamMember
     from ateam.client.modes import ModesApi, ModesResult
     from ateam.client.notices import RESUMED, Notice, NoticeKind, Notices
@@ -57,6 +51,7 @@ if TYPE_CHECKING:
     from ateam.wire.context_items import LOCAL_RUNTIMES, ContextItem, ContextType, Scope, Urgency
     from ateam.wire.events import (
         Chunk,
+        KbProgress,
         Malformed,
         Payload,
         TaskEnd,
@@ -74,14 +69,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "ateam.bus.backoff": ("CONNECTION_ERRORS",),
     "ateam.bus.events": ("Event", "EventType", "Gap", "decode_chunk"),
-    "ateam.client.agent": (
-        "KB_INGEST_TIMEOUT_S",
-        "AgentHandle",
-        "Attachment",
-        "KbApi",
-        "KbProgress",
-        "PlanApi",
-    ),
+    "ateam.client.agent": ("AgentHandle", "Attachment", "PlanApi"),
+    "ateam.client.kb": ("KB_INGEST_TIMEOUT_S", "KbApi"),
     "ateam.client.board": ("TasksApi",),
     "ateam.client.member": ("TeamMember",),
     "ateam.client.modes": ("ModesApi", "ModesResult"),
@@ -112,6 +101,7 @@ _LAZY = {
     ),
     "ateam.wire.events": (
         "Chunk",
+        "KbProgress",
         "Malformed",
         "Payload",
         "TaskEnd",

@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from ateam.bus.backoff import CONNECTION_ERRORS
-from ateam.bus.events import Event
-from ateam.bus.tail import EventTail
 from ateam.client._session import Session
-from ateam.client.modes import ModesApi
+from ateam.client.kb import KbApi
 from ateam.client.redaction import redactor_for
-from ateam.client.tail import DEFAULT_BACKLOG, Item, Tail, follow_one
 from ateam.constants import OWNER_REFRESH_S, RPC_DEFAULT_DEADLINE_S
 from ateam.errors import BadRequest
-from ateam.wire.events import KbProgress
 from ateam.wire.ownership import OwnerInfo
 from ateam.wire.registry import AgentStatus
 from ateam.wire.results import (
@@ -33,15 +31,10 @@ from ateam.wire.results import (
     HistoryTailResult,
     InputResult,
     InterruptResult,
-    KbExportResult,
-    KbListResult,
-    KbReport,
-    KbSearchResult,
     PlanDeleteResult,
     PlanReadResult,
     PlanWriteResult,
     R,
-    Rows,
     ShutdownResult,
     parse_result,
 )
@@ -51,32 +44,21 @@ from ateam.wire.rpc import (
     ConfirmParams,
     HistoryTailParams,
     InputParams,
-    KbExportParams,
-    KbImportParams,
-    KbIngestParams,
-    KbScopeParams,
-    KbSearchParams,
     Params,
     TeamInputParams,
     TextParams,
     build_params,
 )
-from ateam.wire.turns import Turn, parse_turns
 
-__all__ = [
-    "KB_INGEST_TIMEOUT_S",
-    "AgentHandle",
-    "Attachment",
-    "KbApi",
-    "KbProgress",
-    "PlanApi",
-]
+# Events, their tail, the modes and the turns are imported where they are used: `ateam
+# send` reads none of them, and the event models alone cost ~20 ms to define (issue 28).
+if TYPE_CHECKING:
+    from ateam.client.modes import ModesApi
+    from ateam.client.tail import Item, Tail
+    from ateam.wire.turns import Turn
 
-KB_INGEST_TIMEOUT_S = 600.0
-"""A large directory takes a while to chunk and embed; progress arrives as events."""
-KB_PROGRESS_DRAIN_S = 2.0
-"""How long an ingest waits, after the agent's answer, for progress events still on
-their way: the agent publishes them asynchronously, so they may trail the reply."""
+__all__ = ["AgentHandle", "Attachment", "PlanApi"]
+
 Names = list[str]
 STOP_POLL_S = 0.1
 """How often :meth:`AgentHandle.stop` looks whether the agent has left the registry."""
@@ -89,12 +71,29 @@ class AgentHandle:
         self._session = session
         self.id = agent_id
         self.plan = PlanApi(self)
-        self.modes = ModesApi(self)
-        """Plan approval and delegate mode."""
         self.kb = KbApi(self)
+        """Its knowledge bases (:mod:`ateam.client.kb`)."""
 
     def __repr__(self) -> str:
         return f"AgentHandle({self.id!r})"
+
+    def peer(self, agent_id: str) -> AgentHandle:
+        """Another agent, on the same session."""
+        return AgentHandle(self._session, agent_id)
+
+    def reader(self) -> Tail:
+        """A reader of agents' events on this session's connection."""
+        from ateam.bus.tail import EventTail
+        from ateam.client.tail import Tail
+
+        return Tail(EventTail(self._session.client, self._session.keys))
+
+    @functools.cached_property
+    def modes(self) -> ModesApi:
+        """Plan approval and delegate mode."""
+        from ateam.client.modes import ModesApi
+
+        return ModesApi(self)
 
     # reading -------------------------------------------------------------------------
 
@@ -107,15 +106,20 @@ class AgentHandle:
         from_offset: int | None = None,
         *,
         follow: bool = True,
-        backlog: int = DEFAULT_BACKLOG,
+        backlog: int | None = None,
     ) -> AsyncIterator[Item]:
         """Its events from offset ``from_offset`` on (that event first), as typed items.
 
-        Without ``from_offset`` the newest ``backlog`` events come first. With
+        Without ``from_offset`` the newest ``backlog`` events come first (``None``: the
+        tail's default, :data:`~ateam.client.tail.DEFAULT_BACKLOG`). With
         ``follow`` it waits for new events for ever (reconnecting when Redis drops);
         without, it ends at the stream's current end.
         """
-        reader = Tail(EventTail(self._session.client, self._session.keys))
+        from ateam.client.tail import DEFAULT_BACKLOG, follow_one
+
+        reader = self.reader()
+        if backlog is None:
+            backlog = DEFAULT_BACKLOG
         return follow_one(reader, self.id, from_offset, follow=follow, backlog=backlog)
 
     async def history(self, n: int | None = None) -> list[Turn]:
@@ -123,6 +127,8 @@ class AgentHandle:
         asked = {} if n is None else {"n": n}
         params = build_params(HistoryTailParams, "history.tail", **asked)
         reply = await self.request("history.tail", HistoryTailResult, params)
+        from ateam.wire.turns import parse_turns
+
         return parse_turns(reply.turns)
 
     # ownership -----------------------------------------------------------------------
@@ -494,102 +500,3 @@ class PlanApi:
             takeover=takeover,
         )
         return reply.model_copy(update={"redacted": masked})
-
-
-class KbApi:
-    """The agent's knowledge bases (SPEC §10): ``agent``, ``project`` and ``user`` scopes."""
-
-    def __init__(self, handle: AgentHandle) -> None:
-        self._handle = handle
-
-    async def search(self, scope: str, query: str, k: int | None = None) -> Rows:
-        """The passages most like ``query``, best first (``score``, ``doc_id``, ``text``…)."""
-        best = {} if k is None else {"k": k}
-        params = build_params(KbSearchParams, "kb.search", scope=scope, query=query, **best)
-        return (await self._handle.request("kb.search", KbSearchResult, params)).hits
-
-    async def list(self, scope: str) -> Rows:
-        """The documents of ``scope`` (``doc_id``, ``path``, ``chunks``, ``source_agent``)."""
-        params = build_params(KbScopeParams, "kb.list", scope=scope)
-        return (await self._handle.request("kb.list", KbListResult, params)).documents
-
-    async def export(self, scope: str, ids: Names) -> Rows:
-        """The chunks of the chosen documents, for :meth:`copy_from` on another agent."""
-        params = build_params(KbExportParams, "kb.export", scope=scope, ids=ids)
-        return (await self._handle.request("kb.export", KbExportResult, params)).chunks
-
-    async def ingest(
-        self,
-        scope: str,
-        paths: Names,
-        *,
-        timeout: float = KB_INGEST_TIMEOUT_S,
-        on_progress: Callable[[KbProgress], None] | None = None,
-        claim: bool = True,
-        takeover: bool = False,
-    ) -> KbReport:
-        """Read files and directories into ``scope``; the agent's report.
-
-        Paths are resolved by the agent (absolute ones are safest). ``on_progress`` is
-        called for each file read, from the agent's ``kb.progress`` events; they may
-        trail the reply, so the report waits a moment for the last of them.
-        """
-        params = build_params(KbIngestParams, "kb.ingest", scope=scope, paths=paths)
-        if on_progress is None:
-            return await self._handle.request(
-                "kb.ingest", KbReport, params, timeout=timeout, claim=claim, takeover=takeover
-            )
-        session = self._handle._session
-        tail = Tail(EventTail(session.client, session.keys))
-        tail.add(self._handle.id, None, backlog=0)
-        await tail.poll(wait=False)  # fixes the start: only this call's progress is seen
-        finished = asyncio.Event()
-
-        def seen(progress: KbProgress) -> None:
-            on_progress(progress)
-            if progress.done >= progress.total:
-                finished.set()
-
-        follow = asyncio.create_task(_follow_progress(tail, scope, seen))
-        try:
-            report = await self._handle.request(
-                "kb.ingest", KbReport, params, timeout=timeout, claim=claim, takeover=takeover
-            )
-            if report.ingested or report.skipped:  # files were read
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(KB_PROGRESS_DRAIN_S):
-                        await finished.wait()
-        finally:
-            follow.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await follow
-        return report
-
-    async def copy_from(
-        self,
-        source: str,
-        ids: Names,
-        *,
-        scope: str = "agent",
-        timeout: float = KB_INGEST_TIMEOUT_S,
-        claim: bool = True,
-        takeover: bool = False,
-    ) -> KbReport:
-        """Copy the chosen documents of ``source``'s agent kb into this agent's ``scope``."""
-        other = AgentHandle(self._handle._session, source)
-        chunks = await other.kb.export("agent", ids)
-        params = build_params(
-            KbImportParams, "kb.import", scope=scope, chunks=chunks, copied_from=source
-        )
-        return await self._handle.request(
-            "kb.import", KbReport, params, timeout=timeout, claim=claim, takeover=takeover
-        )
-
-
-async def _follow_progress(tail: Tail, scope: str, seen: Callable[[KbProgress], None]) -> None:
-    """Report the agent's ``kb.progress`` events of ``scope`` until cancelled."""
-    while True:
-        for item in await tail.poll():
-            if isinstance(item, Event) and isinstance(progress := item.payload, KbProgress):
-                if progress.scope == scope:
-                    seen(progress)

@@ -9,7 +9,6 @@ the closest known one as ``did you mean …``.
 
 from __future__ import annotations
 
-import difflib
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
@@ -55,6 +54,8 @@ def did_you_mean(word: object, known: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the known word closest to ``word``; ``""`` for none."""
     if not isinstance(word, str):
         return ""
+    import difflib  # only once a word is wrong: every agent and verb loads this module
+
     close = difflib.get_close_matches(word, list(known), n=1, cutoff=_CUTOFF)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

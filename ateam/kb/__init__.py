@@ -13,17 +13,22 @@ and raises :class:`~ateam.errors.KbUnavailable` if the ``kb`` extra is not insta
 
 from __future__ import annotations
 
-from ateam.kb._paths import MAX_FILE_BYTES, MAX_PATHS
-from ateam.kb.chunking import Chunk, Section, chunk, content_hash, normalise, split_document
-from ateam.kb.embed import (
-    Embedder,
-    HashingEmbedder,
-    OpenAIEmbedder,
-    configured_embedder,
-    embedder_from_config,
-)
-from ateam.kb.scopes import DEFAULT_SCOPE, SCOPES, scope_dir
-from ateam.kb.store import DEFAULT_K, DEFAULT_MIN_SCORE, Hit, IngestReport, KnowledgeBase
+from typing import TYPE_CHECKING
+
+from ateam._lazy import exports
+
+if TYPE_CHECKING:
+    from ateam.kb._paths import MAX_FILE_BYTES, MAX_PATHS
+    from ateam.kb.chunking import Chunk, Section, chunk, content_hash, normalise, split_document
+    from ateam.kb.embed import (
+        Embedder,
+        HashingEmbedder,
+        OpenAIEmbedder,
+        configured_embedder,
+        embedder_from_config,
+    )
+    from ateam.kb.scopes import DEFAULT_SCOPE, SCOPES, scope_dir
+    from ateam.kb.store import DEFAULT_K, DEFAULT_MIN_SCORE, Hit, IngestReport, KnowledgeBase
 
 __all__ = [
     "DEFAULT_K",
@@ -48,3 +53,28 @@ __all__ = [
     "scope_dir",
     "split_document",
 ]
+
+# Loaded at first use (ateam._lazy): an agent that never calls a kb method pays for none
+# of the store's modules (issue 28 §2).
+_LAZY = {
+    "ateam.kb._paths": ("MAX_FILE_BYTES", "MAX_PATHS"),
+    "ateam.kb.chunking": (
+        "Chunk",
+        "Section",
+        "chunk",
+        "content_hash",
+        "normalise",
+        "split_document",
+    ),
+    "ateam.kb.embed": (
+        "Embedder",
+        "HashingEmbedder",
+        "OpenAIEmbedder",
+        "configured_embedder",
+        "embedder_from_config",
+    ),
+    "ateam.kb.scopes": ("DEFAULT_SCOPE", "SCOPES", "scope_dir"),
+    "ateam.kb.store": ("DEFAULT_K", "DEFAULT_MIN_SCORE", "Hit", "IngestReport", "KnowledgeBase"),
+}
+
+__getattr__, __dir__ = exports(__name__, _LAZY)

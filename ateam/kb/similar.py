@@ -20,8 +20,8 @@ from pathlib import Path
 
 from ateam.config.discovery import remembered_root
 from ateam.config.loader import project_here
+from ateam.constants import KB_MIN_SCORE
 from ateam.kb.embed import Embedder, HashingEmbedder, configured_embedder
-from ateam.kb.store import DEFAULT_MIN_SCORE
 
 __all__ = ["Ranker", "configured_ranker", "meaning_ranker", "project_rankers", "rank_texts"]
 
@@ -37,7 +37,7 @@ def rank_texts(
     *,
     limit: int,
     embedder: Embedder | None = None,
-    min_score: float = DEFAULT_MIN_SCORE,
+    min_score: float = KB_MIN_SCORE,
 ) -> list[tuple[int, float]]:
     """``(index, score)`` of the ``texts`` closest to ``query``, best first.
 

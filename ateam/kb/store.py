@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, cast
 
+from ateam.constants import KB_DEFAULT_K, KB_MIN_SCORE
 from ateam.errors import BadRequest, KbUnavailable
 from ateam.kb._paths import Document, Skip, expand, read_document, resolve_requested
 from ateam.kb.chunking import chunk, content_hash, split_document
@@ -56,9 +57,9 @@ __all__ = [
 ]
 
 COLLECTION = "ateam-kb"
-DEFAULT_K = 8
+DEFAULT_K = KB_DEFAULT_K
 """SPEC §10: search returns the top 8..."""
-DEFAULT_MIN_SCORE = 0.35
+DEFAULT_MIN_SCORE = KB_MIN_SCORE
 """...that score at least 0.35 (1 - cosine distance)."""
 MAX_K = 100
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ateam.config.schema import ModelEntry
 from ateam.errors import ConfigError
 from ateam.providers.base import Chunk, Headroom, Message, Provider, TextDelta, ToolCall, Usage
 from ateam.providers.echo import EchoProvider
-from ateam.providers.scripted import ScriptedProvider
+
+if TYPE_CHECKING:
+    from ateam.providers.scripted import ScriptedProvider
 
 __all__ = [
     "Chunk",
@@ -45,6 +48,8 @@ def _echo(entry: ModelEntry) -> Provider:
 def _scripted(entry: ModelEntry) -> Provider:
     if entry.script is None:  # the schema requires it; this keeps the type honest
         raise ConfigError("a scripted model needs `script: PATH`", field=f"models[{entry.id}]")
+    from ateam.providers.scripted import ScriptedProvider
+
     return ScriptedProvider(entry.script, entry.id, context_window=entry.context_window)
 
 
@@ -79,3 +84,13 @@ _FACTORIES: dict[str, Callable[[ModelEntry], Provider]] = {
     "openai": _openai,
     "anthropic": _anthropic,
 }
+
+
+def __getattr__(name: str) -> object:
+    # The scripted provider (a test double, and its YAML script reader) is imported when
+    # asked for: an agent on any other model never loads it (issue 28 §2).
+    if name == "ScriptedProvider":
+        from ateam.providers.scripted import ScriptedProvider
+
+        return ScriptedProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,6 @@ from ateam.errors import BadRequest, FsDenied
 from ateam.tools.approvals import Decision
 from ateam.tools.exec_values import ExecLimits, ExecResult
 from ateam.tools.fs import DEFAULT_LIST_ENTRIES, DEFAULT_READ_BYTES, Sandbox
-from ateam.tools.pty import ExecProcess
 from ateam.tools.registry import Tool, ToolContext, default_timeout_for, tool
 
 __all__ = ["WORKSPACE_TOOLS", "fs_list", "fs_patch", "fs_read", "fs_write", "os_exec"]
@@ -61,6 +60,10 @@ async def os_exec(
         workdir = _sandbox(ctx).resolve(cwd)
         if not workdir.is_relative_to(ctx.cwd.resolve()):
             raise FsDenied(f"cwd {cwd!r} is outside the agent's working directory")
+    # Imported at the first command: the PTY machinery is most of what os.exec costs an
+    # agent's start, and many agents never run one.
+    from ateam.tools.pty import ExecProcess
+
     process = await ExecProcess.start(
         cmd, cwd=workdir, limits=limits, on_output=ctx.on_output or _discard
     )

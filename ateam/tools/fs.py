@@ -45,7 +45,6 @@ from __future__ import annotations
 import base64
 import codecs
 import contextlib
-import difflib
 import errno
 import hashlib
 import heapq
@@ -472,6 +471,8 @@ def unified_diff(old: str, new: str, name: str) -> str:
         The diff, empty when nothing changes; a last line without a newline is marked
         ``\\ No newline at end of file`` as ``diff`` and ``git`` do.
     """
+    import difflib  # only once an edit is proposed: most agents' starts make none
+
     lines = difflib.unified_diff(
         old.splitlines(keepends=True),
         new.splitlines(keepends=True),

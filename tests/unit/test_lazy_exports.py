@@ -20,7 +20,7 @@ import ateam
 from ateam.config._files import PREPARE
 from ateam.config.discovery import CONFIG_DIR, CONFIG_FILES, configured
 
-LAZY_PACKAGES = ("ateam.bus", "ateam.client", "ateam.config")
+LAZY_PACKAGES = ("ateam.bus", "ateam.client", "ateam.config", "ateam.kb")
 
 
 def _typed_imports(package: str) -> dict[str, str]:

@@ -31,3 +31,22 @@ def test_the_wheel_carries_the_commented_template_that_init_example_writes(
         }
     assert inside == example_files()
     assert {"project.yaml", "models.yaml", "tools.yaml", "agents/zeus/agent.yaml"} <= set(inside)
+
+
+def test_the_wheel_carries_the_shell_completion_scripts(tmp_path: Path) -> None:
+    # `ateam completion SHELL` prints a file of the package: a wheel without it prints none.
+    from flit_core import buildapi
+
+    from ateam.cli.completion import SHELLS, script_path
+
+    here = Path.cwd()
+    os.chdir(REPO)
+    try:
+        name = buildapi.build_wheel(str(tmp_path))
+    finally:
+        os.chdir(here)
+
+    with zipfile.ZipFile(tmp_path / name) as wheel:
+        for shell in SHELLS:
+            inside = wheel.read(f"ateam/cli/completions/ateam.{shell}").decode()
+            assert inside == script_path(shell).read_text(encoding="utf-8")

@@ -53,8 +53,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeGuard
 
-import portalocker
-
 from ateam._fs import DamageLog, Problem, atomic_write, file_key, fsync_dir
 from ateam.agent.state.fence import Fenced, unfenced
 from ateam.errors import StorageError
@@ -500,6 +498,8 @@ class HandoffStore:
             os.close(os.open(self.lock_path, os.O_WRONLY | os.O_CREAT, 0o600))
         except OSError as exc:
             raise StorageError(f"cannot create handoff lock {self.lock_path}: {exc}") from exc
+        import portalocker  # here: an agent that never hands off never loads it (issue 28)
+
         lock = portalocker.Lock(
             str(self.lock_path),
             mode="a",

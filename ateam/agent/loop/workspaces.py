@@ -32,7 +32,7 @@ import logging
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from redis.exceptions import RedisError
 
@@ -47,19 +47,11 @@ from ateam.bus.publisher import EventPublisher
 from ateam.config import AgentConfig
 from ateam.errors import AteamError, ConfigError, NotARepository, UsageError, WorkNotFound
 from ateam.wire.work import WorkRecord
-from ateam.worktrees import (
-    Repository,
-    Work,
-    agent_branch,
-    commit_all,
-    diff_of,
-    ensure_worktree,
-    task_branch,
-    worktree_path,
-)
-from ateam.worktrees._git import git
-from ateam.worktrees.find import TASK_ID_PATTERN
-from ateam.worktrees.trees import recorded_base, worktrees_root
+
+# git and the worktrees are imported where a worktree is made or used: an agent on
+# ``worktree: none`` (the default) never loads them (issue 28 §2).
+if TYPE_CHECKING:
+    from ateam.worktrees import Repository
 
 __all__ = ["WorkspaceTasks", "Workspaces", "commit_message", "start_workspace"]
 
@@ -95,6 +87,8 @@ def start_workspace(config: AgentConfig, project_root: Path | None) -> AgentConf
     spec = config.spec
     if spec.worktree == "none":
         return config
+    from ateam.worktrees import Repository, agent_branch, ensure_worktree
+
     what = f"worktree: {spec.worktree}"
     if project_root is None:
         raise ConfigError(f"{what} needs the agent's project directory (.ateam/)")
@@ -119,6 +113,9 @@ def _inside(cwd: Path, root: Path, what: str) -> Path:
     A cwd already in one of ateam's worktrees (``/spawn --worktree``, ``--cwd`` of the
     agent's own worktree) counts from that worktree's top, not the main tree's.
     """
+    from ateam.worktrees._git import git
+    from ateam.worktrees.trees import worktrees_root
+
     real, top = cwd.resolve(), root.resolve()
     if not real.is_relative_to(top):
         where = f"the agent's cwd {cwd} is outside the repository {root}"
@@ -178,6 +175,8 @@ class Workspaces:
 
     def _repository(self) -> Repository:
         if self._repo is None:
+            from ateam.worktrees import Repository
+
             self._repo = Repository.open(self._project_root)
             if self.per_task:
                 self._inside = _inside(self._config.cwd, self._repo.root, "worktree: task")
@@ -185,6 +184,8 @@ class Workspaces:
 
     def branch_of(self, item: QueueItem) -> str | None:
         """The branch ``item`` runs on; ``None``: the configured cwd, no branch of ours."""
+        from ateam.worktrees import agent_branch, task_branch
+
         if not self.per_task:
             return agent_branch(self._config.name)
         task_id = board_task_of(item)
@@ -192,6 +193,9 @@ class Workspaces:
 
     def task_tree(self, task_id: str) -> Path | None:
         """The worktree board task ``task_id`` runs in, if it is there (``task`` mode)."""
+        from ateam.worktrees import task_branch, worktree_path
+        from ateam.worktrees.find import TASK_ID_PATTERN
+
         if not self.per_task or self._repo is None or not TASK_ID_PATTERN.fullmatch(task_id):
             return None  # an id the model gave (tasks.done) is no path to climb out along
         tree = worktree_path(self._repo.root, task_branch(self._config.name, task_id))
@@ -223,6 +227,10 @@ class Workspaces:
         task_id = board_task_of(item) if self.per_task else None
         if task_id is None:
             return
+        from ateam.worktrees import ensure_worktree, task_branch
+        from ateam.worktrees.find import TASK_ID_PATTERN
+        from ateam.worktrees.trees import recorded_base
+
         if not TASK_ID_PATTERN.fullmatch(task_id):
             # An owner's input may say `board:…` of anything: no branch diff and merge miss.
             raise UsageError(f"{task_id!r} is not a board task's id: it gets no worktree")
@@ -281,6 +289,9 @@ class Workspaces:
     def _commit(self, branch: str, message: str) -> WorkRecord | None:
         """Commit everything in ``branch``'s worktree (unless ``commit: never``): its record
         without the stat; ``None`` when the worktree is gone."""
+        from ateam.worktrees import commit_all, worktree_path
+        from ateam.worktrees.trees import recorded_base
+
         repo = self._repository()
         tree = worktree_path(repo.root, branch)
         if not tree.is_dir():
@@ -295,6 +306,8 @@ class Workspaces:
 
     def _counted(self, record: WorkRecord, task_id: str | None) -> WorkRecord:
         """``record`` with the diffstat of its branch against its base."""
+        from ateam.worktrees import Work, diff_of
+
         repo = self._repository()
         tree = Path(record.worktree)
         work = Work(record.branch, record.base, self._config.name, task_id, tree)

@@ -30,11 +30,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ateam import _gc
 from ateam._fs import atomic_write
 from ateam.agent.state.queue import DurableQueue
 from ateam.bus.bootstrap import redeem_at
-from ateam.bus.connection import RedisTarget
-from ateam.bus.embedded import bus_target
+from ateam.bus.connection import RedisTarget, resolve_target
 from ateam.config import AgentConfig, ProjectConfig, load_project, project_name, standalone_agent
 from ateam.config.discovery import remember_root
 from ateam.constants import KILLED_FROM_OUTSIDE, PREVIOUS_EXIT_ENV
@@ -122,6 +122,7 @@ def run_agent(options: AgentOptions) -> int:
     if ready.model:
         # Asked for by name: a pin, or the idle switch-back would undo it in seconds.
         agent.parts.router.pinned = agent.parts.status.entry.pinned = ready.model
+    _gc.settle()  # built: what the start made lives for hours (ateam/_gc.py)
     return asyncio.run(agent.run())
 
 
@@ -157,7 +158,7 @@ def _prepare(options: AgentOptions, agent_project: str, agent_id: str) -> _Ready
         # Front ends started elsewhere (an ACP runtime's `ateam mcp`, a verb with
         # --project) find this project's hooks and embedder through this record.
         remember_root(project.name, project.root)
-    target = bus_target(options.redis, transport=project.transport, namespace=project.namespace)
+    target = _bus_target(options.redis, project)
     # The values of the variables passed through to its tools are secrets by name.
     redactor = Redactor.from_config(project).with_literals(
         os.environ[name] for name in config.spec.tools.env_passthrough if name in os.environ
@@ -176,6 +177,18 @@ def _prepare(options: AgentOptions, agent_project: str, agent_id: str) -> _Ready
         seed_agent(config, Seed.from_spec(spec).scrubbed(redactor.redact))
     provider = model_factory(config)(entry)
     return _Ready(config, target, provider, redactor, model, project.root)
+
+
+def _bus_target(redis_url: str | None, project: ProjectConfig) -> RedisTarget:
+    """:func:`~ateam.bus.embedded.bus_target`, whose module (the embedded server's, its
+    file locks and records) is imported only when no server is named: an agent given
+    ``--redis`` or ``ATEAM_REDIS_URL`` never starts one."""
+    found = resolve_target(redis_url, transport=project.transport, namespace=project.namespace)
+    if found is not None:
+        return found
+    from ateam.bus.embedded import bus_target
+
+    return bus_target(redis_url, transport=project.transport, namespace=project.namespace)
 
 
 def _refused(error: AteamError) -> int:

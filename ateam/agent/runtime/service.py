@@ -25,8 +25,8 @@ from ateam.agent.state.plan import PLAN_FILE, append_plan, delete_plan, read_pla
 from ateam.bus.events import EventType
 from ateam.bus.rpc import Call, Method
 from ateam.config import AgentConfig
+from ateam.constants import KB_DEFAULT_K
 from ateam.errors import AteamError, BadRequest, HopLimit, OwnershipDenied, StorageIoError
-from ateam.kb import DEFAULT_K
 from ateam.tools.approvals import parse_decision
 from ateam.wire.results import (
     AlertAckResult,
@@ -370,7 +370,7 @@ class AgentService:
 
     async def kb_search(self, call: Call) -> KbSearchResult:
         params = call.args(KbSearchParams)
-        k = DEFAULT_K if params.k is None else params.k
+        k = KB_DEFAULT_K if params.k is None else params.k
         hits = await self.port.kb.search(check_scope(params.scope), params.query, k=k)
         return KbSearchResult(hits=hits)
 

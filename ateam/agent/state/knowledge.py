@@ -17,10 +17,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ateam._json import JsonObject
-from ateam.kb import DEFAULT_K, SCOPES, Embedder, KnowledgeBase, configured_embedder, scope_dir
+from ateam.constants import KB_DEFAULT_K, KB_SCOPES
+from ateam.kb.scopes import scope_dir
+
+# The stores and embedders are imported at the first kb call: most agents make none,
+# and their modules (chunking, file reading, Chroma's glue) are a few ms of every start.
+if TYPE_CHECKING:
+    from ateam.kb import Embedder, KnowledgeBase
 
 __all__ = ["AgentKb"]
 
@@ -75,6 +81,8 @@ class AgentKb:
                     home=self._home,
                 )
                 embedder = await self.embedder()
+                from ateam.kb.store import KnowledgeBase
+
                 found = await asyncio.to_thread(
                     KnowledgeBase,
                     directory,
@@ -92,6 +100,8 @@ class AgentKb:
             # The discovery the agent was configured by: from its project root, which
             # finds the same .ateam/ directories as from anywhere inside the project.
             start = self._project_root or self.allowed_roots[0]
+            from ateam.kb.embed import configured_embedder
+
             self._embedder = await asyncio.to_thread(configured_embedder, start)
         return self._embedder
 
@@ -111,7 +121,9 @@ class AgentKb:
         )
         return report.to_wire()
 
-    async def search(self, scope: str, query: str, *, k: int = DEFAULT_K) -> list[dict[str, Any]]:
+    async def search(
+        self, scope: str, query: str, *, k: int = KB_DEFAULT_K
+    ) -> list[dict[str, Any]]:
         kb = await self.store(scope)
         hits = await asyncio.to_thread(kb.search, query, k=k)
         return [hit.to_wire() for hit in hits]
@@ -140,8 +152,8 @@ class AgentKb:
 def check_scope(value: object) -> str:
     """The scope named by an RPC parameter (default ``agent``)."""
     scope = "agent" if value is None else value
-    if not isinstance(scope, str) or scope not in SCOPES:
+    if not isinstance(scope, str) or scope not in KB_SCOPES:
         from ateam.errors import BadRequest
 
-        raise BadRequest(f"'scope' must be one of {', '.join(SCOPES)}")
+        raise BadRequest(f"'scope' must be one of {', '.join(KB_SCOPES)}")
     return scope

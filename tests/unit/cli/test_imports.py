@@ -46,6 +46,7 @@ CASES: dict[str, str] = {
     "ateam nosuchverb": f"from ateam.cli import main; main(['nosuchverb']); {_DUMP}",
     "ateam ps --help": f"from ateam.cli import main; main(['ps', '--help']); {_DUMP}",
     "ateam send --help": f"from ateam.cli import main; main(['send', '--help']); {_DUMP}",
+    "ateam completion bash": f"from ateam.cli import main; main(['completion', 'bash']); {_DUMP}",
 }
 
 
