@@ -4,7 +4,9 @@ SPEC §13:
 
 * event latency, agent publish → console receive, 100 agents at 10 000 events/s in all:
   p99 ≤ 5 ms;
-* sustained events from one agent to one console, none lost: ≥ 20 000 events/s.
+* sustained events from one agent to one console, none lost: ≥ 20 000 events/s;
+* (issue 28 §4) the latency p99 at 10 000 events/s at most 1.3× the raw ``XADD →
+  XREAD`` p99 measured in the same run (row ``event_latency_p99_vs_raw``).
 
 (a) Latency. Publisher processes (``--pub-procs``, default 2) run 100
 :class:`ateam.bus.events.EventPublisher` between them (each on its own client, as 100
@@ -68,6 +70,8 @@ from ateam.constants import EVENT_LOG_MAXLEN, PROTOCOL_VERSION
 
 AGENTS = 100
 RATE = 10_000
+RAW_RATIO_TARGET = 1.3
+"""Issue 28 §4: event latency p99 at 10 000 events/s at most this times the raw p99."""
 TEXT = "x" * 64
 
 
@@ -555,6 +559,23 @@ def latency(
             "<=5 ms" if target else "(info)",
             ac["p99"] <= 5.0 if target else None,
         ),
+    ]
+    if target:
+        # Issue 28 §4: the same p99 beside the raw path's, as a ratio (the absolute
+        # figure above depends on how loaded the host is; the ratio much less).
+        rows.append(
+            Row(
+                "event_latency_p99_vs_raw",
+                f"event latency p99 vs raw ({where})",
+                ac["p99"],
+                "ms",
+                rc["p99"],
+                "XADD->XREAD p99",
+                f"<={RAW_RATIO_TARGET:g}x",
+                ac["p99"] <= RAW_RATIO_TARGET * rc["p99"],
+            )
+        )
+    rows += [
         Row(
             f"event_latency_p50{tag}",
             f"event latency p50 ({where})",
