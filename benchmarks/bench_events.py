@@ -5,7 +5,7 @@ SPEC §13:
 * event latency, agent publish → console receive, 100 agents at 10 000 events/s in all:
   p99 ≤ 5 ms;
 * sustained events from one agent to one console, none lost: ≥ 20 000 events/s;
-* (issue 28 §4) the latency p99 at 10 000 events/s at most 1.3× the raw ``XADD →
+* (issue 28 §4) the latency p99 at 10 000 events/s at most 1.3 times the raw ``XADD →
   XREAD`` p99 measured in the same run (row ``event_latency_p99_vs_raw``).
 
 (a) Latency. Publisher processes (``--pub-procs``, default 2) run 100
