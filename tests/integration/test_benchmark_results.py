@@ -98,6 +98,8 @@ def test_a_real_run_writes_json_markdown_and_the_rpc_chart(tmp_path: Path) -> No
         "rpc_status_p99",
         "board_claim_p99",
         "board_claim_p50",
+        "board_claim_open1000_p99",
+        "board_claim_open10000_p99",
     }
     for m in measures.values():
         assert set(m) == MEASURE_KEYS

@@ -37,7 +37,15 @@ def test_the_pty_benchmark_runs_and_loses_no_byte(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("script", "rows"),
     [
-        ("bench_board.py", {"name=board_claim_p99", "name=board_claim_p50"}),
+        (
+            "bench_board.py",
+            {
+                "name=board_claim_p99",
+                "name=board_claim_p50",
+                "name=board_claim_open1000_p99",
+                "name=board_claim_open10000_p99",
+            },
+        ),
         (
             "bench_mailbox.py",
             {
@@ -56,6 +64,8 @@ def test_the_pty_benchmark_runs_and_loses_no_byte(tmp_path: Path) -> None:
                 "name=ps_list_p99",
                 "name=ps1000_list_p50",
                 "name=ps1000_list_p99",
+                "name=ps10000_list_p50",
+                "name=ps10000_list_p99",
             },
         ),
     ],
