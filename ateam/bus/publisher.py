@@ -94,15 +94,11 @@ local function note(id)
   if first == '' then first = id end
   last = id
 end
--- The stream's length, kept up to date below (the trim reads it, not XLEN): a batch is
--- often one event at 10 000 events/s, and each call here is a good part of its cost.
--- A key of another type answers WRONGTYPE: only then is its type asked.
+-- The length is counted on below (a call less); the type is asked only on WRONGTYPE.
 local found, len = pcall(redis.call, 'XLEN', KEYS[1])
 if not found then
   local text = type(len) == 'table' and (len.err or '') or tostring(len)
-  if not string.find(text, 'WRONGTYPE', 1, true) then
-    error(redis.error_reply(text))
-  end
+  if not string.find(text, 'WRONGTYPE', 1, true) then error(redis.error_reply(text)) end
   note('(a ' .. redis.call('TYPE', KEYS[1])['ok'] .. ')')
   redis.call('DEL', KEYS[1])
   len = 0
@@ -308,16 +304,8 @@ class EventPublisher:
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
         self._script = client.register_script(_APPEND_LUA)
-        self._script_keys = [
-            self._stream,
-            keys.fence(agent),
-            keys.events_scratch(agent),
-            keys.events_bytes(agent),
-            keys.lock(agent),
-            keys.events_costs(agent),
-        ]
-        """The append script's keys, named once: at 10 000 events/s a batch is often a
-        single event, and naming six keys per call was a fair share of its cost."""
+        named = (keys.fence, keys.events_scratch, keys.events_bytes, keys.lock, keys.events_costs)
+        self._script_keys = [self._stream, *(name(agent) for name in named)]  # named once
         self._on_connection_change = on_connection_change
         self._fence = fence
         self._on_fenced = on_fenced
@@ -522,11 +510,9 @@ class EventPublisher:
         args: list[Any] = [self._maxlen, fence, written, self._max_bytes, self.lock_value]
         for offset, payload in batch:
             args.extend((offset, memoryview(payload)))
-        self._in_flight = batch[-1][0]
+        self._in_flight, keys = batch[-1][0], self._script_keys
         try:
-            status, skipped, foreign, first, last = await self._script(
-                keys=self._script_keys, args=args
-            )
+            status, skipped, foreign, first, last = await self._script(keys=keys, args=args)
         except CONNECTION_ERRORS:
             # The call may have run: the retry must not take these for a stranger's.
             self._maybe_written = max(self._maybe_written, batch[-1][0])
