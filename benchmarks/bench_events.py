@@ -4,7 +4,9 @@ SPEC §13:
 
 * event latency, agent publish → console receive, 100 agents at 10 000 events/s in all:
   p99 ≤ 5 ms;
-* sustained events from one agent to one console, none lost: ≥ 20 000 events/s.
+* sustained events from one agent to one console, none lost: ≥ 20 000 events/s;
+* (issue 28 §4) the latency p99 at 10 000 events/s at most 1.3 times the raw ``XADD →
+  XREAD`` p99 measured in the same run (row ``event_latency_p99_vs_raw``).
 
 (a) Latency. Publisher processes (``--pub-procs``, default 2) run 100
 :class:`ateam.bus.events.EventPublisher` between them (each on its own client, as 100
@@ -68,6 +70,8 @@ from ateam.constants import EVENT_LOG_MAXLEN, PROTOCOL_VERSION
 
 AGENTS = 100
 RATE = 10_000
+RAW_RATIO_TARGET = 1.3
+"""Issue 28 §4: event latency p99 at 10 000 events/s at most this times the raw p99."""
 TEXT = "x" * 64
 
 
@@ -441,8 +445,7 @@ def child_main(argv: list[str]) -> int:
         res = asyncio.run(
             latency_consumer(spec["url"], spec["ns"], spec["mode"], spec["expect"], ready)
         )
-        # The whole distribution goes to run_all.py's chart, not through the pipe.
-        save_samples(spec["samples"], res.pop("samples_ms"))
+        # The samples go back to the parent, which pools the runs of a mode.
     elif role == "tp-pub":
         res = asyncio.run(
             throughput_publisher(spec["url"], spec["ns"], spec["mode"], spec["n"], spec["rate"])
@@ -512,6 +515,34 @@ def run_pair(
     return con_res, merged
 
 
+def pooled(
+    mode_runs: list[tuple[dict[str, Any], dict[str, Any]]],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The consumer and publisher results of a mode's runs as one: percentiles over all
+    the samples, counts and CPU summed, the worst pauses kept."""
+    (con, pub), rest = mode_runs[0], mode_runs[1:]
+    con, pub = dict(con), dict(pub)
+    for c, p in rest:
+        con["samples_ms"] = con["samples_ms"] + c["samples_ms"]
+        for key in ("got", "gaps", "cpu_s", "gc2_n"):
+            con[key] += c[key]
+        for key in ("cpu_s", "wall_s", "sent", "gc2_n"):
+            pub[key] += p[key]
+        for key in ("max_burst", "gc2_max_ms"):
+            pub[key] = max(pub[key], p[key])
+        con["gc2_max_ms"] = max(con["gc2_max_ms"], c["gc2_max_ms"])
+        pub["rate"] = min(pub["rate"], p["rate"])
+    samples = con["samples_ms"]
+    con.update(
+        n=len(samples),
+        p50=percentile(samples, 50),
+        p99=percentile(samples, 99),
+        p999=percentile(samples, 99.9),
+        max=max(samples) if samples else float("nan"),
+    )
+    return con, pub
+
+
 def latency(
     url: str, quick: bool, procs: int, rate: int = RATE, *, target: bool = True
 ) -> tuple[list[Row], list[str]]:
@@ -525,22 +556,28 @@ def latency(
         for k in range(procs)
     ]
     expect = sum(int(p["rate"] * (warm + dur)) for p in pubs)
-    res: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
-    busy: dict[str, float] = {}
-    for mode in ("raw", "ateam"):
+    runs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {"raw": [], "ateam": []}
+    loads: dict[str, list[float]] = {"raw": [], "ateam": []}
+    # Full runs of the target rate measure each mode twice, in the order raw, ateam,
+    # ateam, raw, and pool the samples: a host whose load drifts during the run (other
+    # work on 2 cores) then weighs on both alike, and the ratio row compares like with like.
+    order = ("raw", "ateam") if quick or not target else ("raw", "ateam", "ateam", "raw")
+    for mode in order:
         ns = f"bench-lat-{mode}-{uuid.uuid4().hex[:8]}:"
         base = {"url": url, "ns": ns, "mode": mode}
         meter = HostCpu().start()
-        res[mode] = run_pair(
-            {
-                **base,
-                "role": "lat-con",
-                "expect": expect,
-                "samples": f"event_latency_{rate // 1000}k_{mode}",
-            },
-            [{**base, **p, "role": "lat-pub", "warm": warm, "dur": dur} for p in pubs],
+        runs[mode].append(
+            run_pair(
+                {**base, "role": "lat-con", "expect": expect},
+                [{**base, **p, "role": "lat-pub", "warm": warm, "dur": dur} for p in pubs],
+            )
         )
-        busy[mode] = meter.stop()
+        loads[mode].append(meter.stop())
+    res = {mode: pooled(mode_runs) for mode, mode_runs in runs.items()}
+    for mode, (con, _) in res.items():
+        save_samples(f"event_latency_{rate // 1000}k_{mode}", con.pop("samples_ms"))
+    expect *= len(order) // 2
+    busy = {mode: sum(shares) / len(shares) for mode, shares in loads.items()}
     (ac, ap), (rc, rp) = res["ateam"], res["raw"]
     tag = "" if target else f"_{rate // 1000}k"
     where = f"100 agents, {rate // 1000}k/s"
@@ -555,6 +592,23 @@ def latency(
             "<=5 ms" if target else "(info)",
             ac["p99"] <= 5.0 if target else None,
         ),
+    ]
+    if target:
+        # Issue 28 §4: the same p99 beside the raw path's, as a ratio (the absolute
+        # figure above depends on how loaded the host is; the ratio much less).
+        rows.append(
+            Row(
+                "event_latency_p99_vs_raw",
+                f"event latency p99 vs raw ({where})",
+                ac["p99"],
+                "ms",
+                rc["p99"],
+                "XADD->XREAD p99",
+                f"<={RAW_RATIO_TARGET:g}x",
+                ac["p99"] <= RAW_RATIO_TARGET * rc["p99"],
+            )
+        )
+    rows += [
         Row(
             f"event_latency_p50{tag}",
             f"event latency p50 ({where})",
@@ -576,7 +630,8 @@ def latency(
         f"  CPU seconds, publisher/consumer: ateam {ap['cpu_s']:.2f}/{ac['cpu_s']:.2f}, "
         f"raw {rp['cpu_s']:.2f}/{rc['cpu_s']:.2f} (wall {ap['wall_s']:.1f} s); host CPU busy "
         f"(all processes, {os.cpu_count()} cores): ateam run {busy['ateam']:.0%}, "
-        f"raw run {busy['raw']:.0%}",
+        f"raw run {busy['raw']:.0%}; {len(order) // 2} run(s) of each mode ({', '.join(order)}), "
+        "samples pooled",
         f"  gen-2 GC pauses publisher(s)/consumer: ateam {ap['gc2_n']}x max "
         f"{ap['gc2_max_ms']:.0f} ms / {ac['gc2_n']}x max {ac['gc2_max_ms']:.0f} ms; "
         f"raw {rp['gc2_n']}x max {rp['gc2_max_ms']:.0f} ms / "

@@ -94,10 +94,14 @@ local function note(id)
   if first == '' then first = id end
   last = id
 end
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'stream' and kind ~= 'none' then
+-- The length is counted on below (a call less); the type is asked only on WRONGTYPE.
+local found, len = pcall(redis.call, 'XLEN', KEYS[1])
+if not found then
+  local text = type(len) == 'table' and (len.err or '') or tostring(len)
+  if not string.find(text, 'WRONGTYPE', 1, true) then error(redis.error_reply(text)) end
+  note('(a ' .. redis.call('TYPE', KEYS[1])['ok'] .. ')')
   redis.call('DEL', KEYS[1])
-  note('(a ' .. kind .. ')')
+  len = 0
 end
 local function cost(fields)
   local n = OVERHEAD
@@ -114,9 +118,9 @@ local function each_entry(visit)  -- every entry of the stream, oldest first, on
   end
 end
 local total = 0
-if kind ~= 'stream' then
+if len == 0 then  -- no stream, or an empty one: no cost to keep
   redis.call('DEL', KEYS[6])
-elseif redis.call('LLEN', KEYS[6]) == redis.call('XLEN', KEYS[1]) then
+elseif redis.call('LLEN', KEYS[6]) == len then
   total = tonumber(redis.call('GET', KEYS[4]) or '') or 0
 else
   redis.call('DEL', KEYS[6])
@@ -131,6 +135,7 @@ local function add(i)
   if ok then
     local n = OVERHEAD + 1 + #ARGV[i + 1]
     total = total + n
+    len = len + 1
     redis.call('RPUSH', KEYS[6], n)
     return true
   end
@@ -156,7 +161,7 @@ local function rebuild()
   local mine = {}
   for j = 6, #ARGV, 2 do mine[ARGV[j] .. '-0'] = ARGV[j + 1] end
   redis.call('DEL', KEYS[3], KEYS[6])
-  total = 0
+  total, len = 0, 0
   each_entry(function(entry)
     local id = entry[1]
     local ms, seq = string.match(id, '^(%d+)-(%d+)$')
@@ -167,6 +172,7 @@ local function rebuild()
       redis.call('XADD', KEYS[3], id, 'd', body)
       local n = cost(entry[2])
       total = total + n
+      len = len + 1
       redis.call('RPUSH', KEYS[6], n)
     else
       note(id)
@@ -180,7 +186,6 @@ local function rebuild()
 end
 local function trim()
   local maxlen, cap = tonumber(ARGV[1]), tonumber(ARGV[4])
-  local len = redis.call('XLEN', KEYS[1])
   if len <= maxlen + SLACK and total <= cap then return end
   -- Down to 7/8 of the cap, so bytes trigger a trim once per eighth of it.
   local goal = cap - math.floor(cap / 8)
@@ -299,6 +304,8 @@ class EventPublisher:
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
         self._script = client.register_script(_APPEND_LUA)
+        named = (keys.fence, keys.events_scratch, keys.events_bytes, keys.lock, keys.events_costs)
+        self._script_keys = [self._stream, *(name(agent) for name in named)]  # named once
         self._on_connection_change = on_connection_change
         self._fence = fence
         self._on_fenced = on_fenced
@@ -464,7 +471,8 @@ class EventPublisher:
                 self._idle.set()
                 return
             backoff.reset()
-            await self._set_connected(True, 0)
+            if not self.connected:
+                await self._set_connected(True, 0)
             if self._dropped:
                 dropped, self._dropped = self._dropped, 0
                 self.emit(
@@ -502,15 +510,7 @@ class EventPublisher:
         args: list[Any] = [self._maxlen, fence, written, self._max_bytes, self.lock_value]
         for offset, payload in batch:
             args.extend((offset, memoryview(payload)))
-        keys = [
-            self._stream,
-            self._keys.fence(self._agent),
-            self._keys.events_scratch(self._agent),
-            self._keys.events_bytes(self._agent),
-            self._keys.lock(self._agent),
-            self._keys.events_costs(self._agent),
-        ]
-        self._in_flight = batch[-1][0]
+        self._in_flight, keys = batch[-1][0], self._script_keys
         try:
             status, skipped, foreign, first, last = await self._script(keys=keys, args=args)
         except CONNECTION_ERRORS:

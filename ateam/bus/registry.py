@@ -39,7 +39,8 @@ from ateam.bus.codec import pack
 from ateam.bus.identity import AgentIdentity, publish, withdraw
 from ateam.bus.keys import Keys
 from ateam.bus.registry_log import note_changes
-from ateam.constants import DISCONNECTED_SHOWN_S, HEARTBEAT_TTL_S
+from ateam.bus.registry_rows import EntryCache, in_id_order
+from ateam.constants import HEARTBEAT_TTL_S
 from ateam.wire.registry import AgentEntry, AgentStatus, FinalExit
 
 
@@ -55,11 +56,10 @@ class Registry:
         self._client = client
         self._keys = keys
         self._lapsed = client.register_script(_LAPSED_LUA)
-        self._parsed: dict[bytes, AgentEntry] = {}
-        """The entries of the last listing, by their bytes in the hash. An agent writes
-        its entry only when it changes, so a console listing again reuses most of them
-        instead of decoding and validating each one anew (the most of a listing's time).
-        Entries from a listing are shared between listings: read them, never set them."""
+        self._parsed = EntryCache()
+        """The entries of the last listing. An agent writes its entry only when it
+        changes, so a console listing again reuses most of them instead of decoding and
+        validating each one anew (the most of a listing's time)."""
 
     async def projects(self) -> builtins.list[str]:
         """The names of the projects that ever registered an agent, sorted."""
@@ -83,6 +83,8 @@ class Registry:
         One round trip for the project set, one for every project's entries.
         """
         names = await self.projects() if projects is None else sorted(set(projects))
+        ordered = in_id_order(names)
+        names = ordered or names
         pipe = self._client.pipeline(transaction=False)
         for project in names:
             pipe.hgetall(self._keys.registry(project))
@@ -97,8 +99,6 @@ class Registry:
         now_ms = sec * 1000 + usec // 1000
         views: list[AgentStatus] = []
         expired: dict[str, list[bytes]] = {}
-        unpackb, from_wire = msgpack.unpackb, AgentEntry.from_wire
-        known, parsed = self._parsed, {}
         with _no_cycle_collection():
             for project, entries, beats in zip(
                 names, replies[0:-1:3], replies[1:-1:3], strict=True
@@ -107,26 +107,18 @@ class Registry:
                     if not _forbidden(entries) and not _forbidden(beats):
                         raise entries if isinstance(entries, Exception) else beats
                     continue  # another project's, by this user's ACL: invisible
-                for raw_id, raw in entries.items():
-                    age = (now_ms - int(beats.get(raw_id, 0))) / 1000
-                    if age > DISCONNECTED_SHOWN_S:
-                        expired.setdefault(project, []).append(raw_id)
-                        continue
-                    entry = known.get(raw)
-                    if entry is None:
-                        try:  # entry_of, inlined: this loop is most of a listing's time
-                            entry = from_wire(unpackb(raw, raw=False, strict_map_key=True))
-                        except Exception:  # not msgpack, not a map, not an entry
-                            continue
-                    parsed[raw] = entry
-                    if entry.project == project and entry.id == f"{project}/{entry.name}":
-                        views.append(AgentStatus(entry, age if age > 0 else 0.0))
-        self._parsed = parsed  # only the entries listed now: bounded by the team
+                gone: list[bytes] = []
+                self._parsed.rows(project, entries, beats, now_ms, views, gone)
+                if gone:
+                    expired[project] = gone
+        if projects is None:
+            self._parsed.keep_only(names)
         views = with_exits(views, names, replies[2:-1:3], now_ms)
         for project, ids in expired.items():
             await self.forget(project, ids)
         await self.mark_restarting([v for v in views if not v.connected])
-        views.sort(key=_BY_ID)
+        if not ordered:
+            views.sort(key=_BY_ID)
         return views
 
     async def lapsed(self, project: str) -> Lapse:

@@ -200,6 +200,8 @@ class EventTail:
 
     async def _read(self, cursors: dict[str, _Cursor], count: int, block: int | None) -> Any:
         groups = self._by_slot(cursors)
+        if len(groups) == 1:  # one server: no task to schedule, the reply is handled at once
+            return await self._read_one(groups[0], count, block) or []
         # On a Cluster the groups' reads run side by side, each blocking on its own
         # connection; an event in one group waits at most ``block`` for the others.
         replies = await asyncio.gather(*(self._read_one(g, count, block) for g in groups))
