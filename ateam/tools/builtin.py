@@ -62,7 +62,11 @@ async def os_exec(
         if not workdir.is_relative_to(ctx.cwd.resolve()):
             raise FsDenied(f"cwd {cwd!r} is outside the agent's working directory")
     process = await ExecProcess.start(
-        cmd, cwd=workdir, limits=limits, on_output=ctx.on_output or _discard
+        cmd,
+        cwd=workdir,
+        limits=limits,
+        on_output=ctx.on_output or _discard,
+        room=ctx.output_room,  # held while the owning console is too far behind
     )
     if ctx.track is not None:
         ctx.track(process)
