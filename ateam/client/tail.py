@@ -93,15 +93,26 @@ class Tail:
     async def batches(self) -> AsyncIterator[list[Item]]:
         """Non-empty batches, forever, reconnecting with backoff when Redis is away."""
         async for batch in self._reader.batches():
+            # Everything before the batch is handled: said before the caller takes it,
+            # or a caller stuck in its very first batch (a terminal that stopped
+            # reading) would never have said anything, and nothing would hold the agent.
+            self._mark_read(batch)
             yield batch
             # Back here once the caller has handled the batch: read means handled.
-            self._mark_read()
+            self._mark_read(())
 
-    def _mark_read(self) -> None:
+    def _mark_read(self, pending: list[Item] | tuple[()]) -> None:
+        """Report, for each held agent, the offset before its first ``pending`` item."""
         if self._marks is None:
             return
         for agent in self._held:
-            self._marks.note(agent, self._reader.position(agent))
+            first = next((item for item in pending if item.agent == agent), None)
+            if first is None:
+                self._marks.note(agent, self._reader.position(agent))
+            else:
+                self._marks.note(
+                    agent, (first.offset if isinstance(first, Event) else first.first) - 1
+                )
 
     async def __aiter__(self) -> AsyncIterator[Item]:
         async for batch in self.batches():
