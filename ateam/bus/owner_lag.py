@@ -26,6 +26,7 @@ import logging
 from array import array
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.keys import Keys
@@ -34,6 +35,8 @@ from ateam.constants import EVENT_LOG_MAX_BYTES, EVENT_LOG_MAXLEN, OWNER_LAG_POL
 __all__ = ["READ_FIELD", "EmitLedger", "OwnerLag", "check_bound", "owner_lag"]
 
 log = logging.getLogger(__name__)
+
+_UNREADABLE: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, RedisError)
 
 READ_FIELD = "read"
 """The field of ``owner:{agent}`` holding the offset its owner has read up to."""
@@ -156,9 +159,9 @@ class OwnerLag:
         mark = None
         try:
             session, read = await self._client.hmget(self._key, ["session", READ_FIELD])
-        except CONNECTION_ERRORS as exc:
-            # Nobody can prove they are behind: output flows, as it did before owners
-            # reported (the publisher buffers while Redis is away).
+        except _UNREADABLE as exc:
+            # Nobody can prove they are behind (Redis away, or refusing: a key of another
+            # type, an ACL): output flows, as it did before owners reported.
             log.debug("owner lag: the owner's mark could not be read (%s)", exc)
             session = read = None
         if session is not None and read is not None:

@@ -566,7 +566,10 @@ class ExecProcess:
         self._held = self._loop.create_task(self._read_on(room))
 
     async def _read_on(self, room: OutputRoom) -> None:
-        await room.wait()
+        try:
+            await room.wait()
+        except Exception:  # a broken room must not leave the command blocked for good
+            log.exception("exec %d: waiting for room to read failed; reading on", self.pid)
         self._let_go()
 
     def _let_go(self) -> None:
