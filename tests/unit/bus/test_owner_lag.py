@@ -162,3 +162,15 @@ async def test_reports_are_throttled_and_the_newest_is_written_last(
     await async_wait_for(newest, 5, "the newest mark to be written")
     assert reports.written < 20  # hundreds of notes, a few writes
     await reports.aclose()
+
+
+async def test_an_owner_record_that_cannot_be_read_holds_nothing(
+    client: aioredis.Redis, namespace: str
+) -> None:
+    keys = Keys(namespace)
+    await client.set(keys.owner(AGENT), "not a hash")  # WRONGTYPE for every read of it
+    ledger = EmitLedger(1000)
+    room = _lag(client, namespace, ledger)
+    _publish(ledger, 3 * BOUND)
+    await asyncio.wait_for(room.wait(), 5)
+    assert room.ready()
