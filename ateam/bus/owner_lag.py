@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 _UNREADABLE: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, RedisError)
 
+_FIRST_RING = 64
+"""Offsets the ledger's ring holds at first; it doubles as an agent publishes more."""
+
 READ_FIELD = "read"
 """The field of ``owner:{agent}`` holding the offset its owner has read up to."""
 
@@ -47,12 +50,14 @@ class EmitLedger:
 
     Costs are counted as the stream's byte cap counts them (payload plus a per-entry
     overhead), so a lag in bytes is a share of that cap. One machine word per offset in
-    a ring (80 KiB for the default stream length): the agent's weight barely moves.
+    a ring that grows as events come, up to ``size`` (80 KiB for the default stream
+    length): an agent's weight barely moves, nor that of a process publishing for
+    thousands of simulated agents.
     """
 
     def __init__(self, size: int) -> None:
         self._size = max(size, 1)
-        self._cum = array("q", bytes(8 * self._size))
+        self._cum = array("q", bytes(8 * min(self._size, _FIRST_RING)))
         self._first = 0
         """The first offset of the current run of consecutive offsets (0: none yet)."""
         self._last = 0
@@ -71,21 +76,29 @@ class EmitLedger:
             # The first event, or offsets renumbered at start: a new run begins; what
             # came before it is counted in the total only.
             self._first, self._base = offset, self.total
+        elif offset - self._first >= len(self._cum) < self._size:
+            self._grow()
         self.total += cost
-        self._cum[offset % self._size] = self.total
+        self._cum[offset % len(self._cum)] = self.total
         self._last = offset
+
+    def _grow(self) -> None:
+        old, ring = self._cum, len(self._cum)
+        self._cum = array("q", bytes(8 * min(2 * ring, self._size)))
+        for offset in range(max(self._first, self._last - ring + 1), self._last + 1):
+            self._cum[offset % len(self._cum)] = old[offset % ring]
 
     def since(self, mark: int) -> tuple[int, int]:
         """Bytes and entries published after offset ``mark``."""
         if mark >= self._last or self._first == 0:
             return 0, 0
-        entries = self._last - mark
-        oldest = max(self._first, self._last - self._size + 1)
+        entries, ring = self._last - mark, len(self._cum)
+        oldest = max(self._first, self._last - ring + 1)
         if mark < self._first:
             return self.total - self._base, entries
         if mark < oldest:  # older than the ring remembers: at least what it holds
-            return self.total - self._cum[oldest % self._size], entries
-        return self.total - self._cum[mark % self._size], entries
+            return self.total - self._cum[oldest % ring], entries
+        return self.total - self._cum[mark % ring], entries
 
 
 def check_bound(bound_bytes: int, cap_bytes: int) -> None:

@@ -174,3 +174,13 @@ async def test_an_owner_record_that_cannot_be_read_holds_nothing(
     _publish(ledger, 3 * BOUND)
     await asyncio.wait_for(room.wait(), 5)
     assert room.ready()
+
+
+def test_the_ledger_grows_as_it_fills_and_keeps_its_sums() -> None:
+    ledger = EmitLedger(1000)
+    for offset in range(1, 3001):
+        ledger.add(offset, offset)  # each entry costs its offset: sums are checkable
+    assert ledger.since(2990) == (sum(range(2991, 3001)), 10)
+    assert ledger.since(2001) == (sum(range(2002, 3001)), 999)
+    size, count = ledger.since(1500)  # older than the ring: at least what it holds
+    assert count == 1500 and size >= sum(range(2002, 3001))
