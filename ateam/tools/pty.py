@@ -26,6 +26,11 @@ Design choices, and why:
   stay bytes (binary data, invalid UTF-8 and ANSI escapes pass through); framing and
   coalescing (SPEC §4.5) are the caller's job. The callback runs on the event loop and
   must not block.
+* **Held while the owner lags (issue 28 §3).** With a ``room``
+  (:class:`~ateam.tools.exec_values.OutputRoom`), each read first asks it; on no, the
+  reader is removed until the room says yes, so the pipe and the terminal fill and the
+  command blocks on its write, as under a terminal that stopped reading. Once the shell
+  has exited the rest is drained without asking: it is bounded, and the call must end.
 * **Leader exit is watched separately from end of output.** A ``pidfd`` (Linux ≥ 5.3)
   becomes readable when the shell exits; elsewhere ``waitid(..., WNOWAIT)`` is polled with
   a back-off. End of output alone cannot be trusted: ``cmd &`` leaves a process holding
