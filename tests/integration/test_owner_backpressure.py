@@ -187,6 +187,11 @@ class LineConsole:
     async def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             self.proc.send_signal(signal.SIGKILL)
+        # What it printed and nobody read is drained: asyncio's wait() waits for the end
+        # of its pipes too.
+        assert self.proc.stdout is not None
+        while await self.proc.stdout.read(1 << 20):
+            pass
         await self.proc.wait()
 
 
