@@ -23,7 +23,7 @@ alternating which goes first (target at least 0.5x). Medians over ``--rounds``.
 every 40 ms and timed until drawn) — the console a flood now waits for (≤ 100 ms).
 
     python benchmarks/bench_owner.py [--quick] [--tcp] [--mb N] [--rounds N]
-        [--owner-mbs N] [--only slow,fast,echo]
+        [--owner-mbs N] [--lag BYTES] [--only slow,fast,echo]
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ async def owned_flood(team: Team, agent: str, text: str, pace_mbs: float | None)
     """
     handle = team.agent(agent)
     run = OwnedRun()
-    sha = hashlib.sha256()
+    chunks: list[bytes] = []  # hashed once the window is closed, as bench_pty.py does
     async with handle.attach() as held:
         # From the stream's top, read before the task is sent: nothing of it is missed.
         events = handle.tail(from_offset=await stream_top(agent) + 1)
@@ -135,7 +135,7 @@ async def owned_flood(team: Team, agent: str, text: str, pace_mbs: float | None)
                 elif item.type == EventType.TOOL_OUTPUT and t_start is not None:
                     chunk = decode_chunk(item.data)
                     run.nbytes += len(chunk)
-                    sha.update(chunk)
+                    chunks.append(chunk)
                     if pace_mbs:
                         owed = run.nbytes / (pace_mbs * MB) - (time.perf_counter() - t_start)
                         if owed > 0:
@@ -145,6 +145,9 @@ async def owned_flood(team: Team, agent: str, text: str, pace_mbs: float | None)
                     run.end = dict(item.data)
                 elif item.type == EventType.TASK_END and run.end:
                     break
+    sha = hashlib.sha256()
+    for chunk in chunks:
+        sha.update(chunk)
     run.digest = sha.hexdigest()
     return run
 
@@ -156,14 +159,21 @@ class Results:
 
 
 async def slow_and_fast(
-    url: str, tmp: Path, nbytes: int, rounds: int, pace: float, only: set[str], out: Results
+    url: str,
+    tmp: Path,
+    nbytes: int,
+    rounds: int,
+    pace: float,
+    only: set[str],
+    out: Results,
+    lag: int | None,
 ) -> None:
     cmd = flood_command(nbytes)
     want = expected_text_digest(nbytes)
     home = tmp / "home"
     fast_rounds = rounds if "fast" in only else 0
     slow = 1 if "slow" in only else 0
-    write_agent(tmp / "owned", OWNED, fast_rounds + slow, cmd, None)
+    write_agent(tmp / "owned", OWNED, fast_rounds + slow, cmd, lag)
     write_agent(tmp / "free", FREE, slow, cmd, 0)
     agents = [AgentProcess(url, *OWNED.split("/"), home, tmp / "owned")]
     if slow:
@@ -270,6 +280,9 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=None, help="rounds of (b) (default 3)")
     p.add_argument("--owner-mbs", type=float, default=10.0, help="the slow owner's MB/s")
     p.add_argument("--only", default="slow,fast,echo", help="slow, fast and/or echo")
+    p.add_argument(
+        "--lag", type=int, default=None, help="exec.owner_lag_bytes of the agent (its default)"
+    )
     args = p.parse_args()
     mb = args.mb if args.mb is not None else (20 if args.quick else 50)
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
@@ -283,7 +296,9 @@ def main() -> int:
         if only & {"slow", "fast"}:
             with temp_dir() as tmp:
                 asyncio.run(
-                    slow_and_fast(server.url, tmp, nbytes, rounds, args.owner_mbs, only, out)
+                    slow_and_fast(
+                        server.url, tmp, nbytes, rounds, args.owner_mbs, only, out, args.lag
+                    )
                 )
         if "echo" in only:
             with temp_dir() as tmp:
