@@ -27,12 +27,15 @@ class Gate:
         self._after = after
         self._opened = asyncio.Event()
         self.waits = 0
+        self.held = asyncio.Event()
+        """Set once the reader has been held."""
 
     def ready(self) -> bool:
         return self._opened.is_set() or len(self._received) < self._after
 
     async def wait(self) -> None:
         self.waits += 1
+        self.held.set()
         await self._opened.wait()
 
     def open(self) -> None:
@@ -65,8 +68,7 @@ async def test_a_held_command_still_stops(tmp_path: Path, stop: str, reason: str
     received = bytearray()
     gate = Gate(received, after=MB)
     proc = await start(f"head -c {FLOOD} /dev/zero", tmp_path, gate, received)
-    while gate.waits == 0:
-        await asyncio.sleep(0.05)
+    await asyncio.wait_for(gate.held.wait(), 10)
     getattr(proc, stop)()
     # Never let go by the gate: the stop alone ends the call, and what the command left
     # in the pipe is drained, not waited on.
