@@ -54,6 +54,16 @@ COALESCE_HARD_MAX_BYTES = 64 * 1024
 flood of output at terminal speed costs an eighth of the events, and so an eighth of the
 per-event work of agent, Redis and console, while 256 such frames still fill the stream's
 byte cap, so trimming stays fine-grained."""
+OWNER_LAG_BYTES = 4 * 1024 * 1024
+"""How far (bytes published, counted as the byte cap counts them) the owning console may
+lag before the agent stops reading a command's terminal (issue 28 §3; ``exec``
+``owner_lag_bytes``). At most half of ``EVENT_LOG_MAX_BYTES``: within it the owner never
+meets a trimmed entry."""
+OWNER_LAG_POLL_S = 0.02
+"""How often a held agent reads its owner's mark again."""
+OWNER_READ_REPORT_S = 0.05
+"""Least time between two reports of a console's read mark to Redis: twenty small writes
+a second at most, and a bound of a few MB is never reached by a console that keeps up."""
 EVENT_BUFFER_MAX = 100_000
 """Events kept in memory while Redis is unreachable; oldest dropped first."""
 PUBLISH_BATCH_MAX = 512

@@ -43,7 +43,7 @@ from _results import (
 HERE = Path(__file__).resolve().parent
 SCRIPTS = [
     "rpc", "events", "queue", "ps", "ownership", "board", "context", "restart", "redact", "pty",
-    "console", "acp", "notices", "mailbox", "agent_weight", "cli", "snapshot",
+    "console", "acp", "notices", "mailbox", "agent_weight", "cli", "snapshot", "owner",
 ]  # fmt: skip
 
 

@@ -44,6 +44,8 @@ end
 local external = '0'
 if cur[1] == ARGV[1] and cur[2] == ARGV[7] then
   external = redis.call('HGET', KEYS[1], 'external') or '0'
+else
+  redis.call('HDEL', KEYS[1], 'read')  -- a new holder has read nothing yet
 end
 redis.call('HSET', KEYS[1], 'session', ARGV[1], 'since', ARGV[2], 'host', ARGV[3],
            'user', ARGV[4], 'token_sha256', ARGV[7], 'kind', ARGV[8], 'external', external)
@@ -71,6 +73,17 @@ _ALLOW_EXTERNAL = """
 local cur = redis.call('HMGET', KEYS[1], 'session', 'token_sha256')
 if cur[1] == ARGV[1] and cur[2] == ARGV[2] then
   redis.call('HSET', KEYS[1], 'external', ARGV[3])
+  return 1
+end
+return 0
+"""
+
+# The owner's read mark (issue 28 §3, :mod:`ateam.bus.owner_lag`): only the holder moves
+# it, so a stale owner or a tail cannot hold the agent back, nor let it run ahead.
+_MARK_READ = """
+local cur = redis.call('HMGET', KEYS[1], 'session', 'token_sha256')
+if cur[1] == ARGV[1] and cur[2] == ARGV[2] then
+  redis.call('HSET', KEYS[1], 'read', ARGV[3])
   return 1
 end
 return 0
@@ -115,6 +128,7 @@ class Ownership:
         self._refresh = client.register_script(_REFRESH)
         self._release = client.register_script(_RELEASE)
         self._allow_external = client.register_script(_ALLOW_EXTERNAL)
+        self._mark_read = client.register_script(_MARK_READ)
         self._host = socket.gethostname()
         try:
             self._user = getpass.getuser()
@@ -226,6 +240,12 @@ class Ownership:
         """
         args = [self.session, self._digest, "1" if allowed else "0"]
         return bool(await self._allow_external(keys=[self._keys.owner(agent)], args=args))
+
+    async def mark_read(self, agent: str, offset: int) -> bool:
+        """As the owner, say ``agent``'s events are read up to ``offset``; False (nothing
+        changes) when this session does not hold it."""
+        args: list[str | int] = [self.session, self._digest, offset]
+        return bool(await self._mark_read(keys=[self._keys.owner(agent)], args=args))
 
     async def notify(self, session: str, message: dict[str, Any]) -> None:
         await self._client.publish(self._keys.console_channel(session), pack(message))

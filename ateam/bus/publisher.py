@@ -31,6 +31,7 @@ from ateam.bus.codec import pack, unpack
 from ateam.bus.connection import bus_error
 from ateam.bus.events import own_body
 from ateam.bus.keys import Keys
+from ateam.bus.owner_lag import EmitLedger
 from ateam.constants import (
     EVENT_BUFFER_MAX,
     EVENT_LOG_MAX_BYTES,
@@ -289,6 +290,7 @@ class EventPublisher:
         self._max_bytes = max_bytes
         self._buffer: deque[tuple[int, bytes]] = deque()
         self._buffer_max = buffer_max
+        self.ledger = EmitLedger(maxlen + COUNT_SLACK)  # for the owner's lag (owner_lag.py)
         self._dropped = 0
         self._next = 1
         self._local = 0
@@ -406,7 +408,8 @@ class EventPublisher:
         body.update(self._scrub(payload) if self._scrub is not None else payload)
         body.update(kept)
         body.update(redacted)
-        self._buffer.append((offset, pack(body)))
+        self._buffer.append((offset, packed := pack(body)))
+        self.ledger.add(offset, ENTRY_OVERHEAD + 1 + len(packed))  # as the append counts it
         if len(self._buffer) > self._buffer_max:
             dropped, _ = self._buffer.popleft()
             # One being written now is not lost (it may be written twice: harmless).
@@ -576,10 +579,8 @@ class EventPublisher:
                 await result
 
     def _read_local_offset(self) -> int:
-        if self._offset_file is None:
-            return 0
         try:
-            return int(self._offset_file.read_text().strip() or 0)
+            return int(self._offset_file.read_text().strip() or 0) if self._offset_file else 0
         except (FileNotFoundError, ValueError):
             return 0
 

@@ -115,9 +115,9 @@ class AgentHandle:
         ``follow`` it waits for new events for ever (reconnecting when Redis drops);
         without, it ends at the stream's current end.
         """
-        from ateam.client.tail import DEFAULT_BACKLOG, follow_one
+        from ateam.client.tail import DEFAULT_BACKLOG, Tail, follow_one
 
-        reader = self.reader()
+        reader = Tail.of_session(self._session)  # held (attached), it reports reading
         if backlog is None:
             backlog = DEFAULT_BACKLOG
         return follow_one(reader, self.id, from_offset, follow=follow, backlog=backlog)
@@ -304,6 +304,10 @@ class AgentHandle:
         Returns False when this session does not hold the agent.
         """
         return await self._session.ownership.allow_external(self.id, allowed)
+
+    async def mark_read(self, offset: int) -> bool:
+        """As its owner, say the agent's events are read up to ``offset`` (issue 28 §3)."""
+        return await self._session.ownership.mark_read(self.id, offset)
 
     async def interrupt(self, *, claim: bool = True, takeover: bool = False) -> str | None:
         """Stop the current task after its current chunk; its id, or None when idle."""

@@ -6,11 +6,16 @@ in order per agent across reconnects, and reports trimmed ranges as :class:`Gap`
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Collection
+from typing import TYPE_CHECKING
 
 from ateam.bus.events import Event, Gap, decode_chunk
 from ateam.bus.tail import EventTail
+from ateam.client.readmark import ReadReports
 from ateam.wire.events import EventType
+
+if TYPE_CHECKING:
+    from ateam.client._session import Session
 
 __all__ = ["DEFAULT_BACKLOG", "Tail", "event_json", "follow_one", "json_ready"]
 
@@ -28,8 +33,28 @@ class Tail:
     once. A dropped link is reported through ``on_connection(connected, failures)``.
     """
 
-    def __init__(self, reader: EventTail) -> None:
+    def __init__(
+        self,
+        reader: EventTail,
+        *,
+        marks: ReadReports | None = None,
+        held: Collection[str] = (),
+    ) -> None:
         self._reader = reader
+        self._marks = marks
+        self._held = held
+        """The agents this session owns (a live view): after each batch is handled, its
+        read mark of those is reported, and their agents hold a command's output while
+        it lags too far (issue 28 §3). Tails of anything else never slow an agent."""
+
+    @classmethod
+    def of_session(
+        cls, session: Session, watcher: Callable[[bool, int], None] | None = None
+    ) -> Tail:
+        """A reader for ``session``: what the session holds, it reports reading."""
+        reader = EventTail(session.client, session.keys, on_connection_change=watcher)
+        marks = ReadReports(session.ownership.mark_read)
+        return cls(reader, marks=marks, held=session.held)
 
     def add(self, agent: str, after: int | None = None, *, backlog: int = DEFAULT_BACKLOG) -> None:
         """Follow ``agent`` from the event after offset ``after``.
@@ -65,9 +90,29 @@ class Tail:
         """
         return await self._reader.poll(wait=wait)
 
-    def batches(self) -> AsyncIterator[list[Item]]:
+    async def batches(self) -> AsyncIterator[list[Item]]:
         """Non-empty batches, forever, reconnecting with backoff when Redis is away."""
-        return self._reader.batches()
+        async for batch in self._reader.batches():
+            # Everything before the batch is handled: said before the caller takes it,
+            # or a caller stuck in its very first batch (a terminal that stopped
+            # reading) would never have said anything, and nothing would hold the agent.
+            self._mark_read(batch)
+            yield batch
+            # Back here once the caller has handled the batch: read means handled.
+            self._mark_read(())
+
+    def _mark_read(self, pending: list[Item] | tuple[()]) -> None:
+        """Report, for each held agent, the offset before its first ``pending`` item."""
+        if self._marks is None:
+            return
+        for agent in self._held:
+            first = next((item for item in pending if item.agent == agent), None)
+            if first is None:
+                self._marks.note(agent, self._reader.position(agent))
+            else:
+                self._marks.note(
+                    agent, (first.offset if isinstance(first, Event) else first.first) - 1
+                )
 
     async def __aiter__(self) -> AsyncIterator[Item]:
         async for batch in self.batches():

@@ -341,10 +341,10 @@ class Team:
     def tail(self, *, on_connection: ConnectionWatcher | None = None) -> Tail:
         """A reader of several agents' events (add and remove them while reading)."""
         watcher = on_connection if on_connection is not None else self._on_connection
-        from ateam.bus.tail import EventTail
         from ateam.client.tail import Tail
 
-        return Tail(EventTail(self._client, self._keys, on_connection_change=watcher))
+        # What this session holds, it reports reading (the agent holds output past a bound).
+        return Tail.of_session(self._session, watcher)
 
     async def subscribe(self) -> Notices:
         """Registry, session and context notices, subscribed before this returns."""

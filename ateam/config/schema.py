@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from ateam.config.names import NAME_PATTERN as NAME_PATTERN
 from ateam.config.names import check_name as check_name
 from ateam.config.names import checked_name as checked_name
+from ateam.constants import EVENT_LOG_MAX_BYTES, OWNER_LAG_BYTES
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -196,6 +197,10 @@ class ExecSpec(_Spec):
     """Pass the agent's whole environment instead of a minimal one."""
     env_allow: tuple[str, ...] = ()
     """Extra variables passed through on top of PATH, HOME, LANG and TERM."""
+    owner_lag_bytes: int = Field(default=OWNER_LAG_BYTES, ge=0, le=EVENT_LOG_MAX_BYTES // 2)
+    """How far the owning console may fall behind a command's output before the agent
+    stops reading it (the command then waits, as in a terminal); ``0``: never. At most
+    half the event stream's byte cap, so an owner within it never loses a byte."""
 
 
 class ToolsFile(_Spec):

@@ -65,7 +65,11 @@ async def os_exec(
     from ateam.tools.pty import ExecProcess
 
     process = await ExecProcess.start(
-        cmd, cwd=workdir, limits=limits, on_output=ctx.on_output or _discard
+        cmd,
+        cwd=workdir,
+        limits=limits,
+        on_output=ctx.on_output or _discard,
+        room=ctx.output_room,  # held while the owning console is too far behind
     )
     if ctx.track is not None:
         ctx.track(process)

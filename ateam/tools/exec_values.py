@@ -12,7 +12,7 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Final, Protocol
 
 __all__ = [
     "DEFAULT_LANG",
@@ -21,6 +21,7 @@ __all__ = [
     "EndReason",
     "ExecLimits",
     "ExecResult",
+    "OutputRoom",
     "minimal_env",
 ]
 
@@ -30,6 +31,24 @@ DEFAULT_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 _TERMINAL_VARS: Final = frozenset({"TERM", "COLUMNS", "LINES"})
 KEY_END: Final = b"-----END"
 """The armour line that closes a private key block (PEM)."""
+
+
+class OutputRoom(Protocol):
+    """Whether a command's output may be read on (issue 28 §3): the agent's owner keeps up.
+
+    The reader asks :meth:`ready` before each read; on False it stops reading the
+    terminal (the command then blocks on its write, as in a terminal whose reader is
+    behind) and reads on once :meth:`wait` returns. A command that has ended is drained
+    without asking.
+    """
+
+    def ready(self) -> bool:
+        """Whether reading may go on now; never blocks."""
+        ...
+
+    async def wait(self) -> None:
+        """Return once reading may go on."""
+        ...
 
 
 class EndReason(StrEnum):

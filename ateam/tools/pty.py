@@ -26,6 +26,11 @@ Design choices, and why:
   stay bytes (binary data, invalid UTF-8 and ANSI escapes pass through); framing and
   coalescing (SPEC §4.5) are the caller's job. The callback runs on the event loop and
   must not block.
+* **Held while the owner lags (issue 28 §3).** With a ``room``
+  (:class:`~ateam.tools.exec_values.OutputRoom`), each read first asks it; on no, the
+  reader is removed until the room says yes, so the pipe and the terminal fill and the
+  command blocks on its write, as under a terminal that stopped reading. Once the shell
+  has exited the rest is drained without asking: it is bounded, and the call must end.
 * **Leader exit is watched separately from end of output.** A ``pidfd`` (Linux ≥ 5.3)
   becomes readable when the shell exits; elsewhere ``waitid(..., WNOWAIT)`` is polled with
   a back-off. End of output alone cannot be trusted: ``cmd &`` leaves a process holding
@@ -115,6 +120,7 @@ from ateam.tools.exec_values import (
     EndReason,
     ExecLimits,
     ExecResult,
+    OutputRoom,
     minimal_env,
 )
 
@@ -234,11 +240,15 @@ class ExecProcess:
         on_output: OutputCallback,
         loop: asyncio.AbstractEventLoop,
         started: float,
+        room: OutputRoom | None = None,
     ) -> None:
         """Take over a freshly spawned child; use :meth:`start` rather than this."""
         self._child = child
         self._limits = limits
         self._on_output = on_output
+        self._room = room
+        self._held: asyncio.Task[None] | None = None
+        """Waiting for room to read on (the owner is behind); reading is stopped meanwhile."""
         self._loop = loop
         self._started = started
         self.pid = child.pid
@@ -275,6 +285,7 @@ class ExecProcess:
         env: Mapping[str, str] | None = None,
         cols: int = DEFAULT_COLS,
         rows: int = DEFAULT_ROWS,
+        room: OutputRoom | None = None,
     ) -> ExecProcess:
         """Start ``/bin/sh -c cmd`` in a new PTY, session and process group.
 
@@ -286,6 +297,7 @@ class ExecProcess:
             env: The complete environment; :func:`minimal_env` of ``limits`` by default.
             cols: Terminal width.
             rows: Terminal height.
+            room: Asked before each read; while it says no, the terminal is not read.
         """
         loop = asyncio.get_running_loop()
         workdir = Path(cwd)
@@ -306,7 +318,7 @@ class ExecProcess:
         except Exception as exc:  # fork, exec or the child's setup failed
             _check_cwd(workdir)  # the directory vanished between the check and the fork
             raise AteamError(f"could not start {SHELL}: {exc}") from exc
-        proc = cls(child, limits=limits, on_output=on_output, loop=loop, started=started)
+        proc = cls(child, limits=limits, on_output=on_output, loop=loop, started=started, room=room)
         proc._begin()
         return proc
 
@@ -462,6 +474,10 @@ class ExecProcess:
         self._signal_group(signal.SIGKILL)
         self._reap(0)
         self._child.terminated = True  # tell ptyprocess not to waitpid() it again
+        # What an ended command left is drained whatever the owner's lag: it is bounded
+        # (the pipe and the terminal's buffer), and the call must end, not wait on it.
+        self._room = None
+        self._let_go()
         if self._eof:
             self._finish()
         else:
@@ -501,6 +517,9 @@ class ExecProcess:
         # is paid once per emptying rather than per read.
         budget, ended = _READ_BUDGET, False
         while budget > 0 and not ended:
+            if self._room is not None and not self._room.ready():
+                self._hold(self._room)
+                return
             chunks, ended = self._read_available(budget)
             if not chunks:
                 break
@@ -545,6 +564,29 @@ class ExecProcess:
             log.exception("exec %d: the output callback failed; live output stops", self.pid)
             self._on_output = _discard
 
+    def _hold(self, room: OutputRoom) -> None:
+        """Stop reading until ``room`` says so: the command fills the pipe and the
+        terminal, then blocks on its write, as under a terminal that stopped reading."""
+        self._stop_reading()
+        self._held = self._loop.create_task(self._read_on(room))
+
+    async def _read_on(self, room: OutputRoom) -> None:
+        try:
+            await room.wait()
+        except Exception:  # a broken room must not leave the command blocked for good
+            log.exception("exec %d: waiting for room to read failed; reading on", self.pid)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Read again (at once, if the terminal holds something) after a hold."""
+        held, self._held = self._held, None
+        if held is None or self._done.done():
+            return
+        if held is not asyncio.current_task():
+            held.cancel()
+        self._read_from(self._fd)
+        self._on_readable()
+
     def _drain_now(self) -> None:
         """Read what the terminal holds right now, without waiting for more."""
         if self._reading:
@@ -573,6 +615,9 @@ class ExecProcess:
     def _finish(self) -> None:
         if self._done.done():
             return
+        if self._held is not None:
+            self._held.cancel()
+            self._held = None
         self._cancel_handles()
         self._stop_reading()
         if self._fd != self._master:  # given up on: the terminal is held open elsewhere

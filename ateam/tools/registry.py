@@ -52,7 +52,7 @@ from ateam.errors import BadRequest, RpcTimeout, ToolDenied
 from ateam.tools.approvals import Answer
 
 if TYPE_CHECKING:
-    from ateam.tools.exec_values import ExecLimits
+    from ateam.tools.exec_values import ExecLimits, OutputRoom
     from ateam.tools.fs import Sandbox
     from ateam.tools.services import (
         AgentLister,
@@ -134,6 +134,8 @@ class ToolContext:
     """Live output of a running command, streamed as ``tool.output`` events."""
     exec_limits: ExecLimits | None = None
     """The agent's ``os.exec`` limits."""
+    output_room: OutputRoom | None = field(default=None, repr=False)
+    """Holds a command's output while the agent's owning console is too far behind."""
     track: Callable[[Any], None] | None = field(default=None, repr=False)
     """Registers the running process (or ``None``) so interrupt and cancel reach it."""
     plan_path: Path | None = None

@@ -28,7 +28,7 @@ from ateam.bus.lock import InstanceLock
 from ateam.config import AgentConfig
 from ateam.config.schema import Approval
 from ateam.redact import Redactor
-from ateam.tools.exec_values import ExecLimits
+from ateam.tools.exec_values import ExecLimits, OutputRoom
 from ateam.tools.fs import Sandbox
 from ateam.tools.registry import ToolContext
 from ateam.tools.services import (
@@ -98,6 +98,8 @@ class AgentHooks:
     plan_reviews: PlanReviews | None = None
     workspaces: Workspaces | None = None
     """With ``worktree: task``: a board task's tools work in its worktree."""
+    output_room: OutputRoom | None = None
+    """Holds a command's output while the owning console lags (issue 28 §3)."""
 
     def fence(self) -> int:
         return self.lock.fence
@@ -130,6 +132,7 @@ class AgentHooks:
             approval=approval,
             on_output=on_output,
             exec_limits=self.exec_limits,
+            output_room=self.output_room,
             track=control.track,
             plan_path=self.config.dir / PLAN_FILE,
             redact=self.redactor.redact,

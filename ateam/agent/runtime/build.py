@@ -79,6 +79,7 @@ from ateam.bus.identity import AgentIdentity
 from ateam.bus.keys import Keys
 from ateam.bus.lock import FENCE_FILE, InstanceLock
 from ateam.bus.notices import NoticeBox
+from ateam.bus.owner_lag import owner_lag
 from ateam.bus.plan_review import PlanReviewer
 from ateam.bus.publisher import EventPublisher
 from ateam.bus.registry import Heartbeat, Registry
@@ -467,6 +468,8 @@ def build_parts(
         compactor=compactor,
         plan_reviews=PlanReviewer(client, keys, identity),
         workspaces=spaces,
+        # Held while the owning console lags (issue 28 §3); only a real publisher counts.
+        output_room=owner_lag(client, keys, agent_id, events.ledger, config.exec.owner_lag_bytes),
     )
     runner = swap(
         "runner",
