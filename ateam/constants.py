@@ -61,6 +61,8 @@ lag before the agent stops reading a command's terminal (issue 28 §3; ``exec``
 meets a trimmed entry."""
 OWNER_LAG_POLL_S = 0.02
 """How often a held agent reads its owner's mark again."""
+OWNER_MARK_READ_TIMEOUT_S = 1.0
+"""How long a held agent waits for its owner's mark before letting output flow."""
 OWNER_READ_REPORT_S = 0.05
 """Least time between two reports of a console's read mark to Redis: twenty small writes
 a second at most, and a bound of a few MB is never reached by a console that keeps up."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from array import array
 
 import redis.asyncio as aioredis
@@ -30,13 +31,18 @@ from redis.exceptions import RedisError
 
 from ateam.bus.backoff import CONNECTION_ERRORS
 from ateam.bus.keys import Keys
-from ateam.constants import EVENT_LOG_MAX_BYTES, EVENT_LOG_MAXLEN, OWNER_LAG_POLL_S
+from ateam.constants import (
+    EVENT_LOG_MAX_BYTES,
+    EVENT_LOG_MAXLEN,
+    OWNER_LAG_POLL_S,
+    OWNER_MARK_READ_TIMEOUT_S,
+)
 
 __all__ = ["READ_FIELD", "EmitLedger", "OwnerLag", "check_bound", "owner_lag"]
 
 log = logging.getLogger(__name__)
 
-_UNREADABLE: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, RedisError)
+_UNREADABLE: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, RedisError, TimeoutError)
 
 _FIRST_RING = 64
 """Offsets the ledger's ring holds at first; it doubles as an agent publishes more."""
@@ -142,6 +148,9 @@ class OwnerLag:
         """The offset lag is counted from: the owner's read mark, or, with no owner
         reporting, where the ledger stood when that was seen."""
         self._reading: asyncio.Task[None] | None = None
+        self._read_at = -poll_s
+        """When the mark was last asked for (monotonic): the owner reports at most every
+        50 ms, so asking on every read of a flooding terminal would be wasted calls."""
         self.waits = 0
         """How many times the reader was held (for tests and benchmarks)."""
 
@@ -154,7 +163,8 @@ class OwnerLag:
         """Whether the terminal may be read now (never blocks)."""
         if self._within(2):
             return True
-        if self._reading is None or self._reading.done():
+        idle = self._reading is None or self._reading.done()
+        if idle and time.monotonic() - self._read_at >= self._poll_s:
             self._reading = asyncio.get_running_loop().create_task(self._read_mark())
         return self._within(1)
 
@@ -169,12 +179,16 @@ class OwnerLag:
 
     async def _read_mark(self) -> None:
         newest = self._ledger.last
+        self._read_at = time.monotonic()
         mark = None
         try:
-            session, read = await self._client.hmget(self._key, ["session", READ_FIELD])
+            # The client waits for ever on a server that accepts and never answers (a
+            # partition, a frozen host): bounded here, or the command would stay held.
+            async with asyncio.timeout(OWNER_MARK_READ_TIMEOUT_S):
+                session, read = await self._client.hmget(self._key, ["session", READ_FIELD])
         except _UNREADABLE as exc:
-            # Nobody can prove they are behind (Redis away, or refusing: a key of another
-            # type, an ACL): output flows, as it did before owners reported.
+            # Nobody can prove they are behind (Redis away, silent, or refusing: a key of
+            # another type, an ACL): output flows, as it did before owners reported.
             log.debug("owner lag: the owner's mark could not be read (%s)", exc)
             session = read = None
         if session is not None and read is not None:
@@ -182,7 +196,10 @@ class OwnerLag:
                 mark = int(read)
         # No owner, or one that does not report: free for another bound's worth, then
         # looked at again (one read per few MB of output).
-        self._mark = newest if mark is None else mark
+        # A mark past what this process published (offsets that restarted lower, a
+        # forged entry the owner's tail took, a caller's mistake) counts as "read up to
+        # here": kept as it is, the lag would read 0 for good and never be asked again.
+        self._mark = newest if mark is None else min(mark, newest)
 
 
 def owner_lag(

@@ -1,6 +1,7 @@
 """Console ownership: one writer per agent (SPEC §4.3).
 
-``owner:{agent}`` is a hash (session, since, host, user, kind, token_sha256) with a TTL
+``owner:{agent}`` is a hash (session, since, host, user, kind, token_sha256, and ``read``:
+the offset its owner has read up to, issue 28 §3) with a TTL
 the owning console refreshes. Consoles claim and release it here; the *agent* reads it
 on every mutating call and refuses callers that are not the owner, so a buggy or stale
 console can never write by mistake.

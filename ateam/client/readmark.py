@@ -63,6 +63,11 @@ class ReadReports:
                 except CONNECTION_ERRORS as exc:
                     log.debug("read mark of %s not reported (%s); retrying", agent, exc)
                     self._wanted.setdefault(agent, offset)
+                except Exception as exc:
+                    # A refusal (out of memory, an ACL, a script error) must not end the
+                    # reporter: the mark it dropped could be the one a held agent waits for.
+                    log.warning("read mark of %s not reported (%s); retrying", agent, exc)
+                    self._wanted.setdefault(agent, offset)
                 else:
                     self._sent[agent] = offset
                     self.written += 1

@@ -575,6 +575,8 @@ class ExecProcess:
             await room.wait()
         except Exception:  # a broken room must not leave the command blocked for good
             log.exception("exec %d: waiting for room to read failed; reading on", self.pid)
+            # Asked again, it would say "no room" again and hold at once: a spin.
+            self._room = None
         self._let_go()
 
     def _let_go(self) -> None:

@@ -18,6 +18,8 @@ from ateam.bus.publisher import COUNT_SLACK, ENTRY_OVERHEAD, EventPublisher
 from ateam.client.readmark import ReadReports
 from ateam.constants import EVENT_LOG_MAX_BYTES, EVENT_LOG_MAXLEN, OWNER_LAG_BYTES
 from tests._wait import async_wait_for
+from tests.servers.proxy import TcpProxy
+from tests.servers.redis import RedisProcess
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -184,3 +186,72 @@ def test_the_ledger_grows_as_it_fills_and_keeps_its_sums() -> None:
     assert ledger.since(2001) == (sum(range(2002, 3001)), 999)
     size, count = ledger.since(1500)  # older than the ring: at least what it holds
     assert count == 1500 and size >= sum(range(2002, 3001))
+
+
+async def test_a_server_that_stops_answering_holds_nothing_for_long(
+    redis_server: RedisProcess, namespace: str
+) -> None:
+    # A silent partition: the connection stays open, no reply ever comes. Without a
+    # bound on the read of the mark, wait() (and the command) would hang for good.
+    keys = Keys(namespace)
+    with TcpProxy("127.0.0.1", redis_server.port) as proxy:
+        client = aioredis.Redis.from_url(proxy.url, socket_timeout=None)  # as ateam's is
+        try:
+            owner = Ownership(client, keys, "console:a")
+            await owner.acquire(AGENT)
+            await owner.mark_read(AGENT, 0)
+            ledger = EmitLedger(1000)
+            room = _lag(client, namespace, ledger)
+            _publish(ledger, 2 * BOUND)
+            proxy.pause()
+            await asyncio.wait_for(room.wait(), 10)
+            assert room.ready()
+            proxy.resume()
+        finally:
+            await client.aclose()
+
+
+async def test_a_mark_past_the_newest_offset_does_not_end_backpressure(
+    client: aioredis.Redis, namespace: str
+) -> None:
+    keys = Keys(namespace)
+    owner = Ownership(client, keys, "console:a")
+    await owner.acquire(AGENT)
+    ledger = EmitLedger(1000)
+    room = _lag(client, namespace, ledger)
+    _publish(ledger, BOUND // 2)
+    # A forged entry's offset, or offsets that restarted lower: far past this run's end.
+    assert await owner.mark_read(AGENT, 10**9)
+    _publish(ledger, 2 * BOUND)
+    if not room.ready():
+        await asyncio.wait_for(room.wait(), 5)
+    assert await owner.mark_read(AGENT, ledger.last - 1)  # the owner reads on from here
+    _publish(ledger, 2 * BOUND)
+    await asyncio.sleep(0.05)
+    assert await owner.mark_read(AGENT, 0)  # ...and falls behind
+    _publish(ledger, 2 * BOUND)
+    if room.ready():
+        await asyncio.sleep(0.05)  # the background read of the mark lands
+    assert not room.ready()  # behind, and seen to be: the stale high mark is gone
+
+
+async def test_the_mark_is_not_asked_for_on_every_read_of_a_flood(
+    client: aioredis.Redis, namespace: str
+) -> None:
+    keys = Keys(namespace)
+    owner = Ownership(client, keys, "console:a")
+    await owner.acquire(AGENT)
+    assert await owner.mark_read(AGENT, 0)  # reporting, and behind by over half the bound
+    ledger = EmitLedger(100_000)
+    room = OwnerLag(client, keys, AGENT, ledger, bound_bytes=10**9, bound_entries=10**6, poll_s=0.5)
+    _publish(ledger, 10**9 // 2 + 10**6, cost=10**5)  # past half the bound: reads start
+    before = await client.info("commandstats")
+    for _ in range(500):  # a flood: hundreds of terminal reads within one poll period
+        room.ready()
+        await asyncio.sleep(0)
+    after = await client.info("commandstats")
+
+    def hmgets(stats: dict[str, dict[str, int]]) -> int:
+        return int(stats.get("cmdstat_hmget", {}).get("calls", 0))
+
+    assert hmgets(after) - hmgets(before) <= 2

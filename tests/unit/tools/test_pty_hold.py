@@ -52,7 +52,8 @@ async def test_a_held_reader_blocks_the_command_and_loses_no_byte(tmp_path: Path
     received = bytearray()
     gate = Gate(received, after=MB)
     proc = await start(f"head -c {FLOOD} /dev/zero; echo done", tmp_path, gate, received)
-    await asyncio.sleep(1.0)
+    await asyncio.wait_for(gate.held.wait(), 10)
+    await asyncio.sleep(0.5)  # time for it to read on, were it not held
     # Held: what was read stops short of the flood (the pipe and the terminal hold a
     # little more), and the command has not finished, blocked on its write.
     assert MB <= len(received) < 4 * MB
@@ -75,3 +76,33 @@ async def test_a_held_command_still_stops(tmp_path: Path, stop: str, reason: str
     result = await asyncio.wait_for(proc.wait(), 10)
     assert result.reason == reason
     assert len(received) == result.total_bytes < FLOOD
+
+
+class BrokenRoom:
+    """A room that always says "no room" and fails when waited on (Redis gone wrong)."""
+
+    def __init__(self) -> None:
+        self.waits = 0
+
+    def ready(self) -> bool:
+        return False
+
+    async def wait(self) -> None:
+        self.waits += 1
+        raise RuntimeError("the owner's mark cannot be read")
+
+
+async def test_a_broken_room_lets_the_command_run_without_asking_again(tmp_path: Path) -> None:
+    received = bytearray()
+    room = BrokenRoom()
+    proc = await ExecProcess.start(
+        f"head -c {MB} /dev/zero; echo done",
+        cwd=tmp_path,
+        limits=LIMITS,
+        on_output=received.extend,
+        room=room,
+    )
+    result = await asyncio.wait_for(proc.wait(), 20)
+    assert result.reason is EndReason.EXITED
+    assert len(received) == result.total_bytes == MB + len(b"done\n")
+    assert room.waits == 1  # asked once, then left alone: no hold-and-fail spin
