@@ -273,20 +273,36 @@ class EventTail:
                         notices.append(Reset(agent, top_offset + 1, top_offset, cursor.last))
                         cursor.last = top_offset
                 continue
-            cursor.checked = True
-            cursor.quiet_gap = True
-            recent: Any = await self.client.xrevrange(
-                self.keys.events(agent), count=cursor.backlog + 1
-            )
-            if len(recent) > cursor.backlog:
-                cursor.last = int(recent[-1][0].split(b"-")[0])
-            elif recent:
-                cursor.last = int(recent[-1][0].split(b"-")[0]) - 1
-            else:
-                # Nothing published yet: everything from now on is new. Offsets start at
-                # 1, so "after 0" covers the very first event without a false gap.
-                cursor.last = 0
+            await self._start_by_backlog(agent, cursor)
         return notices
+
+    async def pin(self, agent: str) -> int | None:
+        """Fix where ``agent``'s reading starts now, not at the next read.
+
+        A start chosen by backlog is otherwise found at the first read after :meth:`add`:
+        whatever the agent publishes in between (a console attached, then a command that
+        floods at once) would fall before the newest ``backlog`` events and be skipped.
+        Returns the offset reading goes on after (None: the agent is not followed).
+        """
+        cursor = self._cursors.get(agent)
+        if cursor is not None and cursor.last is None:
+            await self._start_by_backlog(agent, cursor)
+        return cursor.last if cursor is not None else None
+
+    async def _start_by_backlog(self, agent: str, cursor: _Cursor) -> None:
+        recent: Any = await self.client.xrevrange(self.keys.events(agent), count=cursor.backlog + 1)
+        if cursor.last is not None:  # pinned meanwhile: the earlier start stands
+            return
+        cursor.checked = True
+        cursor.quiet_gap = True
+        if len(recent) > cursor.backlog:
+            cursor.last = int(recent[-1][0].split(b"-")[0])
+        elif recent:
+            cursor.last = int(recent[-1][0].split(b"-")[0]) - 1
+        else:
+            # Nothing published yet: everything from now on is new. Offsets start at
+            # 1, so "after 0" covers the very first event without a false gap.
+            cursor.last = 0
 
     def _set_connected(self, connected: bool, failures: int) -> None:
         changed = connected != self._connected

@@ -67,6 +67,17 @@ class Tail:
     def remove(self, agent: str) -> None:
         self._reader.remove(agent)
 
+    async def pin(self, agent: str) -> None:
+        """Fix where reading ``agent`` starts, now; a held agent is told at once.
+
+        Called as a console attaches: the agent may flood the moment it is given a
+        command, before this reader's first read, and neither the start point nor the
+        owner's mark may wait for that read (issue 28 §3).
+        """
+        start = await self._reader.pin(agent)
+        if self._marks is not None and start is not None and agent in self._held:
+            self._marks.note(agent, start)
+
     def position(self, agent: str) -> int | None:
         """The offset of the last event of ``agent`` delivered."""
         return self._reader.position(agent)

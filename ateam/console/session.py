@@ -325,6 +325,7 @@ class ConsoleSession:
         self.read_only = False
         self._unconfirmed_loss = None
         self.follow(agent)
+        await self.tail.pin(agent)  # from here on every byte is the writer's to see
         note = f" (took over from {previous.describe()})" if previous else ""
         self.view.banner(f"attached to {agent} as its writer{note}")
 

@@ -124,6 +124,29 @@ async def test_backlog_start_shows_recent_events_without_a_false_gap(
     await pub.aclose()
 
 
+async def test_a_pinned_backlog_start_keeps_what_comes_before_the_first_read(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    # A console attaches (add + pin), then the agent floods before the tail's first
+    # read: reading must start where it was pinned, not at the newest backlog then.
+    keys = Keys(target.namespace)
+    pub = EventPublisher(client, keys, AGENT)
+    await pub.start()
+    for i in range(30):
+        pub.emit("token", text=str(i))
+    await pub.flush(5)
+    tail = EventTail(client, keys)
+    tail.add(AGENT, after=None, backlog=5)
+    assert await tail.pin(AGENT) == 25
+    for i in range(50):
+        pub.emit("token", text=f"later {i}")
+    await pub.flush(5)
+    items = await collect(tail, 55)
+    assert [i.offset for i in items if isinstance(i, Event)] == list(range(26, 81))
+    assert await tail.pin("proj/nobody") is None
+    await pub.aclose()
+
+
 async def test_stale_publisher_is_fenced_off(client: aioredis.Redis, target: RedisTarget) -> None:
     keys = Keys(target.namespace)
     await client.set(keys.fence(AGENT), 2)
