@@ -6,9 +6,11 @@ raw Python read of the same output from a PTY.
 The ateam path. A real ``python -m ateam agent`` process (``bench/zeus``) runs in a
 temporary project whose model is ``scripted``: per task one turn calls ``os.exec`` with
 a command that prints ``--mb`` megabytes, and one text turn closes the task. This
-process sends each task with the ``input`` RPC (taking console ownership around the
-call, as ``ateam send`` does) and follows the agent's event stream with
-:class:`ateam.bus.events.EventTail`, the console's reader, from the stream's current top.
+process owns the agent for each run, as an attached console does, sends the task with
+the ``input`` RPC and follows the agent's event stream with
+:class:`ateam.bus.events.EventTail`, the console's reader, from the stream's current top,
+reporting how far it has read as the console does (so the agent holds a command's
+output while this reader lags, issue 28 §3, rather than the stream trimming it).
 Every ``tool.output`` frame of the call is decoded with
 :func:`ateam.bus.events.decode_chunk` and its bytes counted (and kept, so the text
 variant can be compared byte for byte with what the command prints) until the
@@ -88,6 +90,7 @@ from ateam.bus.keys import Keys
 from ateam.bus.ownership import Ownership
 from ateam.bus.rpc import RpcClient
 from ateam.bus.tail import EventTail
+from ateam.client.readmark import ReadReports
 from ateam.tools.exec_values import ExecLimits, minimal_env
 from ateam.tools.pty import DEFAULT_COLS, DEFAULT_ROWS
 
@@ -290,12 +293,8 @@ class Streamer:
         await self.client.aclose()
 
     async def send(self, text: str) -> None:
-        """One ``input`` call with ownership taken around it (what ``ateam send`` does)."""
-        await self.ownership.acquire(AGENT_ID)
-        try:
-            await self.rpc.call(AGENT_ID, "input", {"text": text, "source": "bench"})
-        finally:
-            await self.ownership.release(AGENT_ID)
+        """One ``input`` call, as the agent's owner (the run holds it throughout)."""
+        await self.rpc.call(AGENT_ID, "input", {"text": text, "source": "bench"})
 
     async def top(self) -> int:
         top: Any = await self.client.xrevrange(self.keys.events(AGENT_ID), count=1)
@@ -312,10 +311,17 @@ class Streamer:
 
     async def run_task(self, text: str) -> AteamRun:
         """Send one task and follow it to its ``task.end``; the call's figures."""
+        # As an attached console: the owner, reporting how far it has read, so the agent
+        # holds a command's output rather than let the stream trim what it has not read
+        # (issue 28 §3). A mere tail could be left behind on a busy host.
+        await self.ownership.acquire(AGENT_ID)
+        marks = ReadReports(self.ownership.mark_read)
+        start = await self.top()
+        marks.note(AGENT_ID, start)
         tail = EventTail(self.client, self.keys)
-        tail.add(AGENT_ID, after=await self.top())
+        tail.add(AGENT_ID, after=start)
         out = AteamRun()
-        consume = asyncio.create_task(self._consume(tail, text, out))
+        consume = asyncio.create_task(self._consume(tail, text, out, marks))
         watch = asyncio.create_task(self._watch_agent())
         try:
             done, _ = await asyncio.wait(
@@ -326,6 +332,8 @@ class Streamer:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            await marks.aclose()
+            await self.ownership.release(AGENT_ID)
         if watch in done:
             watch.result()  # raises: the agent died
         if consume not in done:
@@ -333,7 +341,7 @@ class Streamer:
         consume.result()
         return out
 
-    async def _consume(self, tail: EventTail, text: str, out: AteamRun) -> None:
+    async def _consume(self, tail: EventTail, text: str, out: AteamRun, marks: ReadReports) -> None:
         """The console's way of reading: ``async for batch in tail.batches()``."""
         pid = self.agent.proc.pid if self.agent.proc else 0
         agent0, redis0 = proc_cpu_s(pid), proc_cpu_s(self.redis_pid)
@@ -349,6 +357,7 @@ class Streamer:
         async for batch in tail.batches():
             now = time.perf_counter()
             wall = time.time()
+            marks.note(AGENT_ID, tail.position(AGENT_ID))  # handled below, at once
             for item in batch:
                 if isinstance(item, Gap):
                     out.gaps += item.last - item.first + 1
