@@ -12,12 +12,12 @@ import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from ateam.client.requester import Requester
 from ateam.wire.results import (
     KbExportResult,
     KbListResult,
     KbReport,
     KbSearchResult,
-    R,
     Rows,
 )
 from ateam.wire.rpc import (
@@ -26,7 +26,6 @@ from ateam.wire.rpc import (
     KbIngestParams,
     KbScopeParams,
     KbSearchParams,
-    Params,
     build_params,
 )
 
@@ -44,22 +43,10 @@ their way: the agent publishes them asynchronously, so they may trail the reply.
 Names = list[str]
 
 
-class KbHandle(Protocol):
+class KbHandle(Requester, Protocol):
     """What of an :class:`~ateam.client.agent.AgentHandle` this uses (it holds one)."""
 
     id: str
-
-    async def request(
-        self,
-        method: str,
-        result: type[R],
-        params: Params | None = None,
-        *,
-        timeout: float | None = None,
-        request_id: str | None = None,
-        claim: bool = False,
-        takeover: bool = False,
-    ) -> R: ...
 
     def reader(self) -> Tail: ...
 

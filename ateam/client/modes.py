@@ -8,35 +8,17 @@ session holds it, otherwise each takes a one-call claim, as ``ateam send`` does.
 
 from __future__ import annotations
 
-from typing import Protocol
-
+from ateam.client.requester import Requester
 from ateam.wire.modes import DelegateParams, ModesResult, PlanAnswerParams, PlanRejectParams
-from ateam.wire.results import R
-from ateam.wire.rpc import Params, build_params
+from ateam.wire.rpc import build_params
 
 __all__ = ["ModesApi", "ModesResult"]
-
-
-class _Requester(Protocol):
-    """What of an :class:`~ateam.client.agent.AgentHandle` this uses (it holds one of these)."""
-
-    async def request(
-        self,
-        method: str,
-        result: type[R],
-        params: Params | None = None,
-        *,
-        timeout: float | None = None,
-        request_id: str | None = None,
-        claim: bool = False,
-        takeover: bool = False,
-    ) -> R: ...
 
 
 class ModesApi:
     """Plan approval and delegate mode of one agent."""
 
-    def __init__(self, handle: _Requester) -> None:
+    def __init__(self, handle: Requester) -> None:
         self._handle = handle
 
     async def state(self, *, timeout: float | None = None) -> ModesResult:
