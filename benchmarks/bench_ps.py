@@ -16,8 +16,10 @@ pipelined ``HGETALL`` each (no decoding). Heartbeats are renewed between timed b
 (by a server-side script: the agents beat from their own processes, whose objects are
 not the lister's to carry) so every agent stays connected, as in real life.
 
-At 10 000 agents an informational row adds the first listing of a fresh ``Registry``,
-every entry decoded and validated: what one ``ateam ps`` process pays beyond its start.
+At 10 000 agents two informational rows follow: the first listing of a fresh
+``Registry``, every entry decoded and validated (what one ``ateam ps`` process pays
+beyond its start), and listings while agents keep changing: before each one, 100 agents
+(1 %) write a new entry through their own ``Heartbeat``, as a busy team's do.
 
 Both teams are listed in turn, each on a fresh namespace of the same server.
 
@@ -30,6 +32,7 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -46,6 +49,8 @@ HUGE_AGENTS = 10_000
 TARGET_MS = {AGENTS: 20.0, MANY_AGENTS: 20.0, HUGE_AGENTS: 50.0}
 COLD_LISTINGS = 15
 """First listings of a fresh ``Registry`` timed at 10 000 agents (each ~0.1 s)."""
+CHURN_AGENTS = 100
+"""Agents that write a new entry before each listing of the churn row."""
 
 _RENEW_LUA = """
 local t = redis.call('TIME')
@@ -94,10 +99,14 @@ async def run(url: str, agents: int, iterations: int, warmup: int) -> tuple[list
     list_ns: list[int] = []
     raw_ns: list[int] = []
     cold_ns: list[int] = []
+    churn_ns: list[int] = []
     try:
+        team: list[Heartbeat] = []
         for start in range(0, agents, 100):  # joins, a hundred agents at a time
             beats = [Heartbeat(client, keys, entry(i)) for i in range(start, start + 100)]
             await asyncio.gather(*(hb.beat() for hb in beats))
+            if agents == HUGE_AGENTS:
+                team += beats
         del beats
         views = await registry.list()
         assert len(views) == agents and all(v.connected for v in views), "agents not all listed"
@@ -142,6 +151,8 @@ async def run(url: str, agents: int, iterations: int, warmup: int) -> tuple[list
                     raw_ns.append(b)
                 done += 1
         assert len(views) == agents and sum(len(d) for d in data) == agents
+        if team:
+            churn_ns = await churn(registry, team, beat_all, max(iterations // 2, 20))
     finally:
         await client.aclose()
         await raw.aclose()
@@ -163,26 +174,61 @@ async def run(url: str, agents: int, iterations: int, warmup: int) -> tuple[list
         )
         for q, value, base in ((50, l50, r50), (99, l99, r99))
     ]
-    if cold_ns:
-        cold = percentile(ns_to_ms(cold_ns), 50)
-        rows.append(
-            Row(
-                f"{prefix}_cold_p50",
-                f"ps {agents} agents, first listing (fresh Registry) median",
-                cold,
-                "ms",
-                r50,
-                "raw HGETALLs p50",
-                "(info)",
-                None,
-            )
-        )
+    rows += info_rows(prefix, agents, cold_ns, churn_ns, r50, r99)
     notes = [
         f"{agents} agents: {iterations} interleaved listings after {warmup} warm-up; "
         f"registry hash {hash_bytes} bytes of msgpack entries ({hash_bytes // agents} per "
         f"agent); ps mean {sum(lst) / len(lst):.2f} ms, max {max(lst):.2f} ms",
     ]
     return rows, notes
+
+
+def info_rows(
+    prefix: str, agents: int, cold_ns: list[int], churn_ns: list[int], r50: float, r99: float
+) -> list[Row]:
+    """The informational rows of the 10 000-agent team: its cold and churning listings."""
+    measures = (
+        ("cold_p50", "first listing (fresh Registry) median", cold_ns, 50, r50),
+        ("churn_p99", f"p99, {CHURN_AGENTS} entries new each time", churn_ns, 99, r99),
+    )
+    return [
+        Row(
+            f"{prefix}_{name}",
+            f"ps {agents} agents, {what}",
+            percentile(ns_to_ms(timed), q),
+            "ms",
+            base,
+            f"raw HGETALLs p{q}",
+            "(info)",
+            None,
+        )
+        for name, what, timed, q, base in measures
+        if timed
+    ]
+
+
+async def churn(
+    registry: Registry,
+    team: list[Heartbeat],
+    beat_all: Callable[[], Awaitable[None]],
+    listings: int,
+) -> list[int]:
+    """Listings while the team changes: before each, the next ``CHURN_AGENTS`` agents
+    write a new entry (their queue length moves) through their own heartbeat."""
+    timed: list[int] = []
+    for n in range(listings):
+        if n % 100 == 0:
+            await beat_all()
+        first = n * CHURN_AGENTS % len(team)
+        movers = team[first : first + CHURN_AGENTS]
+        for hb in movers:
+            hb.entry.queue_len = n
+        await asyncio.gather(*(hb.beat() for hb in movers))
+        t0 = time.perf_counter_ns()
+        views = await registry.list()
+        timed.append(time.perf_counter_ns() - t0)
+        assert len(views) == len(team)
+    return timed
 
 
 def main() -> int:

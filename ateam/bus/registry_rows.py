@@ -39,6 +39,8 @@ class EntryCache:
         self._raws: dict[str, dict[bytes, bytes]] = {}
         self._entries: dict[str, dict[bytes, AgentEntry | None]] = {}
         """None: the bytes are not an entry of this project under this id."""
+        self._order: dict[str, builtins.list[bytes]] = {}
+        """Each project's ids, sorted: kept while the set of ids does not change."""
 
     def rows(
         self,
@@ -55,20 +57,23 @@ class EntryCache:
         Only the entries of this listing are kept afterwards: the cache is bounded by
         the team, not by its history.
         """
-        old_raws = self._raws.get(project, {})
-        old_entries = self._entries.get(project, {})
-        raws: dict[bytes, bytes] = {}
-        decoded: dict[bytes, AgentEntry | None] = {}
+        raws = dict(entries)
+        old_raws = self._raws.get(project)
+        if old_raws == raws:
+            # Nothing written since the last listing (the usual case: an agent writes its
+            # entry when its state changes, not when it beats): one comparison in C.
+            decoded = self._entries[project]
+            order = self._order[project]
+        else:
+            decoded = self._decoded(project, raws, old_raws or {})
+            same_ids = old_raws is not None and old_raws.keys() == raws.keys()
+            order = self._order[project] if same_ids else sorted(raws)
+            self._raws[project] = raws
+            self._entries[project] = decoded
+            self._order[project] = order
         shown_ms = _SHOWN_MS
-        prefix = f"{project}/"
-        for raw_id in sorted(entries):
-            raw = entries[raw_id]
-            if old_raws.get(raw_id) == raw:
-                entry = old_entries[raw_id]
-            else:
-                entry = _decode(raw, raw_id, prefix)
-            raws[raw_id] = raw
-            decoded[raw_id] = entry
+        for raw_id in order:
+            entry = decoded[raw_id]
             if entry is None:
                 continue
             age_ms = now_ms - int(beats.get(raw_id, 0))
@@ -76,13 +81,24 @@ class EntryCache:
                 expired.append(raw_id)
             else:
                 views.append(AgentStatus(entry, age_ms / 1000 if age_ms > 0 else 0.0))
-        self._raws[project] = raws
-        self._entries[project] = decoded
+
+    def _decoded(
+        self, project: str, raws: dict[bytes, bytes], old_raws: dict[bytes, bytes]
+    ) -> dict[bytes, AgentEntry | None]:
+        """``raws`` decoded, reusing the entries whose bytes did not change."""
+        old_entries = self._entries.get(project, {})
+        prefix = f"{project}/"
+        return {
+            raw_id: old_entries[raw_id]
+            if old_raws.get(raw_id) == raw
+            else _decode(raw, raw_id, prefix)
+            for raw_id, raw in raws.items()
+        }
 
     def keep_only(self, projects: Iterable[str]) -> None:
         """Forget the projects not listed now."""
         wanted = set(projects)
-        for held in (self._raws, self._entries):
+        for held in (self._raws, self._entries, self._order):
             for project in [p for p in held if p not in wanted]:
                 del held[project]
 

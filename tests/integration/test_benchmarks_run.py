@@ -67,6 +67,7 @@ def test_the_pty_benchmark_runs_and_loses_no_byte(tmp_path: Path) -> None:
                 "name=ps10000_list_p50",
                 "name=ps10000_list_p99",
                 "name=ps10000_cold_p50",
+                "name=ps10000_churn_p99",
             },
         ),
     ],

@@ -76,3 +76,33 @@ async def test_an_entry_filed_under_another_agents_id_is_skipped(
     # Once it holds its own entry, it is listed.
     await client.hset(keys.registry("proj"), "proj/hera", pack(entry("proj/hera").to_wire()))
     assert [v.id for v in await registry.list()] == ["proj/hera", "proj/zeus"]
+
+
+async def test_a_warm_listing_follows_joins_leaves_and_rewrites_in_id_order(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    # The cache keeps each project's sorted ids while they stay the same set: a join, a
+    # leave or a rewrite between two listings must each show in the next one.
+    keys = Keys(target.namespace)
+    for name in ("b", "d", "f"):
+        await Heartbeat(client, keys, entry(f"proj/{name}")).beat()
+    registry = Registry(client, keys)
+    assert [v.id for v in await registry.list()] == ["proj/b", "proj/d", "proj/f"]
+
+    rewritten = Heartbeat(client, keys, entry("proj/d"))
+    rewritten.entry.queue_len = 7
+    await rewritten.beat()
+    views = await registry.list()
+    assert [(v.id, v.entry.queue_len) for v in views] == [
+        ("proj/b", 0),
+        ("proj/d", 7),
+        ("proj/f", 0),
+    ]
+
+    await Heartbeat(client, keys, entry("proj/c")).beat()
+    await Heartbeat(client, keys, entry("proj/a")).beat()
+    assert [v.id for v in await registry.list()] == [f"proj/{n}" for n in "abcdf"]
+
+    await registry.forget("proj", ["proj/b", "proj/f"])
+    assert [v.id for v in await registry.list()] == ["proj/a", "proj/c", "proj/d"]
+    assert [v.id for v in await registry.list()] == ["proj/a", "proj/c", "proj/d"]
