@@ -19,7 +19,10 @@ and excluded. Baseline: the same layout and pacing with raw redis-py — per age
 ``XADD`` (explicit id, ``MAXLEN ~``) of the same msgpack body, everything an agent has
 buffered in one pipeline (as ``EventPublisher`` batches), and one raw ``XREAD BLOCK``
 (``COUNT 1000``) over the 100 streams. The notes report CPU use, host load and gen-2 GC
-pauses, which explain a bad tail.
+pauses, which explain a bad tail. Every child process, of either mode, freezes what it
+imported before it starts (as ateam's own processes do, ``ateam/_gc.py``): the harness
+imports both libraries in both modes, and full collections walking those imports were
+the largest part of either tail.
 
 (b) Throughput. One ``EventPublisher`` emits ``token`` frames (64 bytes of text) at an
 offered rate — a ladder of 20k, 30k, 40k, 60k events/s and then flat out — in bursts of
@@ -37,6 +40,7 @@ body, ``MAXLEN ~ 10000``) and a raw ``XREAD`` consumer (``COUNT 1000``).
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import subprocess
@@ -427,6 +431,11 @@ def child_main(argv: list[str]) -> int:
     def ready() -> None:
         print("READY", flush=True)
 
+    # Both modes start as ateam's own processes do (ateam/_gc.py): what the start imported
+    # is frozen, never walked by the collector again. Without it, a full collection walks
+    # the harness's imports (both modes import both libraries) for tens of ms, the
+    # largest part of either tail, and measures the harness rather than the event path.
+    gc.freeze()
     pauses = GcPauses().__enter__()
     if role == "lat-pub":
         res = asyncio.run(
