@@ -17,6 +17,7 @@ behind a distribution (:func:`save_samples`), which it draws as charts.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import math
 import os
@@ -27,9 +28,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 def threading_main() -> bool:
@@ -281,6 +283,72 @@ class Row:
         if self.baseline is None or self.baseline == 0 or math.isnan(self.baseline):
             return None
         return self.value / self.baseline
+
+
+def paired_rows(
+    name: str,
+    label: str,
+    measured_ms: Sequence[float],
+    base_label: str,
+    base_ms: Sequence[float],
+    *,
+    p99_at_most_ms: float | None = None,
+) -> list[Row]:
+    """The p99 and p50 rows of interleaved samples, each beside the same percentile of
+    the raw baseline's. ``p99_at_most_ms`` gives the p99 a target; otherwise both rows
+    are informational."""
+    rows = []
+    for q in (99, 50):
+        value = percentile(measured_ms, q)
+        bound = p99_at_most_ms if q == 99 else None
+        rows.append(
+            Row(
+                f"{name}_p{q}",
+                f"{label} p{q}",
+                value,
+                "ms",
+                percentile(base_ms, q),
+                f"{base_label} p{q}",
+                "(info)" if bound is None else f"<={bound:g} ms",
+                None if bound is None else value <= bound,
+            )
+        )
+    return rows
+
+
+def banner(script: str, tcp: bool) -> None:
+    """The first line of a script's output: what it ran on."""
+    print(f"{script}: {environment()}; transport {'tcp' if tcp else 'unix socket'}")
+
+
+Measure = Callable[[str, int, int], Coroutine[Any, Any, tuple[list[Row], list[str]]]]
+"""A run against a server's URL with so many timed iterations after so many warm-up."""
+
+
+def serve_one(
+    script: str, doc: str, title: str, run: Measure, quick: tuple[int, int], full: tuple[int, int]
+) -> int:
+    """``main`` of a script that runs one measure against a fresh server and reports it."""
+    args = parser(doc).parse_args()
+    iterations, warmup = quick if args.quick else full
+    banner(script, args.tcp)
+    with RedisServer(tcp=args.tcp) as server:
+        rows, notes = asyncio.run(run(server.url, iterations, warmup))
+    report(title, rows, notes)
+    return 0
+
+
+RENEW_BEATS_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for _, key in ipairs(KEYS) do
+  local ids = redis.call('HKEYS', key)
+  for i = 1, #ids do redis.call('HSET', key, ids[i], now) end
+end
+return now
+"""
+"""Every agent of the heartbeat hashes in KEYS beats now: a simulated team stays
+connected without its agents' processes (whose objects are not the measurer's to carry)."""
 
 
 def fmt(value: float | None, unit: str) -> str:

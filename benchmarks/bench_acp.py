@@ -40,7 +40,7 @@ from _common import (
     AgentProcess,
     RedisServer,
     Row,
-    environment,
+    banner,
     parser,
     percentile,
     report,
@@ -311,7 +311,7 @@ def main() -> int:
     args = parser(__doc__ or "").parse_args()
     rounds = 5 if args.quick else 20
     flood = (2 if args.quick else 10) * 1024 * 1024
-    print(f"bench_acp: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    banner("bench_acp", args.tcp)
     with RedisServer(tcp=args.tcp) as server, temp_dir() as tmp:
         rows, notes = asyncio.run(run(server.url, tmp, rounds, flood))
     report("A coding agent over ACP (issue 24)", rows, notes)

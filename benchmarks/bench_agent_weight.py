@@ -30,7 +30,7 @@ from _common import (
     AgentProcess,
     RedisServer,
     Row,
-    environment,
+    banner,
     parser,
     percentile,
     report,
@@ -159,7 +159,7 @@ def main() -> int:
     # As installed (pip compiles the bytecode): a checkout run with PYTHONDONTWRITEBYTECODE=1
     # would compile every module from source at each agent's start.
     compileall.compile_dir(ROOT / "ateam", quiet=1)
-    print(f"bench_agent_weight: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    banner("bench_agent_weight", args.tcp)
     with RedisServer(tcp=args.tcp) as server, temp_dir() as tmp:
         rows, notes = asyncio.run(run(server.url, tmp, rounds, settle))
     report("Agent weight and start-up (issue 28 §2)", rows, notes)

@@ -24,9 +24,10 @@ import redis.asyncio as aioredis
 from _common import (
     RedisServer,
     Row,
-    environment,
+    banner,
     interleave,
     ns_to_ms,
+    paired_rows,
     parser,
     percentile,
     report,
@@ -71,12 +72,7 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
         await client.aclose()
         await raw.aclose()
     c, r = ns_to_ms(claim_ns), ns_to_ms(raw_ns)
-    rows = [
-        Row("board_claim_p99", "task claim p99", percentile(c, 99), "ms",
-            percentile(r, 99), "HSET p99", "(info)", None),
-        Row("board_claim_p50", "task claim p50", percentile(c, 50), "ms",
-            percentile(r, 50), "HSET p50", "(info)", None),
-    ]  # fmt: skip
+    rows = paired_rows("board_claim", "task claim", c, "HSET", r)
     notes = [
         f"{iterations} interleaved claims after {warmup} warm-up, on a board of {tasks} "
         f"tasks; max {max(c):.2f} vs {max(r):.2f} ms"
@@ -132,7 +128,7 @@ def open_rows(small: list[float], large: list[float], raw: list[float], n: int) 
 def main() -> int:
     args = parser(__doc__ or "").parse_args()
     iterations, warmup = (1_000, 100) if args.quick else (5_000, 500)
-    print(f"bench_board: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    banner("bench_board", args.tcp)
     with RedisServer(tcp=args.tcp) as server:
         rows, notes = asyncio.run(run(server.url, iterations, warmup))
         claims, ahead = (400, 40) if args.quick else (3_000, 300)

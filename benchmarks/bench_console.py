@@ -72,7 +72,7 @@ from _common import (
     HostCpu,
     RedisServer,
     Row,
-    environment,
+    banner,
     parser,
     percentile,
     report,
@@ -631,7 +631,7 @@ def main() -> int:
     p.add_argument("--only", choices=("flood", "agents"))
     p.add_argument("--teams", default="", help="team sizes of the agents part (200,1000,10000)")
     args = p.parse_args()
-    print(f"bench_console: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    banner("bench_console", args.tcp)
     rows, notes = asyncio.run(run(args))
     report("Console under load (SPEC §13)", rows, notes)
     return 0

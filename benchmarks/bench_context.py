@@ -19,14 +19,11 @@ import time
 
 import redis.asyncio as aioredis
 from _common import (
-    RedisServer,
     Row,
-    environment,
     interleave,
     ns_to_ms,
-    parser,
-    percentile,
-    report,
+    paired_rows,
+    serve_one,
 )
 
 from ateam.agent.context.teamfeed import TeamFeed
@@ -90,12 +87,7 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
         await raw_pub.aclose()
         await client.aclose()
     p, r = ns_to_ms(post_ns), ns_to_ms(raw_ns)
-    rows = [
-        Row("context_visible_p99", "context post → agent feed p99", percentile(p, 99), "ms",
-            percentile(r, 99), "PUBLISH → subscriber p99", "(info)", None),
-        Row("context_visible_p50", "context post → agent feed p50", percentile(p, 50), "ms",
-            percentile(r, 50), "PUBLISH → subscriber p50", "(info)", None),
-    ]  # fmt: skip
+    rows = paired_rows("context_visible", "context post → agent feed", p, "PUBLISH → subscriber", r)
     notes = [
         f"{iterations} interleaved posts after {warmup} warm-up; max {max(p):.2f} vs "
         f"{max(r):.2f} ms"
@@ -104,13 +96,8 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
 
 
 def main() -> int:
-    args = parser(__doc__ or "").parse_args()
-    iterations, warmup = (500, 50) if args.quick else (3_000, 300)
-    print(f"bench_context: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
-    with RedisServer(tcp=args.tcp) as server:
-        rows, notes = asyncio.run(run(server.url, iterations, warmup))
-    report("Team context post → visible (issue 12)", rows, notes)
-    return 0
+    title = "Team context post → visible (issue 12)"
+    return serve_one("bench_context", __doc__ or "", title, run, (500, 50), (3_000, 300))
 
 
 if __name__ == "__main__":

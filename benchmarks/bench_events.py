@@ -58,7 +58,7 @@ from _common import (
     HostCpu,
     RedisServer,
     Row,
-    environment,
+    banner,
     parser,
     percentile,
     report,
@@ -733,7 +733,7 @@ def main() -> int:
         help="publisher processes sharing the 100 agents in the latency run (default 2)",
     )
     args = p.parse_args()
-    print(f"bench_events: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    banner("bench_events", args.tcp)
     rows: list[Row] = []
     notes: list[str] = []
     with RedisServer(tcp=args.tcp) as server:

@@ -38,9 +38,10 @@ from _common import (
     AgentProcess,
     RedisServer,
     Row,
-    environment,
+    banner,
     interleave,
     ns_to_ms,
+    paired_rows,
     parser,
     percentile,
     report,
@@ -122,12 +123,7 @@ async def run(url: str, runs: int, warmup: int, work: Path) -> tuple[list[Row], 
         await client.aclose()
         await raw.aclose()
     d, r = ns_to_ms(d_ns), ns_to_ms(r_ns)
-    rows = [
-        Row("mailbox_delivery_p99", "mailbox to queue p99", percentile(d, 99), "ms",
-            percentile(r, 99), "LPOP+write+fsync p99", "(info)", None),
-        Row("mailbox_delivery_p50", "mailbox to queue p50", percentile(d, 50), "ms",
-            percentile(r, 50), "LPOP+write+fsync p50", "(info)", None),
-    ]  # fmt: skip
+    rows = paired_rows("mailbox_delivery", "mailbox to queue", d, "LPOP+write+fsync", r)
     notes = [
         f"{runs} interleaved deliveries after {warmup} warm-up, one kept message each "
         f"({len(TEXT)} characters); max {max(d):.2f} vs {max(r):.2f} ms; the first pair of "
@@ -185,7 +181,7 @@ def main() -> int:
     args = p.parse_args()
     runs, warmup = args.runs, 10 if args.quick else 20
     rounds = args.starts if args.starts is not None else (5 if args.quick else 100)
-    print(f"bench_mailbox: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    banner("bench_mailbox", args.tcp)
     work = Path(tempfile.mkdtemp(prefix="ateam-bench-mailbox-"))
     try:
         with RedisServer(tcp=args.tcp) as server:

@@ -21,15 +21,12 @@ import time
 
 import redis.asyncio as aioredis
 from _common import (
-    RedisServer,
     Row,
-    environment,
     interleave,
     ns_to_ms,
-    parser,
-    percentile,
-    report,
+    paired_rows,
     save_samples,
+    serve_one,
 )
 
 from ateam.agent.context.notices import NoticeFeed
@@ -102,12 +99,7 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
         await client.aclose()
     n, r = ns_to_ms(notice_ns), ns_to_ms(raw_ns)
     save_samples("notice_latency", n)
-    rows = [
-        Row("notice_latency_p99", "task finished → lead context p99", percentile(n, 99), "ms",
-            percentile(r, 99), "RPUSH → BLPOP p99", "(info)", None),
-        Row("notice_latency_p50", "task finished → lead context p50", percentile(n, 50), "ms",
-            percentile(r, 50), "RPUSH → BLPOP p50", "(info)", None),
-    ]  # fmt: skip
+    rows = paired_rows("notice_latency", "task finished → lead context", n, "RPUSH → BLPOP", r)
     notes = [
         f"{iterations} interleaved runs after {warmup} warm-up; max {max(n):.2f} vs {max(r):.2f} ms"
     ]
@@ -115,13 +107,8 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
 
 
 def main() -> int:
-    args = parser(__doc__ or "").parse_args()
-    iterations, warmup = (100, 10) if args.quick else (100, 20)
-    print(f"bench_notices: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
-    with RedisServer(tcp=args.tcp) as server:
-        rows, notes = asyncio.run(run(server.url, iterations, warmup))
-    report("Team notice: teammate finishes → lead's next context (issue 26)", rows, notes)
-    return 0
+    title = "Team notice: teammate finishes → lead's next context (issue 26)"
+    return serve_one("bench_notices", __doc__ or "", title, run, (100, 10), (100, 20))
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from _common import (
     HostCpu,
     RedisServer,
     Row,
-    environment,
+    banner,
     parser,
     report,
     temp_dir,
@@ -288,7 +288,7 @@ def main() -> int:
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
     only = set(args.only.split(","))
     nbytes = int(mb * MB)
-    print(f"bench_owner: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    banner("bench_owner", args.tcp)
     print(f"  {mb:g} MB per flood, {rounds} rounds; {', '.join(sorted(only))}", flush=True)
     out = Results()
     meter = HostCpu().start()

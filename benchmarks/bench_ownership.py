@@ -14,20 +14,16 @@ trips. Iterations interleave the two, alternating which goes first.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 
 import redis.asyncio as aioredis
 from _common import (
-    RedisServer,
     Row,
-    environment,
     interleave,
     ns_to_ms,
-    parser,
-    percentile,
-    report,
+    paired_rows,
+    serve_one,
 )
 
 from ateam.bus.connection import RedisTarget, make_client
@@ -69,30 +65,9 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
         await client.aclose()
         await raw.aclose()
     o, r = ns_to_ms(own_ns), ns_to_ms(raw_ns)
-    o50, o99 = percentile(o, 50), percentile(o, 99)
-    r50, r99 = percentile(r, 50), percentile(r, 99)
-    rows = [
-        Row(
-            "ownership_p99",
-            "ownership acquire+release p99",
-            o99,
-            "ms",
-            r99,
-            "SET NX PX+DEL p99",
-            "<=2 ms",
-            o99 <= 2.0,
-        ),
-        Row(
-            "ownership_p50",
-            "ownership acquire+release p50",
-            o50,
-            "ms",
-            r50,
-            "SET NX PX+DEL p50",
-            "(info)",
-            None,
-        ),
-    ]
+    rows = paired_rows(
+        "ownership", "ownership acquire+release", o, "SET NX PX+DEL", r, p99_at_most_ms=2.0
+    )
     notes = [
         f"{iterations} interleaved cycles after {warmup} warm-up; "
         f"max {max(o):.2f} vs {max(r):.2f} ms"
@@ -101,13 +76,8 @@ async def run(url: str, iterations: int, warmup: int) -> tuple[list[Row], list[s
 
 
 def main() -> int:
-    args = parser(__doc__ or "").parse_args()
-    iterations, warmup = (2_000, 200) if args.quick else (10_000, 1_000)
-    print(f"bench_ownership: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
-    with RedisServer(tcp=args.tcp) as server:
-        rows, notes = asyncio.run(run(server.url, iterations, warmup))
-    report("Ownership acquire/release (SPEC §13)", rows, notes)
-    return 0
+    title = "Ownership acquire/release (SPEC §13)"
+    return serve_one("bench_ownership", __doc__ or "", title, run, (2_000, 200), (10_000, 1_000))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis.asyncio as aioredis
-from _common import RedisServer, Row, environment, ns_to_ms, parser, percentile, report
+from _common import (
+    RENEW_BEATS_LUA,
+    RedisServer,
+    Row,
+    banner,
+    ns_to_ms,
+    parser,
+    percentile,
+    report,
+)
 
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.keys import Keys
@@ -51,16 +60,6 @@ COLD_LISTINGS = 15
 """First listings of a fresh ``Registry`` timed at 10 000 agents (each ~0.1 s)."""
 CHURN_AGENTS = 100
 """Agents that write a new entry before each listing of the churn row."""
-
-_RENEW_LUA = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-for _, key in ipairs(KEYS) do
-  local ids = redis.call('HKEYS', key)
-  for i = 1, #ids do redis.call('HSET', key, ids[i], now) end
-end
-return now
-"""
 
 
 def entry(i: int) -> AgentEntry:
@@ -93,7 +92,7 @@ async def run(url: str, agents: int, iterations: int, warmup: int) -> tuple[list
     renew_keys = [keys.heartbeats(project) for project in projects]
 
     async def beat_all() -> None:
-        await raw.eval(_RENEW_LUA, len(renew_keys), *renew_keys)
+        await raw.eval(RENEW_BEATS_LUA, len(renew_keys), *renew_keys)
 
     registry = Registry(client, keys)
     list_ns: list[int] = []
@@ -233,7 +232,7 @@ async def churn(
 
 def main() -> int:
     args = parser(__doc__ or "").parse_args()
-    print(f"bench_ps: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    banner("bench_ps", args.tcp)
     rows: list[Row] = []
     notes: list[str] = []
     with RedisServer(tcp=args.tcp) as server:

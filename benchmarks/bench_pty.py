@@ -75,7 +75,7 @@ from _common import (
     HostCpu,
     RedisServer,
     Row,
-    environment,
+    banner,
     parser,
     report,
     temp_dir,
@@ -611,7 +611,7 @@ def main() -> int:
     n = int(mb * MB)
     kinds = [args.only] if args.only else ["text", "binary"]
     variants = [Variant(kind, n) for kind in kinds]
-    print(f"bench_pty: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    banner("bench_pty", args.tcp)
     print(f"  {mb:g} MB per run, {rounds} rounds of {', '.join(kinds)}", flush=True)
     meter = HostCpu().start()
     with RedisServer(tcp=args.tcp) as server, temp_dir() as tmp:

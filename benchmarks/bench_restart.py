@@ -24,7 +24,7 @@ from _common import (
     AgentProcess,
     RedisServer,
     Row,
-    environment,
+    banner,
     parser,
     percentile,
     report,
@@ -111,7 +111,7 @@ async def run(url: str, tmp, rounds: int) -> tuple[list[Row], list[str]]:  # typ
 def main() -> int:
     args = parser(__doc__ or "").parse_args()
     rounds = 3 if args.quick else 8
-    print(f"bench_restart: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    banner("bench_restart", args.tcp)
     with RedisServer(tcp=args.tcp) as server, temp_dir() as tmp:
         rows, notes = asyncio.run(run(server.url, tmp, rounds))
     report("Restart after kill -9 (SPEC §13)", rows, notes)

@@ -25,8 +25,8 @@ from _common import (
     AgentProcess,
     RedisServer,
     Row,
+    banner,
     diff_stats,
-    environment,
     info_commandstats,
     interleave,
     ns_to_ms,
@@ -111,7 +111,7 @@ async def run(
 def main() -> int:
     args = parser(__doc__ or "").parse_args()
     iterations, warmup = (2_000, 200) if args.quick else (10_000, 1_000)
-    print(f"bench_rpc: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    banner("bench_rpc", args.tcp)
     with RedisServer(tcp=args.tcp) as server, temp_dir() as tmp:
         agent = AgentProcess(server.url, "bench", "a", tmp / "home", tmp / "work")
         agent.spawn()

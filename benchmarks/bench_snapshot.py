@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis.asyncio as aioredis
-from _common import RedisServer, Row, environment, parser, report, temp_dir
+from _common import RENEW_BEATS_LUA, RedisServer, Row, banner, parser, report, temp_dir
 
 from ateam.agent.runtime.snapshot_keeper import SnapshotKeeper
 from ateam.bus.codec import pack
@@ -54,15 +54,6 @@ AGENTS, QUICK_AGENTS = 10_000, 2_000
 PROJECTS, HOSTS = 10, 50
 CHURN_PER_S = 10
 
-_RENEW_LUA = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-for _, key in ipairs(KEYS) do
-  local ids = redis.call('HKEYS', key)
-  for i = 1, #ids do redis.call('HSET', key, ids[i], now) end
-end
-return now
-"""
 _STALE_PROBE = """
 local t = redis.call('TIME')
 local cutoff = tonumber(t[1]) * 1000 - tonumber(ARGV[1])
@@ -101,7 +92,7 @@ async def register(client: aioredis.Redis, keys: Keys, agents: int) -> None:
 async def renew_forever(raw: aioredis.Redis, keys: Keys) -> None:
     hashes = [keys.heartbeats(f"proj{p}") for p in range(PROJECTS)]
     while True:
-        await raw.eval(_RENEW_LUA, len(hashes), *hashes)
+        await raw.eval(RENEW_BEATS_LUA, len(hashes), *hashes)
         await asyncio.sleep(2.0)
 
 
@@ -274,7 +265,7 @@ def rows_of(samples: dict[str, list[float]], server: list[float], agents: int) -
 def main() -> int:
     args = parser(__doc__ or "").parse_args()
     agents, window_s, repeats = (QUICK_AGENTS, 3.0, 1) if args.quick else (AGENTS, 10.0, 3)
-    print(f"bench_snapshot: {environment()}; transport {'tcp' if args.tcp else 'unix socket'}")
+    banner("bench_snapshot", args.tcp)
     with RedisServer(tcp=args.tcp) as server:
         rows, notes = asyncio.run(run(server.url, agents, window_s, repeats))
     report("Session snapshot upkeep at 10 000 agents (issue 28 §4)", rows, notes)
