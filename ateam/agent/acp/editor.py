@@ -36,7 +36,7 @@ from ateam.bus.publisher import EventPublisher
 from ateam.config.schema import Approval
 from ateam.errors import AteamError, ToolDenied
 from ateam.tools.approvals import Approvals, Decision
-from ateam.tools.exec_values import ExecLimits
+from ateam.tools.exec_values import ExecLimits, OutputRoom
 from ateam.tools.fs import Sandbox
 from ateam.tools.registry import ToolPolicy
 
@@ -82,6 +82,8 @@ class EditorClient:
         policy: The agent's tool policy (its approvals); ``None`` denies every ask.
         approvals: Where a request waits for the owner.
         approval_timeout_s: How long it waits.
+        output_room: Asked before each read of a terminal's output: its commands are
+            held while the owning console lags, as native commands are (issue 28 §3).
     """
 
     def __init__(
@@ -94,6 +96,7 @@ class EditorClient:
         policy: ToolPolicy | None,
         approvals: Approvals | None,
         approval_timeout_s: float,
+        output_room: OutputRoom | None = None,
     ) -> None:
         self.name = name
         self._events = events
@@ -104,7 +107,7 @@ class EditorClient:
         self.stream: PromptStream | None = None
         """The prompt running now, if any."""
         self.control: TaskControl | None = None
-        self.terminals = Terminals(sandbox, exec_limits, self._terminal_output)
+        self.terminals = Terminals(sandbox, exec_limits, self._terminal_output, room=output_room)
         self._terminal_calls: dict[str, str | None] = {}
         self._granted: set[str] = set()
         """Tool calls a permission allowed: their writes and commands are not asked again."""

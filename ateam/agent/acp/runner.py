@@ -72,7 +72,7 @@ from ateam.errors import (
 from ateam.providers.base import estimate_tokens
 from ateam.redact import Redactor
 from ateam.tools.approvals import Approvals
-from ateam.tools.exec_values import ExecLimits
+from ateam.tools.exec_values import ExecLimits, OutputRoom
 from ateam.tools.fs import Sandbox
 from ateam.tools.registry import ToolPolicy
 from ateam.wire.turns import Turn
@@ -99,6 +99,8 @@ class RunnerHooks(Protocol):
     def scrub_text(self, text: str) -> str: ...
     @property
     def redactor(self) -> Redactor: ...
+    @property
+    def output_room(self) -> OutputRoom | None: ...
     def on_turn(self, item: QueueItem, turn: Turn) -> None: ...
     async def switch_model(
         self, from_model: str, to_model: str, reason: Reason | None, ids: TaskIds
@@ -214,6 +216,7 @@ class AcpRunner:
             policy=self._policy,
             approvals=self._approvals,
             approval_timeout_s=self._config.spec.tools.approval_timeout_s,
+            output_room=self._hooks.output_room,
         )
         return RuntimeSession(
             entry,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ateam.errors import BadRequest, FsDenied
-from ateam.tools.exec_values import ExecLimits, ExecResult, minimal_env
+from ateam.tools.exec_values import ExecLimits, ExecResult, OutputRoom, minimal_env
 from ateam.tools.fs import Sandbox
 from ateam.tools.pty import ExecProcess
 
@@ -70,10 +70,20 @@ class Terminals:
         on_output: Where each terminal's output streams (the task's events).
     """
 
-    def __init__(self, sandbox: Sandbox, limits: ExecLimits, on_output: OutputSink) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        limits: ExecLimits,
+        on_output: OutputSink,
+        *,
+        room: OutputRoom | None = None,
+    ) -> None:
         self._sandbox = sandbox
         self._limits = limits
         self._on_output = on_output
+        self._room = room
+        """Asked before each read of a terminal: held while the owning console lags
+        (issue 28 §3), as the agent's own commands are."""
         self._open: dict[str, Terminal] = {}
         self._ids = itertools.count(1)
 
@@ -108,7 +118,7 @@ class Terminals:
             self._on_output(terminal_id, data)
 
         process = await ExecProcess.start(
-            line, cwd=workdir, limits=limits, on_output=output, env=environ
+            line, cwd=workdir, limits=limits, on_output=output, env=environ, room=self._room
         )
         terminal = Terminal(terminal_id, line, process, limit or DEFAULT_OUTPUT_LIMIT)
         holder.append(terminal)
