@@ -192,7 +192,11 @@ class Tool:
         default_approval: Approval | None = None,
         self_approving: bool = False,
     ) -> Tool:
-        """Build a tool from a typed function; raises ``TypeError`` for unusable signatures."""
+        """Build a tool from a typed function; raises ``TypeError`` for unusable signatures.
+
+        An argument type pydantic cannot check is found when :attr:`args_model` is
+        first built (its first call or schema; a plugin's as it loads), not here.
+        """
         if not _NAME.fullmatch(name):
             raise ValueError(f"tool name {name!r} must look like namespace.verb (lowercase)")
         summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
@@ -217,7 +221,9 @@ class Tool:
             param_names[field_name] = param.name
         model: type[BaseModel] = create_model(
             f"{name.replace('.', '_')}_args",
-            __config__=ConfigDict(extra="forbid", populate_by_name=False),
+            # Its validator and JSON schema are built at first use, not at import: a
+            # process describes and calls few of the thirty built-ins (issue 28 §2).
+            __config__=ConfigDict(extra="forbid", populate_by_name=False, defer_build=True),
             **fields,
         )
         return cls(
@@ -352,6 +358,11 @@ class ToolRegistry:
             dist = ep.dist.name if ep.dist is not None else "?"
             try:
                 tools = _plugin_tools(ep.load())
+                for item in tools:
+                    # Built now, so an argument type pydantic cannot check skips the
+                    # plugin here rather than failing its first call (built-ins are
+                    # built at their first call: an agent uses few of them).
+                    item.args_model.model_rebuild()
                 # All or nothing, so a plugin never half-registers.
                 taken = [item.name for item in tools if item.name in self._tools]
                 if taken:
