@@ -381,9 +381,10 @@ class _AgentDefaults:
 class _ExecOnly(BaseModel):
     """Wrapper so an agent's merged ``exec`` validates with the same error paths."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built at its first use (an agent.yaml with an ``exec`` section), not at import.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    exec: ExecSpec = ExecSpec()
+    exec: ExecSpec = ExecSpec.model_construct()  # all defaults: nothing to check
 
 
 def _find_agents(dirs: Sequence[Path], problems: Problems) -> dict[str, Path]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -33,6 +33,7 @@ from ateam.config.names import checked_name as checked_name
 from ateam.constants import EVENT_LOG_MAX_BYTES, OWNER_LAG_BYTES
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_M = TypeVar("_M", bound=BaseModel)
 
 
 def _normalise_namespace(value: str | None) -> str | None:
@@ -51,10 +52,21 @@ def _check_env_name(value: str | None) -> str | None:
     return value
 
 
+def _default(model: type[_M]) -> _M:
+    """``model()``, the default of a section left out, made without its validator.
+
+    Every field takes its default, which needs no checking; a validator built only to
+    check them would cost a process start its time and memory (issue 28 §2), for each
+    of a dozen sections a file rarely leaves out all at once. The file's own model
+    validates the sections it is given.
+    """
+    return model.model_construct()
+
+
 class _Spec(BaseModel):
     """Common settings: unknown fields are errors and loaded values are immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class HooksSpec(_Spec):
@@ -92,7 +104,7 @@ class ProjectFile(_Spec):
     """Project name; defaults to the directory that contains the nearest ``.ateam/``."""
     namespace: str | None = None
     """Redis key prefix for this project (wins over ``tools.yaml`` ``transport.namespace``)."""
-    hooks: HooksSpec = HooksSpec()
+    hooks: HooksSpec = _default(HooksSpec)
     """Quality-gate hooks of every agent of the project (and of ``ateam tasks add``)."""
 
     @field_validator("name")
@@ -206,9 +218,9 @@ class ExecSpec(_Spec):
 class ToolsFile(_Spec):
     """``tools.yaml``: transport, project-wide tool policy and exec defaults."""
 
-    transport: TransportSpec = TransportSpec()
-    tools: ToolPolicy = ToolPolicy()
-    exec: ExecSpec = ExecSpec()
+    transport: TransportSpec = _default(TransportSpec)
+    tools: ToolPolicy = _default(ToolPolicy)
+    exec: ExecSpec = _default(ExecSpec)
 
 
 # --- models.yaml --------------------------------------------------------------------
@@ -231,7 +243,7 @@ class ModelSettings(BaseModel):
 
     # Providers take many knobs (top_p, seed, reasoning_effort, ...); listing them all
     # here would tie the schema to provider releases, so extras are allowed.
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     temperature: float | None = Field(default=None, ge=0)
     max_tokens: int | None = Field(default=None, gt=0)
@@ -261,7 +273,7 @@ class ModelEntry(_Spec):
     api_key_env: str | None = None
     """Environment variable holding the API key (never the key itself)."""
     context_window: int = Field(default=8192, gt=0)
-    settings: ModelSettings = ModelSettings()
+    settings: ModelSettings = _default(ModelSettings)
     prices: Prices | None = None
     script: Path | None = None
     """Turn script of a ``scripted`` model; absolute after loading."""
@@ -374,7 +386,9 @@ class ModelsFile(_Spec):
     """The knowledge bases' embedder; unset means the offline ``hashing`` one."""
 
 
-ECHO_MODEL = ModelEntry(id="echo", provider=Provider.ECHO, model="echo")
+# Made without ModelEntry's own validator, which nothing else may need (issue 28 §2);
+# a test checks it equals the validated entry.
+ECHO_MODEL = ModelEntry.model_construct(id="echo", provider=Provider.ECHO, model="echo")
 """The built-in offline model that exists even without any ``models.yaml``."""
 
 
@@ -548,23 +562,23 @@ class AgentSpec(_Spec):
     """Primary model id; defaults to ``models.yaml`` ``default``, else ``echo``."""
     fallbacks: tuple[str, ...] = ()
     """Ordered alternative model ids."""
-    switching: SwitchingSpec = SwitchingSpec()
+    switching: SwitchingSpec = _default(SwitchingSpec)
     cwd: str | None = None
     """Working directory, relative to the project root (the parent of ``.ateam/``)."""
-    prompts: PromptsSpec = PromptsSpec()
-    tools: AgentToolsSpec = AgentToolsSpec()
-    fs: FsSpec = FsSpec()
-    exec: ExecSpec = ExecSpec()
+    prompts: PromptsSpec = _default(PromptsSpec)
+    tools: AgentToolsSpec = _default(AgentToolsSpec)
+    fs: FsSpec = _default(FsSpec)
+    exec: ExecSpec = _default(ExecSpec)
     """Overrides of ``tools.yaml`` ``exec`` for this agent."""
     max_iterations: int = Field(default=25, ge=1, le=1000)
     """Model calls per task before the loop stops (a runaway tool loop ends here)."""
-    watchdog: WatchdogSpec = WatchdogSpec()
-    context: ContextSubscriptionSpec = ContextSubscriptionSpec()
+    watchdog: WatchdogSpec = _default(WatchdogSpec)
+    context: ContextSubscriptionSpec = _default(ContextSubscriptionSpec)
     """The team context items this agent is fed (SPEC §9)."""
-    team: TeamSpec = TeamSpec()
+    team: TeamSpec = _default(TeamSpec)
     take_tasks: bool = False
     """Take open tasks from the project's board when idle (claim, do, mark done)."""
-    hooks: HooksSpec = HooksSpec()
+    hooks: HooksSpec = _default(HooksSpec)
     """Quality-gate hooks of this agent, each over the one of ``project.yaml``."""
     require_plan: bool = False
     """Every task needs an approved plan before the agent edits or runs anything."""

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import functools
 import importlib.metadata
 import inspect
 import re
@@ -168,8 +169,8 @@ class Tool:
     """The implementation, sync or async."""
     description: str
     """The docstring's text before its sections, shown to the model."""
-    args_model: type[BaseModel] = field(repr=False)
-    """Validates the model's arguments; its JSON schema is :attr:`parameters`."""
+    args_fields: Mapping[str, Any] = field(repr=False, compare=False)
+    """The fields of :attr:`args_model`: ``name → (annotation, FieldInfo)``."""
     timeout_s: float
     """Wall-clock limit per call."""
     default_approval: Approval
@@ -182,6 +183,20 @@ class Tool:
     """The tool asks the owner itself (through :attr:`ToolContext.ask`), because what
     the owner must see — a diff — only exists once the tool has done part of its work."""
 
+    @functools.cached_property
+    def args_model(self) -> type[BaseModel]:
+        """Validates the model's arguments; its JSON schema is :attr:`parameters`.
+
+        Made at its first use, not with the tool: a process defines some thirty
+        built-ins and describes or calls few of them, and each model class costs its
+        start time and memory (issue 28 §2).
+        """
+        return create_model(
+            f"{self.name.replace('.', '_')}_args",
+            __config__=ConfigDict(extra="forbid", populate_by_name=False),
+            **self.args_fields,
+        )
+
     @classmethod
     def from_function(
         cls,
@@ -192,7 +207,11 @@ class Tool:
         default_approval: Approval | None = None,
         self_approving: bool = False,
     ) -> Tool:
-        """Build a tool from a typed function; raises ``TypeError`` for unusable signatures."""
+        """Build a tool from a typed function; raises ``TypeError`` for unusable signatures.
+
+        An argument type pydantic cannot check is found when :attr:`args_model` is
+        first made (its first call or schema; a plugin's as it loads), not here.
+        """
         if not _NAME.fullmatch(name):
             raise ValueError(f"tool name {name!r} must look like namespace.verb (lowercase)")
         summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
@@ -215,16 +234,11 @@ class Tool:
                 Field(default, alias=param.name, description=arg_docs.get(param.name)),
             )
             param_names[field_name] = param.name
-        model: type[BaseModel] = create_model(
-            f"{name.replace('.', '_')}_args",
-            __config__=ConfigDict(extra="forbid", populate_by_name=False),
-            **fields,
-        )
         return cls(
             name=name,
             fn=fn,
             description=summary,
-            args_model=model,
+            args_fields=fields,
             timeout_s=timeout_s if timeout_s is not None else default_timeout_for(name),
             default_approval=default_approval or default_approval_for(name),
             takes_context=takes_context,
@@ -352,6 +366,11 @@ class ToolRegistry:
             dist = ep.dist.name if ep.dist is not None else "?"
             try:
                 tools = _plugin_tools(ep.load())
+                for item in tools:
+                    # Built now, so an argument type pydantic cannot check skips the
+                    # plugin here rather than failing its first call (built-ins are
+                    # built at their first call: an agent uses few of them).
+                    _ = item.args_model
                 # All or nothing, so a plugin never half-registers.
                 taken = [item.name for item in tools if item.name in self._tools]
                 if taken:

@@ -208,7 +208,8 @@ class KbProgress(Payload):
 class FedItem(BaseModel):
     """One team context item as fed to an agent (the item itself stays in Redis)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    # defer_build: its validator is built at its first use, not at import (issue 28 §2).
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     id: str
     type: str = ""

@@ -194,7 +194,9 @@ class MemoryStatsResult(Result):
     switch_at: float = 0.0
     working_context: dict[str, Any] | None = None
     """Tokens, budget and counts of the working-context block (open-ended)."""
-    usage: UsageTotals = UsageTotals()
+    # All defaults, so made unchecked: a validator built for it at import would be
+    # one more an agent pays at start (issue 28 §2).
+    usage: UsageTotals = UsageTotals.model_construct()
 
 
 # approvals -----------------------------------------------------------------------------

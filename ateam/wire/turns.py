@@ -21,7 +21,9 @@ __all__ = ["ToolCallRecord", "Turn", "parse_turn", "parse_turns"]
 class ToolCallRecord(BaseModel):
     """One tool call an assistant turn asked for, as recorded with it."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    # defer_build: built at the first turn read, not at import (issue 28 §2): an agent
+    # with no history reads none before it serves.
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     id: str = ""
     name: str = ""
@@ -35,7 +37,7 @@ class ToolCallRecord(BaseModel):
 
 
 class Turn(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     ts: float = 0.0
     role: str = "?"

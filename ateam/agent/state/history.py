@@ -304,7 +304,8 @@ class History:
 class Summary(BaseModel):
     """One line of ``summary.jsonl``; fields a newer agent adds are kept as extra."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    # defer_build: its validator is built at its first use, not at import (issue 28 §2).
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     ts: float = 0.0
     summary: str = ""

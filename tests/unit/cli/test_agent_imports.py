@@ -121,3 +121,36 @@ def test_an_idle_echo_agent_imports_nothing_it_does_not_use(
         m for m in imported if any(m == n or m.startswith(n + ".") for n in NOT_FOR_AN_ECHO_AGENT)
     )
     assert loaded == []
+
+
+# Every model class an agent defines, walked once its modules are imported.
+_BUILT_AT_IMPORT = """
+import ateam.agent.runtime.build, ateam.agent.runtime.main, ateam.agent.runtime.process
+from pydantic import BaseModel
+
+def below(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from below(sub)
+
+for cls in below(BaseModel):
+    built = cls.__dict__.get("__pydantic_complete__")
+    a_tools_arguments = cls.__module__ == "ateam.tools.registry"  # made at first use
+    if cls.__module__.startswith("ateam.") and (built or a_tools_arguments):
+        print(f"{cls.__module__}.{cls.__qualname__}")
+"""
+
+
+def test_importing_an_agent_builds_no_model_validator() -> None:
+    """A pydantic validator is built at a model's first use, never by its import.
+
+    Building one costs time and memory (issue 28 §2), and an agent meets few of its
+    models before it serves: its configuration files' and its registry entry's. So every
+    model is ``defer_build``, and no default made at import (a section left out, the
+    echo model) goes through a validator. A tool's arguments model is not even a class
+    until the tool is first described or called.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", _BUILT_AT_IMPORT], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == []

@@ -346,6 +346,13 @@ def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 
             def make():
                 return tool("demo.made")(lambda: "made")
+
+            class Opaque:
+                pass
+
+            @tool("demo.opaque")
+            def opaque(thing: Opaque) -> str:
+                return "no schema for its argument"
             '''
         )
     )
@@ -363,6 +370,7 @@ def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
             wrong = ateam_test_plugin:NOT_A_TOOL
             broken = ateam_test_broken_plugin:anything
             clash = ateam_test_plugin:CLASHING
+            uncheckable = ateam_test_plugin:opaque
 
             [ateam.other]
             ignored = ateam_test_plugin:echo
@@ -382,13 +390,17 @@ def test_entry_point_plugins(plugin_site: Path) -> None:
     assert {"demo.echo", "demo.upper", "demo.lower", "demo.made"} <= names
     assert all(isinstance(t, Tool) for t in registry)
     joined = "\n".join(warnings)
-    assert len(warnings) == 3, warnings
+    assert len(warnings) == 4, warnings
     # "clash" reuses demo.echo: reported, not fatal, and none of its tools registered.
     assert "clash" in joined and "already registered: demo.echo" in joined
     assert "demo.other" not in names
     assert "wrong" in joined and "int" in joined
     assert "broken" in joined and "plugin exploded" in joined
     assert "ateam-test-plugin" in joined
+    # Its argument type has no schema: found at loading (arguments models are built at
+    # first use, but a plugin's is built as it loads), not at its first call.
+    assert "uncheckable" in joined and "Opaque" in joined
+    assert "demo.opaque" not in names
     # Plugins are still denied until an agent allows them.
     with pytest.raises(ToolDenied):
         registry.for_agent(allow=["fs.*"]).check("demo.echo")
