@@ -27,7 +27,7 @@ from .test_owner_backpressure import (
     Stream,
     flood_command,
     held_still,
-    team_on,
+    owning,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -73,31 +73,27 @@ async def test_an_acp_runtimes_command_is_held_for_a_lagging_owner_who_then_gets
         },
     )
     start_agent(AGENT, cwd=project.root)
-    async with team_on(redis_url, "console:test:api") as team:
-        handle = team.agent(AGENT)
-        async with handle.attach() as held:
-            assert await handle.mark_read(await stream.top())
-            events = aiter(handle.tail(from_offset=1))
-            await held.send("print the flood", claim=False)
-            received = bytearray()
-            while not received:  # read into the flood, then stop (a user scrolled up)
-                item = await anext(events)
-                if isinstance(item, Event) and item.type == EventType.TOOL_OUTPUT:
-                    received += decode_chunk(item.data)
+    received = bytearray()
+    async with owning(redis_url, stream, "print the flood") as owner:
+        events = owner.events
+        while not received:  # read into the flood, then stop (a user scrolled up)
+            item = await anext(events)
+            if isinstance(item, Event) and item.type == EventType.TOOL_OUTPUT:
+                received += decode_chunk(item.data)
 
-            # Held: the stream stops growing near the owner's mark, the command unfinished.
-            await held_still(stream)
+        # Held: the stream stops growing near the owner's mark, the command unfinished.
+        await held_still(stream)
 
-            # The owner reads on: everything, in order, never a gap.
-            async for item in events:
-                assert not isinstance(item, Gap), f"the owner was left behind: {item}"
-                if not isinstance(item, Event):
-                    continue
-                if item.type == EventType.TOOL_OUTPUT:
-                    received += decode_chunk(item.data)
-                elif item.type == EventType.TASK_END:
-                    assert item.data["ok"], item.data
-                    break
+        # The owner reads on: everything, in order, never a gap.
+        async for item in events:
+            assert not isinstance(item, Gap), f"the owner was left behind: {item}"
+            if not isinstance(item, Event):
+                continue
+            if item.type == EventType.TOOL_OUTPUT:
+                received += decode_chunk(item.data)
+            elif item.type == EventType.TASK_END:
+                assert item.data["ok"], item.data
+                break
     numbers = [int(found) for found in LINE.findall(bytes(received))]
     streamed, reported = numbers[:LINES], numbers[LINES:]
     assert streamed == list(range(1, LINES + 1)), (

@@ -16,6 +16,7 @@ import contextlib
 import re
 import signal
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from ateam.bus.codec import unpack
 from ateam.bus.connection import RedisTarget, make_client
 from ateam.bus.events import Event, EventType, Gap
 from ateam.bus.owner_lag import READ_FIELD
-from ateam.client import Team
+from ateam.client import AgentHandle, Team
 from ateam.constants import EVENT_LOG_MAX_BYTES, OWNER_TTL_S
 from tests._wait import async_wait_for
 
@@ -120,6 +121,33 @@ async def team_on(redis_url: str, session: str) -> AsyncIterator[Team]:
         yield team
     finally:
         await team.aclose()
+
+
+@dataclass
+class Owner:
+    """This process holding the agent through the client API, following its events."""
+
+    handle: AgentHandle
+    held: Any
+    events: AsyncIterator[Any]
+    first: Any
+    """The input sent as it attached."""
+
+
+@contextlib.asynccontextmanager
+async def owning(redis_url: str, stream: Stream, text: str) -> AsyncIterator[Owner]:
+    """Attach to the agent, say nothing is read yet, follow from the start, send ``text``.
+
+    Nothing read yet is what the console says as it attaches, before its first read.
+    Leaving detaches (the owner lets go).
+    """
+    async with team_on(redis_url, "console:test:api") as team:
+        handle = team.agent(AGENT)
+        async with handle.attach() as held:
+            assert await handle.mark_read(await stream.top())
+            events = aiter(handle.tail(from_offset=1))
+            first = await held.send(text, claim=False)
+            yield Owner(handle, held, events, first)
 
 
 async def held_still(stream: Stream) -> None:
@@ -261,20 +289,13 @@ async def test_the_agent_reads_on_once_its_owner_lets_go(
 ) -> None:
     root = flood_project(tmp_path)
     start_agent(AGENT, cwd=root)
-    async with team_on(redis_url, "console:test:api") as team:
-        handle = team.agent(AGENT)
-        async with handle.attach() as held:
-            # Nothing read yet (what the console says as it attaches, before its
-            # first read), then read into the flood and stop there.
-            assert await handle.mark_read(await stream.top())
-            events = aiter(handle.tail(from_offset=1))
-            await held.send("print the flood", claim=False)
-            await read_into_the_flood(events)
-            await held_still(stream)
-        # Let go (detached): the agent reads on at once, owner or not.
-        await async_wait_for(stream.task_end, 60, "the flood to end after the owner let go")
-        end = await stream.tool_end()
-        assert end is not None and end["ok"] and end["total_bytes"] == FLOOD
+    async with owning(redis_url, stream, "print the flood") as owner:
+        await read_into_the_flood(owner.events)  # then stop reading there
+        await held_still(stream)
+    # Let go (detached): the agent reads on at once, owner or not.
+    await async_wait_for(stream.task_end, 60, "the flood to end after the owner let go")
+    end = await stream.tool_end()
+    assert end is not None and end["ok"] and end["total_bytes"] == FLOOD
 
 
 async def test_a_killed_owner_releases_the_agent_once_its_lease_lapses(
@@ -308,20 +329,15 @@ async def test_interrupt_and_input_work_while_the_agent_is_held(
 ) -> None:
     root = flood_project(tmp_path)
     start_agent(AGENT, cwd=root)
-    async with team_on(redis_url, "console:test:api") as team:
-        handle = team.agent(AGENT)
-        async with handle.attach() as held:
-            assert await handle.mark_read(await stream.top())
-            events = aiter(handle.tail(from_offset=1))
-            first = await held.send("print the flood", claim=False)
-            await read_into_the_flood(events)
-            await held_still(stream)
+    async with owning(redis_url, stream, "print the flood") as owner:
+        await read_into_the_flood(owner.events)
+        await held_still(stream)
 
-            # The agent still answers: input is queued, and the interrupt stops the
-            # command it is holding (no need for the owner to read on).
-            queued = await held.send("and then this", claim=False)
-            assert queued.id != first.id
-            assert await handle.interrupt(claim=False) == first.id
-            end = await async_wait_for(stream.tool_end, 30, "the held command to stop")
-            assert end["reason"] == "interrupted"
-            assert end["total_bytes"] < FLOOD
+        # The agent still answers: input is queued, and the interrupt stops the
+        # command it is holding (no need for the owner to read on).
+        queued = await owner.held.send("and then this", claim=False)
+        assert queued.id != owner.first.id
+        assert await owner.handle.interrupt(claim=False) == owner.first.id
+        end = await async_wait_for(stream.tool_end, 30, "the held command to stop")
+        assert end["reason"] == "interrupted"
+        assert end["total_bytes"] < FLOOD
