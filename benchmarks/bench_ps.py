@@ -100,12 +100,9 @@ async def run(url: str, agents: int, iterations: int, warmup: int) -> tuple[list
     cold_ns: list[int] = []
     churn_ns: list[int] = []
     try:
-        team: list[Heartbeat] = []
         for start in range(0, agents, 100):  # joins, a hundred agents at a time
             beats = [Heartbeat(client, keys, entry(i)) for i in range(start, start + 100)]
             await asyncio.gather(*(hb.beat() for hb in beats))
-            if agents == HUGE_AGENTS:
-                team += beats
         del beats
         views = await registry.list()
         assert len(views) == agents and all(v.connected for v in views), "agents not all listed"
@@ -150,8 +147,10 @@ async def run(url: str, agents: int, iterations: int, warmup: int) -> tuple[list
                     raw_ns.append(b)
                 done += 1
         assert len(views) == agents and sum(len(d) for d in data) == agents
-        if team:
-            churn_ns = await churn(registry, team, beat_all, max(iterations // 2, 20))
+        if agents == HUGE_AGENTS:
+            churn_ns = await churn(
+                registry, client, keys, agents, beat_all, max(iterations // 2, 20)
+            )
     finally:
         await client.aclose()
         await raw.aclose()
@@ -208,25 +207,33 @@ def info_rows(
 
 async def churn(
     registry: Registry,
-    team: list[Heartbeat],
+    client: Any,
+    keys: Keys,
+    agents: int,
     beat_all: Callable[[], Awaitable[None]],
     listings: int,
 ) -> list[int]:
     """Listings while the team changes: before each, the next ``CHURN_AGENTS`` agents
-    write a new entry (their queue length moves) through their own heartbeat."""
+    write a new entry (their queue length moves) through a heartbeat of their own.
+
+    The movers' objects are made for their write and dropped: agents beat from their own
+    processes, and a team of them kept here would be the lister's to carry (each full
+    collection would walk it).
+    """
     timed: list[int] = []
     for n in range(listings):
         if n % 100 == 0:
             await beat_all()
-        first = n * CHURN_AGENTS % len(team)
-        movers = team[first : first + CHURN_AGENTS]
-        for hb in movers:
-            hb.entry.queue_len = n
-        await asyncio.gather(*(hb.beat() for hb in movers))
+        first = n * CHURN_AGENTS % agents
+        movers = [entry(i) for i in range(first, min(first + CHURN_AGENTS, agents))]
+        for moved in movers:
+            moved.queue_len = n + 10  # unlike any entry written before
+        await asyncio.gather(*(Heartbeat(client, keys, moved).beat() for moved in movers))
+        del movers
         t0 = time.perf_counter_ns()
         views = await registry.list()
         timed.append(time.perf_counter_ns() - t0)
-        assert len(views) == len(team)
+        assert len(views) == agents
     return timed
 
 
