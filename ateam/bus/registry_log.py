@@ -27,11 +27,15 @@ import redis.asyncio as aioredis
 
 from ateam.bus.keys import Keys
 
-__all__ = ["CHANGES_KEPT", "changes_key", "log_key", "note_changes"]
+__all__ = ["CHANGES_KEPT", "RESYNC_S", "changes_key", "log_key", "note_changes"]
 
 CHANGES_KEPT = 4096
 """Members the change set keeps: a reader a tick behind more than this many changes
 (a whole team joining at once) reads the registry whole, as it would anyway."""
+RESYNC_S = 60.0
+"""A reader of the log reads a project whole at least this often, whatever the log says:
+a bound on any drift nobody foresaw (a writer that notes nothing, a foreign one; a key
+lost to eviction)."""
 
 # KEYS[1] log hash, KEYS[2] change set; ARGV[1] epoch proposal, ARGV[2] members kept,
 # ARGV[3..] agent ids. Returns the version after the last note.

@@ -38,16 +38,16 @@ from typing import Any
 import msgpack
 import redis.asyncio as aioredis
 
+from ateam import _gc
 from ateam.bus.keys import Keys
 from ateam.bus.registry import Registry, _forbidden, entry_of, with_exits
-from ateam.bus.registry_log import changes_key, log_key
+from ateam.bus.registry_log import RESYNC_S, changes_key, log_key
+from ateam.bus.registry_rows import ENTRY_CONTAINERS
 from ateam.constants import DISCONNECTED_SHOWN_S, HEARTBEAT_TTL_S
 from ateam.wire.registry import AgentEntry, AgentStatus
 
 __all__ = ["RESYNC_S", "RegistryMirror"]
 
-RESYNC_S = 60.0
-"""A project's copy is read whole again at least this often."""
 
 # KEYS[1] a project's heartbeat hash; ARGV[1] the TTL in ms. The server time, then id and
 # stamp of each agent whose last beat is older than the TTL. Unlike Registry.lapsed, no
@@ -123,6 +123,8 @@ class RegistryMirror:
         a lapse."""
         self._patches: builtins.list[AgentEntry] = []
         self.full_reads = 0
+        self._made = 0
+        """Containers decoded since the last listing reported them (:func:`_gc.lasting`)."""
         """How many times a project was read whole (for tests and benchmarks)."""
         self._shown: tuple[int, float, builtins.list[AgentStatus], _Aging]
         self._shown = (-1, 0.0, [], [])
@@ -147,6 +149,8 @@ class RegistryMirror:
 
     async def list(self) -> builtins.list[AgentStatus]:
         """Every agent of every project, connected or recently gone, as of now."""
+        _gc.lasting(self._made)  # what the last listing decoded is kept in the copies
+        self._made = 0
         names = await self._registry.projects()
         pipe = self._client.pipeline(transaction=False)
         for name in names:
@@ -235,6 +239,7 @@ class RegistryMirror:
         pipe.hmget(self._keys.heartbeats(name), agents)
         pipe.hmget(self._keys.exits(name), agents)
         entries, beats, exits = await pipe.execute()
+        self._made += len(agents) * ENTRY_CONTAINERS
         for agent, raw, beat, final in zip(agents, entries, beats, exits, strict=True):
             before, had_exit = copy.entries.get(agent), copy.exits.get(agent)
             _put(copy, name, agent, raw, beat, final)
@@ -264,6 +269,7 @@ class RegistryMirror:
         for raw_id, raw in entries.items():
             agent = _text(raw_id)
             _put(copy, name, agent, raw, beats.get(raw_id), None)
+        self._made += len(entries) * ENTRY_CONTAINERS
         copy.exits = {_text(agent): raw for agent, raw in exits.items()}
 
     async def _views(

@@ -12,6 +12,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from ateam.bus.connection import RedisTarget
+
 
 def _run(program: str) -> list[str]:
     done = subprocess.run(
@@ -77,3 +79,63 @@ def test_the_command_freezes_what_is_left_for_its_exit_and_a_caller_is_left_alon
     )
 
     assert _run(program) == ["True", "0", "True"]
+
+
+def test_lasting_objects_are_frozen_once_enough_pile_up_in_an_ateam_process_only() -> None:
+    program = (
+        "import gc\n"
+        "from ateam import _gc\n"
+        "kept = []\n"
+        "def make(n):\n"
+        "    kept.extend([i] for i in range(n))\n"
+        "    _gc.lasting(n)\n"
+        "def walked():\n"
+        "    ids = {id(o) for o in gc.get_objects()}\n"
+        "    return sum(id(o) in ids for o in kept)\n"
+        "make(2500)\n"
+        "print(walked())\n"  # not run by ateam: the program's collector, as it was
+        "_gc.hold(); _gc.settle()\n"
+        "kept.clear(); make(1500)\n"
+        "print(walked())\n"  # too few yet
+        "make(1000)\n"
+        "print(walked())\n"  # 2 500 since the last freeze: frozen, no longer walked
+    )
+
+    assert _run(program) == ["2500", "1500", "0"]
+
+
+def test_a_listing_of_many_agents_freezes_their_entries(target: RedisTarget) -> None:
+    # At 10 000 agents the entries a listing keeps made every full collection 50-140 ms
+    # (issue 28 §4). 600 agents are some 2 400 containers: enough to freeze, once a
+    # second listing shows the process lists again.
+    program = (
+        "import asyncio, gc, sys\n"
+        "from ateam import _gc\n"
+        "_gc.hold()\n"
+        "from ateam.bus.connection import RedisTarget, make_client\n"
+        "from ateam.bus.keys import Keys\n"
+        "from ateam.bus.registry import AgentEntry, Heartbeat, Registry\n"
+        "_gc.settle()\n"
+        "async def main():\n"
+        "    target = RedisTarget(sys.argv[1], 'test', namespace=sys.argv[2])\n"
+        "    client, keys = make_client(target), Keys(sys.argv[2])\n"
+        "    for i in range(600):\n"
+        "        e = AgentEntry(id=f'p/a{i}', name=f'a{i}', project='p', state='idle')\n"
+        "        await Heartbeat(client, keys, e).beat()\n"
+        "    registry = Registry(client, keys)\n"
+        "    for _ in range(3):\n"  # ps lists once: only the next listing freezes
+        "        views = await registry.list()\n"
+        "        ids = {id(o) for o in gc.get_objects()}\n"
+        "        print(len(views), sum(id(v.entry) in ids for v in views))\n"
+        "    await client.aclose()\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, target.url, f"{target.namespace}gc:"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["600", "600", "600", "0", "600", "0"]

@@ -11,6 +11,7 @@ from ateam.bus.codec import pack
 from ateam.bus.connection import RedisTarget
 from ateam.bus.keys import Keys
 from ateam.bus.registry import AgentEntry, Heartbeat, Registry
+from ateam.bus.registry_log import log_key
 from ateam.bus.registry_rows import in_id_order
 
 # Names whose plain sort is not their agents' id order ("a-b" < "a" as "a-b/" < "a/").
@@ -69,7 +70,8 @@ async def test_an_entry_filed_under_another_agents_id_is_skipped(
     # proj/hera's field holds zeus's entry: keys built from it would name the wrong agent.
     await client.hset(keys.registry("proj"), "proj/hera", pack(entry("proj/zeus").to_wire()))
     await client.hset(keys.heartbeats("proj"), "proj/hera", sec * 1000)
-    registry = Registry(client, keys)
+    # A foreign writer notes nothing in the change log: read whole each time to see it.
+    registry = Registry(client, keys, resync_s=0)
     assert [v.id for v in await registry.list()] == ["proj/zeus"]
     assert [v.id for v in await registry.list()] == ["proj/zeus"]  # remembered as rejected
 
@@ -106,3 +108,58 @@ async def test_a_warm_listing_follows_joins_leaves_and_rewrites_in_id_order(
     await registry.forget("proj", ["proj/b", "proj/f"])
     assert [v.id for v in await registry.list()] == ["proj/a", "proj/c", "proj/d"]
     assert [v.id for v in await registry.list()] == ["proj/a", "proj/c", "proj/d"]
+
+
+async def hgetalls(client: aioredis.Redis) -> int:
+    """How many HGETALL the server has run (its command statistics)."""
+    stats = await client.info("commandstats")
+    return int(stats.get("cmdstat_hgetall", {}).get("calls", 0))
+
+
+async def test_a_warm_listing_reads_the_entries_only_when_the_change_log_moved(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    # An agent writes its entry when it changes, not when it beats: listing again reads
+    # the beats and exits (two HGETALL), and the entries (a third) once a change is noted.
+    keys = Keys(target.namespace)
+    zeus = Heartbeat(client, keys, entry("proj/zeus"))
+    await zeus.beat()
+    await Heartbeat(client, keys, entry("proj/hera")).beat()
+    registry = Registry(client, keys)
+    first = await registry.list()
+    before = await hgetalls(client)
+    assert [v.id for v in await registry.list()] == ["proj/hera", "proj/zeus"]
+    assert await hgetalls(client) - before == 2
+
+    zeus.entry.state = "busy"
+    await zeus.beat()  # the entry written, then noted
+    before = await hgetalls(client)
+    views = await registry.list()
+    assert await hgetalls(client) - before == 3
+    assert [(v.id, v.state) for v in views] == [("proj/hera", "idle"), ("proj/zeus", "busy")]
+    assert views[0].entry is first[0].entry  # hera's bytes did not change: not decoded
+
+    # A write the log does not note (a foreign writer's) shows once the log is lost (a
+    # copy of it is then void) or the resync bound has passed.
+    await client.hset(keys.registry("proj"), "proj/hera", b"not msgpack")
+    assert [v.id for v in await registry.list()] == ["proj/hera", "proj/zeus"]
+    assert [v.id for v in await Registry(client, keys, resync_s=0).list()] == ["proj/zeus"]
+    await client.delete(log_key(keys, "proj"))
+    assert [v.id for v in await registry.list()] == ["proj/zeus"]
+    before = await hgetalls(client)
+    await registry.list()
+    assert await hgetalls(client) - before == 3  # no log to compare with: read whole
+
+
+async def test_a_registry_kept_across_a_flushed_server_lists_what_is_there_now(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    # The new log has a new epoch: a version that happens to match the old one does not
+    # keep the old hash.
+    keys = Keys(target.namespace)
+    await Heartbeat(client, keys, entry("proj/zeus")).beat()
+    registry = Registry(client, keys)
+    assert [v.id for v in await registry.list()] == ["proj/zeus"]
+    await client.delete(keys.registry("proj"), log_key(keys, "proj"), keys.heartbeats("proj"))
+    await Heartbeat(client, keys, entry("proj/hera")).beat()  # version 1 again
+    assert [v.id for v in await registry.list()] == ["proj/hera"]
