@@ -108,12 +108,13 @@ class Registry:
         shown = _readable(names, replies[0:-1:3], replies[1:-1:3])
         stale = [project for project, log, _ in shown if not self._parsed.holds(project, log)]
         entries = await self._entries(stale)
+        asked = set(stale)
         views: list[AgentStatus] = []
         expired: dict[str, list[bytes]] = {}
         with _no_cycle_collection():
             for project, log, beats in shown:
                 read = entries.get(project)
-                if read is None and project in stale:
+                if read is None and project in asked:
                     continue  # its ACL changed between the two round trips: invisible now
                 gone: list[bytes] = []
                 self._parsed.rows(project, read, log, beats, now_ms, views, gone)

@@ -41,7 +41,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ateam import _gc
+from ateam import _gc, _telemetry_off
 from ateam._cmdline import mask_own_title
 from ateam.cli._verb import Handler
 
@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is not None:
         return _main(argv)  # a caller's process (tests): its collector is left alone
     _gc.hold()  # the start makes long-lived objects only: see ateam/_gc.py
+    _telemetry_off.install()  # before redis-py is imported: see ateam/_telemetry_off.py
     mask_own_title()  # before anything slow: `ps` must not show a --redis password
     try:
         return _main(sys.argv[1:])

@@ -160,7 +160,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "ateam._scan",
     ),
     ("ateam._json", "ateam._lazy"),
-    ("ateam._cmdline", "ateam._gc"),
+    ("ateam._cmdline", "ateam._gc", "ateam._telemetry_off"),
     ("ateam.completion",),
 )
 """The floors of the house, top first (docs/architecture.md draws them). A module may
