@@ -83,10 +83,11 @@ class Registry:
         """Every agent of ``projects`` (default: all), connected or recently gone.
 
         One round trip for the project set, one for every project's beats, exits and
-        change-log version, and one more for the entries of the projects whose version
-        moved since this registry last read them (all of them, the first time): an
-        agent writes its entry when it changes, not when it beats, so listing again
-        mostly reads the beats (issue 28 §4: the entries of 10 000 agents are 4 MB).
+        change-log version, and one more for the entries (and beats again) of the
+        projects whose version moved since this registry last read them (all of them,
+        the first time): an agent writes its entry when it changes, not when it beats,
+        so listing again mostly reads the beats (issue 28 §4: the entries of 10 000
+        agents are 4 MB).
         """
         _gc.lasting(self._parsed.made)  # what the last listing decoded is kept still
         self._parsed.made = 0
@@ -113,7 +114,7 @@ class Registry:
         expired: dict[str, list[bytes]] = {}
         with _no_cycle_collection():
             for project, log, beats in shown:
-                read = entries.get(project)
+                read, beats = entries.get(project, (None, beats))
                 if read is None and project in asked:
                     continue  # its ACL changed between the two round trips: invisible now
                 gone: list[bytes] = []
@@ -130,21 +131,28 @@ class Registry:
             views.sort(key=_BY_ID)
         return views
 
-    async def _entries(self, projects: builtins.list[str]) -> dict[str, dict[bytes, bytes]]:
-        """The registry hashes of ``projects``, read after their versions were: each
-        holds at least every write its version notes (a note lands after its write)."""
+    async def _entries(
+        self, projects: builtins.list[str]
+    ) -> dict[str, tuple[dict[bytes, bytes], dict[bytes, bytes]]]:
+        """The registry and heartbeat hashes of ``projects``, read after their versions
+        were: each registry holds at least every write its version notes (a note lands
+        after its write). The beats are read again, after the entries, as an agent's
+        beat is written before its entry: an agent that joined since the first round
+        trip has both, not an entry without a beat (which reads as gone for good)."""
         if not projects:
             return {}
         pipe = self._client.pipeline(transaction=False)
         for project in projects:
             pipe.hgetall(self._keys.registry(project))
-        read: dict[str, dict[bytes, bytes]] = {}
-        for project, reply in zip(projects, await pipe.execute(raise_on_error=False), strict=True):
-            if isinstance(reply, Exception):
-                if not _forbidden(reply):
-                    raise reply
+            pipe.hgetall(self._keys.heartbeats(project))
+        replies = await pipe.execute(raise_on_error=False)
+        read: dict[str, tuple[dict[bytes, bytes], dict[bytes, bytes]]] = {}
+        for project, entries, beats in zip(projects, replies[0::2], replies[1::2], strict=True):
+            if isinstance(entries, Exception) or isinstance(beats, Exception):
+                if not _forbidden(entries) and not _forbidden(beats):
+                    raise entries if isinstance(entries, Exception) else beats
                 continue
-            read[project] = reply
+            read[project] = entries, beats
         return read
 
     async def lapsed(self, project: str) -> Lapse:

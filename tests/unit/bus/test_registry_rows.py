@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from ateam.bus.codec import pack
@@ -120,7 +121,8 @@ async def test_a_warm_listing_reads_the_entries_only_when_the_change_log_moved(
     client: aioredis.Redis, target: RedisTarget
 ) -> None:
     # An agent writes its entry when it changes, not when it beats: listing again reads
-    # the beats and exits (two HGETALL), and the entries (a third) once a change is noted.
+    # the beats and exits (two HGETALL), and once a change is noted the entries and the
+    # beats again (two more, see the next test for why the beats).
     keys = Keys(target.namespace)
     zeus = Heartbeat(client, keys, entry("proj/zeus"))
     await zeus.beat()
@@ -135,7 +137,7 @@ async def test_a_warm_listing_reads_the_entries_only_when_the_change_log_moved(
     await zeus.beat()  # the entry written, then noted
     before = await hgetalls(client)
     views = await registry.list()
-    assert await hgetalls(client) - before == 3
+    assert await hgetalls(client) - before == 4
     assert [(v.id, v.state) for v in views] == [("proj/hera", "idle"), ("proj/zeus", "busy")]
     assert views[0].entry is first[0].entry  # hera's bytes did not change: not decoded
 
@@ -148,7 +150,7 @@ async def test_a_warm_listing_reads_the_entries_only_when_the_change_log_moved(
     assert [v.id for v in await registry.list()] == ["proj/zeus"]
     before = await hgetalls(client)
     await registry.list()
-    assert await hgetalls(client) - before == 3  # no log to compare with: read whole
+    assert await hgetalls(client) - before == 4  # no log to compare with: read whole
 
 
 async def test_a_registry_kept_across_a_flushed_server_lists_what_is_there_now(
@@ -163,3 +165,25 @@ async def test_a_registry_kept_across_a_flushed_server_lists_what_is_there_now(
     await client.delete(keys.registry("proj"), log_key(keys, "proj"), keys.heartbeats("proj"))
     await Heartbeat(client, keys, entry("proj/hera")).beat()  # version 1 again
     assert [v.id for v in await registry.list()] == ["proj/hera"]
+
+
+async def test_an_agent_joining_between_the_two_round_trips_is_listed_not_forgotten(
+    client: aioredis.Redis, target: RedisTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The entries are read in a second round trip: an agent that joins after the first
+    # has an entry there. Its beat must be read with it, or it would read as an agent
+    # gone for good, and be forgotten (its entry and beat deleted) by this listing.
+    keys = Keys(target.namespace)
+    await Heartbeat(client, keys, entry("proj/hera")).beat()
+    registry = Registry(client, keys)
+    read_entries = registry._entries
+
+    async def joined_meanwhile(projects: list[str]) -> Any:
+        await Heartbeat(client, keys, entry("proj/zeus")).beat()
+        return await read_entries(projects)
+
+    monkeypatch.setattr(registry, "_entries", joined_meanwhile)
+    views = await registry.list()
+
+    assert [(v.id, v.connected) for v in views] == [("proj/hera", True), ("proj/zeus", True)]
+    assert await client.hexists(keys.registry("proj"), "proj/zeus")
