@@ -39,8 +39,8 @@ from ateam import _gc
 from ateam.bus.codec import pack
 from ateam.bus.identity import AgentIdentity, publish, withdraw
 from ateam.bus.keys import Keys
-from ateam.bus.registry_log import RESYNC_S, log_key, note_changes
-from ateam.bus.registry_rows import EntryCache, in_id_order
+from ateam.bus.registry_log import RESYNC_S, changes_key, log_key, note_changes
+from ateam.bus.registry_rows import EntryCache, Patch, in_id_order
 from ateam.constants import HEARTBEAT_TTL_S
 from ateam.wire.registry import AgentEntry, AgentStatus, FinalExit
 
@@ -82,12 +82,13 @@ class Registry:
     async def list(self, projects: Iterable[str] | None = None) -> builtins.list[AgentStatus]:
         """Every agent of ``projects`` (default: all), connected or recently gone.
 
-        One round trip for the project set, one for every project's beats, exits and
-        change-log version, and one more for the entries (and beats again) of the
-        projects whose version moved since this registry last read them (all of them,
-        the first time): an agent writes its entry when it changes, not when it beats,
-        so listing again mostly reads the beats (issue 28 §4: the entries of 10 000
-        agents are 4 MB).
+        One round trip for the project set, one for every project's beats, exits,
+        change-log version and the agents its log noted since this registry last read
+        it, and one more for the entries (and beats again) of the projects whose version
+        moved: just the noted agents' entries when the log holds every change since
+        (:meth:`EntryCache.patchable`), else the whole hash (all of them, the first
+        time). An agent writes its entry when it changes, not when it beats, so listing
+        again mostly reads the beats (issue 28 §4: the entries of 10 000 agents are 4 MB).
         """
         _gc.lasting(self._parsed.made)  # what the last listing decoded is kept still
         self._parsed.made = 0
@@ -96,9 +97,16 @@ class Registry:
         names = ordered or names
         pipe = self._client.pipeline(transaction=False)
         for project in names:
-            pipe.hmget(log_key(self._keys, project), "epoch", "ver")
+            log = log_key(self._keys, project)
+            pipe.hmget(log, "epoch", "ver")
             pipe.hgetall(self._keys.heartbeats(project))
             pipe.hgetall(self._keys.exits(project))
+            # The noted agents, then the floor: read after them, it tells whether the log
+            # was trimmed past this registry's version before they were read.
+            since = self._parsed.since(project)
+            low = f"({since.decode()}" if since is not None else "+inf"
+            pipe.zrangebyscore(changes_key(self._keys, project), low, "+inf")
+            pipe.hget(log, "floor")
         pipe.time()
         replies = await pipe.execute(raise_on_error=False)
         clock = replies[-1]
@@ -106,10 +114,25 @@ class Registry:
             raise clock
         sec, usec = clock
         now_ms = sec * 1000 + usec // 1000
-        shown = _readable(names, replies[0:-1:3], replies[1:-1:3])
-        stale = [project for project, log, _ in shown if not self._parsed.holds(project, log)]
-        entries = await self._entries(stale)
-        asked = set(stale)
+        logs, beat_hashes, exits, changes, floors = (replies[k:-1:5] for k in range(5))  # queued
+        shown = _readable(names, logs, beat_hashes)
+        noted = dict(zip(names, zip(changes, floors, strict=True), strict=True))
+        whole: list[str] = []
+        patches: dict[str, list[bytes]] = {}
+        for project, log, _ in shown:
+            if self._parsed.holds(project, log):
+                continue
+            changed, floor = noted[project]
+            if (
+                isinstance(changed, list)
+                and changed
+                and self._parsed.patchable(project, log, floor)
+            ):
+                patches[project] = changed
+            else:
+                whole.append(project)
+        entries = await self._entries(whole, patches)
+        asked = {*whole, *patches}
         views: list[AgentStatus] = []
         expired: dict[str, list[bytes]] = {}
         with _no_cycle_collection():
@@ -123,7 +146,7 @@ class Registry:
                     expired[project] = gone
         if projects is None:
             self._parsed.keep_only(names)
-        views = with_exits(views, names, replies[2:-1:3], now_ms)
+        views = with_exits(views, names, exits, now_ms)
         for project, ids in expired.items():
             await self.forget(project, ids)
         await self.mark_restarting([v for v in views if not v.connected])
@@ -132,26 +155,34 @@ class Registry:
         return views
 
     async def _entries(
-        self, projects: builtins.list[str]
-    ) -> dict[str, tuple[dict[bytes, bytes], dict[bytes, bytes]]]:
-        """The registry and heartbeat hashes of ``projects``, read after their versions
-        were: each registry holds at least every write its version notes (a note lands
-        after its write). The beats are read again, after the entries, as an agent's
-        beat is written before its entry: an agent that joined since the first round
-        trip has both, not an entry without a beat (which reads as gone for good)."""
+        self, whole: builtins.list[str], patches: dict[str, builtins.list[bytes]]
+    ) -> dict[str, tuple[dict[bytes, bytes] | Patch, dict[bytes, bytes]]]:
+        """The registry hashes of ``whole``, the entries of the agents ``patches`` names
+        per project, and the heartbeat hashes of both, read after their versions were:
+        each registry holds at least every write its version notes (a note lands after
+        its write). The beats are read again, after the entries, as an agent's beat is
+        written before its entry: an agent that joined since the first round trip has
+        both, not an entry without a beat (which reads as gone for good)."""
+        projects = [*whole, *patches]
         if not projects:
             return {}
         pipe = self._client.pipeline(transaction=False)
-        for project in projects:
+        for project in whole:
             pipe.hgetall(self._keys.registry(project))
             pipe.hgetall(self._keys.heartbeats(project))
+        for project, ids in patches.items():
+            pipe.hmget(self._keys.registry(project), ids)
+            pipe.hgetall(self._keys.heartbeats(project))
         replies = await pipe.execute(raise_on_error=False)
-        read: dict[str, tuple[dict[bytes, bytes], dict[bytes, bytes]]] = {}
+        read: dict[str, tuple[dict[bytes, bytes] | Patch, dict[bytes, bytes]]] = {}
         for project, entries, beats in zip(projects, replies[0::2], replies[1::2], strict=True):
             if isinstance(entries, Exception) or isinstance(beats, Exception):
                 if not _forbidden(entries) and not _forbidden(beats):
                     raise entries if isinstance(entries, Exception) else beats
                 continue
+            named = patches.get(project)
+            if named is not None:
+                entries = Patch(dict(zip(named, entries, strict=True)))
             read[project] = entries, beats
         return read
 

@@ -111,18 +111,19 @@ async def test_a_warm_listing_follows_joins_leaves_and_rewrites_in_id_order(
     assert [v.id for v in await registry.list()] == ["proj/a", "proj/c", "proj/d"]
 
 
-async def hgetalls(client: aioredis.Redis) -> int:
-    """How many HGETALL the server has run (its command statistics)."""
+async def hgetalls(client: aioredis.Redis, command: str = "hgetall") -> int:
+    """How many HGETALL (or ``command``) the server has run (its command statistics)."""
     stats = await client.info("commandstats")
-    return int(stats.get("cmdstat_hgetall", {}).get("calls", 0))
+    return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
 
 
 async def test_a_warm_listing_reads_the_entries_only_when_the_change_log_moved(
     client: aioredis.Redis, target: RedisTarget
 ) -> None:
     # An agent writes its entry when it changes, not when it beats: listing again reads
-    # the beats and exits (two HGETALL), and once a change is noted the entries and the
-    # beats again (two more, see the next test for why the beats).
+    # the beats and exits (two HGETALL), and once a change is noted the entries of the
+    # agents noted (one HMGET beside the log's) and the beats again (one more HGETALL,
+    # see the test of an agent joining between the round trips for why the beats).
     keys = Keys(target.namespace)
     zeus = Heartbeat(client, keys, entry("proj/zeus"))
     await zeus.beat()
@@ -135,9 +136,10 @@ async def test_a_warm_listing_reads_the_entries_only_when_the_change_log_moved(
 
     zeus.entry.state = "busy"
     await zeus.beat()  # the entry written, then noted
-    before = await hgetalls(client)
+    before, hmgets = await hgetalls(client), await hgetalls(client, "hmget")
     views = await registry.list()
-    assert await hgetalls(client) - before == 4
+    assert await hgetalls(client) - before == 3
+    assert await hgetalls(client, "hmget") - hmgets == 2  # the log's version, then zeus
     assert [(v.id, v.state) for v in views] == [("proj/hera", "idle"), ("proj/zeus", "busy")]
     assert views[0].entry is first[0].entry  # hera's bytes did not change: not decoded
 
@@ -151,6 +153,52 @@ async def test_a_warm_listing_reads_the_entries_only_when_the_change_log_moved(
     before = await hgetalls(client)
     await registry.list()
     assert await hgetalls(client) - before == 4  # no log to compare with: read whole
+
+
+async def test_a_listing_reads_only_the_agents_the_log_noted_unless_it_was_trimmed_past(
+    client: aioredis.Redis, target: RedisTarget
+) -> None:
+    # At 10 000 agents a project's hash is 4 MB: a listing after a few agents changed
+    # reads those entries, not the hash. Joined, changed and forgotten agents all come
+    # through the log; a log trimmed past what this registry read sends it to the hash.
+    keys = Keys(target.namespace)
+    for name in ("b", "d", "f"):
+        await Heartbeat(client, keys, entry(f"proj/{name}")).beat()
+    registry = Registry(client, keys)
+    assert [v.id for v in await registry.list()] == ["proj/b", "proj/d", "proj/f"]
+
+    await Heartbeat(client, keys, entry("proj/a")).beat()  # joins
+    changed = Heartbeat(client, keys, entry("proj/d"))
+    changed.entry.queue_len = 3
+    await changed.beat()
+    await registry.forget("proj", ["proj/f"])
+    before = await hgetalls(client)
+    views = await registry.list()
+    assert await hgetalls(client) - before == 3  # beats, exits; the beats again
+    assert [(v.id, v.entry.queue_len) for v in views] == [
+        ("proj/a", 0),
+        ("proj/b", 0),
+        ("proj/d", 3),
+    ]
+
+    # An un-noted write stays unseen by a patch; once the log says changes were trimmed
+    # away past this registry's version, the hash is read whole and shows it.
+    await client.hset(keys.registry("proj"), "proj/b", b"not msgpack")
+    changed.entry.queue_len = 4
+    await changed.beat()
+    views = await registry.list()
+    assert [(v.id, v.entry.queue_len) for v in views] == [
+        ("proj/a", 0),
+        ("proj/b", 0),
+        ("proj/d", 4),
+    ]
+    changed.entry.queue_len = 5
+    await changed.beat()
+    await client.hset(log_key(keys, "proj"), "floor", 10**6)
+    before = await hgetalls(client)
+    views = await registry.list()
+    assert await hgetalls(client) - before == 4  # the registry's hash too
+    assert [(v.id, v.entry.queue_len) for v in views] == [("proj/a", 0), ("proj/d", 5)]
 
 
 async def test_a_registry_kept_across_a_flushed_server_lists_what_is_there_now(
@@ -178,9 +226,9 @@ async def test_an_agent_joining_between_the_two_round_trips_is_listed_not_forgot
     registry = Registry(client, keys)
     read_entries = registry._entries
 
-    async def joined_meanwhile(projects: list[str]) -> Any:
+    async def joined_meanwhile(whole: list[str], patches: dict[str, list[bytes]]) -> Any:
         await Heartbeat(client, keys, entry("proj/zeus")).beat()
-        return await read_entries(projects)
+        return await read_entries(whole, patches)
 
     monkeypatch.setattr(registry, "_entries", joined_meanwhile)
     views = await registry.list()
