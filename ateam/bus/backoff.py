@@ -39,7 +39,7 @@ except ImportError:  # pragma: no cover - redis is a hard dependency
     CONNECTION_ERRORS = (ConnectionError, OSError)
 
 
-@dataclass
+@dataclass(eq=False)
 class Backoff:
     """250 ms doubling to 5 s with ±25 % jitter; counts consecutive failures."""
 

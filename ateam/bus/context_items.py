@@ -229,7 +229,7 @@ class _Place(NamedTuple):
     item_key: Callable[[str], str]
 
 
-@dataclass
+@dataclass(eq=False)
 class _IndexCursor:
     """Reads one index newest first, a page per round trip, pruning expired members.
 

@@ -157,7 +157,7 @@ def machine_identity() -> JsonObject:
     return identity
 
 
-@dataclass
+@dataclass(eq=False)
 class InstanceLock:
     """``lock:{agent}`` held by one process; refreshed and released only by its holder.
 

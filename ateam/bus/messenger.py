@@ -50,7 +50,7 @@ SEND_TIMEOUT_S = 10.0
 """How long a sender waits for the teammate's acknowledgement (the item is on its disk)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TeamMessenger:
     """Sends text from the agent ``identity.agent`` to teammates of its project."""
 

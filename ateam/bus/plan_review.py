@@ -28,7 +28,7 @@ REVIEW_TIMEOUT_S = 10.0
 """How long a lead waits for the teammate to record its answer."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PlanReviewer:
     """Answers the plans of the teammates of agent ``identity.agent``."""
 

@@ -100,7 +100,7 @@ Handler = Callable[[Call], Awaitable[object]]
 msgpack value as it is, for callers below the agent's catalogue (tests, tools)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Method:
     """An entry of the method catalogue."""
 
@@ -472,7 +472,7 @@ return 1
 """
 
 
-@dataclass
+@dataclass(eq=False)
 class RpcClient:
     """Caller side.
 

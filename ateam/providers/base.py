@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True)
 class Message:
+    """One message of the conversation a provider is sent."""
+
     role: str
     """``system``, ``user``, ``assistant`` or ``tool``."""
     content: str
@@ -23,11 +25,15 @@ class Message:
 
 @dataclass(frozen=True)
 class TextDelta:
+    """A piece of the model's reply text, as it streams."""
+
     text: str
 
 
 @dataclass(frozen=True)
 class ToolCall:
+    """A tool call the model asked for, its arguments parsed."""
+
     id: str
     name: str
     args: dict[str, Any]
@@ -35,6 +41,8 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens a model call took in and gave out."""
+
     tokens_in: int
     tokens_out: int
 

@@ -55,6 +55,8 @@ _BULKY = frozenset({"new_content"})
 
 @dataclass(frozen=True)
 class Answer:
+    """A decision on an approval request, and who made it."""
+
     decision: Decision
     content: str | None = None
     """The edited file for :attr:`Decision.EDIT`."""
@@ -65,6 +67,8 @@ class Answer:
 
 @dataclass
 class ApprovalRequest:
+    """A tool call waiting for a console's decision (a diff for ``fs.patch``)."""
+
     id: str
     kind: str
     """``diff`` for an ``fs.patch`` proposal, ``tool`` for any other call."""

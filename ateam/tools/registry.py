@@ -107,7 +107,7 @@ AskFn = Callable[[str, dict[str, Any]], Awaitable[Answer]]
 """``ask(kind, extra)``: open an approval request and wait for the owner's answer."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ToolContext:
     """What the agent passes to every tool call; not part of any schema.
 

@@ -250,6 +250,8 @@ def _stat(path: Path) -> _Stat | None:
 
 @dataclass(frozen=True)
 class _Read:
+    """A prompt file as last read: its stat, its text, or why it could not be read."""
+
     stat: _Stat | None
     text: str | None
     """``None`` when the file exists but could not be read (the caller keeps what it had)."""

@@ -36,6 +36,8 @@ _MISSING_RESULT = "(no result: the task was interrupted before this tool ran)"
 
 @dataclass(frozen=True)
 class Context:
+    """The messages a model call is sent, and what they cost."""
+
     messages: list[Message]
     tokens: int
     """Estimated tokens of :attr:`messages`."""

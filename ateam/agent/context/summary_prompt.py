@@ -103,6 +103,8 @@ def summary_messages(
 
 @dataclass
 class SummaryReply:
+    """A model's reply to a request for a summary."""
+
     text: str
     tokens: int
     refused: str | None = None

@@ -150,6 +150,8 @@ class SummaryOutcome:
 
 @dataclass
 class _Rendered:
+    """The working context as text, and its sections."""
+
     text: str
     sections: dict[str, Section] = field(default_factory=dict)
 

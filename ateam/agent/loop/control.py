@@ -23,7 +23,7 @@ class Stoppable(Protocol):
     def kill(self) -> None: ...
 
 
-@dataclass
+@dataclass(eq=False)
 class TaskControl:
     """How the outside world stops a running task."""
 

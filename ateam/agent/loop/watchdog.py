@@ -44,8 +44,10 @@ class Stall:
         return f"worker stalled: no progress for {self.idle_s:.0f}s in {self.step}; {verb}"
 
 
-@dataclass
+@dataclass(eq=False)
 class _Running:
+    """A task being watched, and when it last made progress."""
+
     name: str
     task: asyncio.Task[object]
     stop: Callable[[], None] | None

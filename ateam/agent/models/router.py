@@ -82,6 +82,8 @@ class Action(StrEnum):
 
 @dataclass(frozen=True)
 class Decision:
+    """What to do after a model call failed: retry, switch or give up."""
+
     action: Action
     delay_s: float = 0.0
     """How long to wait before a retry."""
@@ -110,7 +112,7 @@ class Health:
         }
 
 
-@dataclass
+@dataclass(eq=False)
 class ModelRouter:
     """The route of one agent and the state of each model on it.
 

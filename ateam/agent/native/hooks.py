@@ -44,7 +44,7 @@ from ateam.wire.turns import Turn
 __all__ = ["AgentHooks", "AgentSources"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AgentSources:
     """Where the agent's contexts come from, besides the recorded turns."""
 
@@ -77,7 +77,7 @@ class AgentSources:
         return self.keeper.handoff_context()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AgentHooks:
     """The task loop's calls into the agent (see :class:`~ateam.agent.native.runner.TaskHooks`)."""
 

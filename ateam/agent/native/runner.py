@@ -74,7 +74,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_ITERATIONS = 25
 
 
-@dataclass
+@dataclass(eq=False)
 class _Progress:
     """What a task has done so far, kept outside the loop so a failure can report it."""
 
@@ -89,6 +89,8 @@ class _Progress:
 
 @dataclass
 class _Reply:
+    """One model reply, gathered from its stream."""
+
     text: str = ""
     calls: list[ToolCall] = field(default_factory=list)
     usage: Usage | None = None

@@ -114,7 +114,7 @@ ReplRunner = Callable[[ServicePort], Awaitable[None]]
 """Runs the local REPL over the agent's port until it is closed."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Parts:
     """Every part of one agent process, as :func:`build_parts` wired them."""
 

@@ -166,7 +166,7 @@ class Control(Protocol):
     def request_shutdown(self, code: int = 0) -> None: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServicePort:
     """The whole catalogue's view of one agent: what
     :class:`~ateam.agent.runtime.service.AgentService` and the REPL are given."""
