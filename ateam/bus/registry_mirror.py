@@ -74,7 +74,7 @@ _Aging = list[tuple[AgentStatus, int]]
 """Views whose age moves with the clock, each with the stamp it counts from (ms)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class _Copy:
     """One project as the mirror holds it."""
 
@@ -123,9 +123,9 @@ class RegistryMirror:
         a lapse."""
         self._patches: builtins.list[AgentEntry] = []
         self.full_reads = 0
+        """How many times a project was read whole (for tests and benchmarks)."""
         self._made = 0
         """Containers decoded since the last listing reported them (:func:`_gc.lasting`)."""
-        """How many times a project was read whole (for tests and benchmarks)."""
         self._shown: tuple[int, float, builtins.list[AgentStatus], _Aging]
         self._shown = (-1, 0.0, [], [])
         self._grouped: tuple[object, dict[str, tuple[AgentStatus, ...]]] = (None, {})
