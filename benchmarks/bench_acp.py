@@ -121,6 +121,11 @@ class Console:
 
     async def task(self, text: str) -> Answer:
         """One input to its ``task.end``."""
+        # A console keeps its claim alive (it lapses OWNER_TTL_S after the last renewal):
+        # renewed before each input, untimed, or a run slower than the TTL (a stalled
+        # host) had its input refused with "no console is attached".
+        if not await self.ownership.refresh(AGENT_ID):
+            await self.ownership.acquire(AGENT_ID)
         tail = EventTail(self.client, self.keys)
         tail.add(AGENT_ID, after=await self.top())
         sent = time.perf_counter()

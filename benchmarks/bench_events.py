@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import redis
 import redis.asyncio as aioredis
 from _common import (
     GcPauses,
@@ -497,6 +498,12 @@ def result(proc: subprocess.Popen[str], timeout: float = 120) -> dict[str, Any]:
     raise RuntimeError(f"child exited {proc.returncode} without a result: {out[-500:]}")
 
 
+def command_us(client: redis.Redis) -> float:
+    """Microseconds the server spent in commands since its last ``CONFIG RESETSTAT``."""
+    stats = client.info("commandstats")
+    return float(sum(entry["usec"] for entry in stats.values()))
+
+
 def run_pair(
     con_spec: dict[str, Any], pub_specs: list[dict[str, Any]]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -571,10 +578,13 @@ def latency(
     # ateam, raw, and pool the samples: a host whose load drifts during the run (other
     # work on 2 cores) then weighs on both alike, and the ratio row compares like with like.
     order = ("raw", "ateam") if quick or not target else ("raw", "ateam", "ateam", "raw")
+    server_us: dict[str, float] = {"raw": 0.0, "ateam": 0.0}
+    stats = redis.Redis.from_url(url)
     for mode in order:
         ns = f"bench-lat-{mode}-{uuid.uuid4().hex[:8]}:"
         base = {"url": url, "ns": ns, "mode": mode}
         meter = HostCpu().start()
+        stats.config_resetstat()
         runs[mode].append(
             run_pair(
                 {**base, "role": "lat-con", "expect": expect},
@@ -582,6 +592,8 @@ def latency(
             )
         )
         loads[mode].append(meter.stop())
+        server_us[mode] += command_us(stats)
+    stats.close()
     res = {mode: pooled(mode_runs) for mode, mode_runs in runs.items()}
     for mode, (con, _) in res.items():
         save_samples(f"event_latency_{rate // 1000}k_{mode}", con.pop("samples_ms"))
@@ -629,6 +641,22 @@ def latency(
             None,
         ),
     ]
+    # The server's time in commands (publishing, reading, everything of the run) per
+    # event: the share of the tail that ateam's append script puts on a busy host. It
+    # does not swing with the host's load as the tail does.
+    per_event = {mode: server_us[mode] / max(res[mode][1]["sent"], 1) for mode in server_us}
+    rows.append(
+        Row(
+            f"event_server_us{tag}",
+            f"redis-server time per event ({where})",
+            per_event["ateam"],
+            "us",
+            per_event["raw"],
+            "XADD pipelines + XREAD",
+            "(info)",
+            None,
+        )
+    )
     notes = [
         f"latency run at {rate} events/s over {AGENTS} agents in {procs} publisher "
         f"process(es), {warm:.0f} s warm-up + {dur:.0f} s measured ({ac['n']} samples); "
