@@ -81,16 +81,22 @@ async def test_an_entry_filed_under_another_agents_id_is_skipped(
     assert [v.id for v in await registry.list()] == ["proj/hera", "proj/zeus"]
 
 
+async def listed_bdf(client: aioredis.Redis, keys: Keys) -> Registry:
+    """A registry that has listed agents b, d and f of ``proj`` once."""
+    for name in ("b", "d", "f"):
+        await Heartbeat(client, keys, entry(f"proj/{name}")).beat()
+    registry = Registry(client, keys)
+    assert [v.id for v in await registry.list()] == ["proj/b", "proj/d", "proj/f"]
+    return registry
+
+
 async def test_a_warm_listing_follows_joins_leaves_and_rewrites_in_id_order(
     client: aioredis.Redis, target: RedisTarget
 ) -> None:
     # The cache keeps each project's sorted ids while they stay the same set: a join, a
     # leave or a rewrite between two listings must each show in the next one.
     keys = Keys(target.namespace)
-    for name in ("b", "d", "f"):
-        await Heartbeat(client, keys, entry(f"proj/{name}")).beat()
-    registry = Registry(client, keys)
-    assert [v.id for v in await registry.list()] == ["proj/b", "proj/d", "proj/f"]
+    registry = await listed_bdf(client, keys)
 
     rewritten = Heartbeat(client, keys, entry("proj/d"))
     rewritten.entry.queue_len = 7
@@ -162,10 +168,7 @@ async def test_a_listing_reads_only_the_agents_the_log_noted_unless_it_was_trimm
     # reads those entries, not the hash. Joined, changed and forgotten agents all come
     # through the log; a log trimmed past what this registry read sends it to the hash.
     keys = Keys(target.namespace)
-    for name in ("b", "d", "f"):
-        await Heartbeat(client, keys, entry(f"proj/{name}")).beat()
-    registry = Registry(client, keys)
-    assert [v.id for v in await registry.list()] == ["proj/b", "proj/d", "proj/f"]
+    registry = await listed_bdf(client, keys)
 
     await Heartbeat(client, keys, entry("proj/a")).beat()  # joins
     changed = Heartbeat(client, keys, entry("proj/d"))

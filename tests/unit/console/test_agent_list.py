@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from textual.app import App, ComposeResult
+from textual.pilot import Pilot
 
 from ateam.bus.registry import AgentEntry
 from ateam.console.panes.agent_list import AgentList
@@ -40,6 +41,15 @@ def state_of(view: AgentStatus) -> str:
     return view.state
 
 
+async def listed(app: ListApp, pilot: Pilot[None]) -> AgentList:
+    """The app's list, showing a team of TEAM idle agents."""
+    agents = app.query_one(AgentList)
+    known = views(TEAM, state="idle")
+    agents.redraw(known, list(known), state_of=state_of, attached=None)
+    await pilot.pause()
+    return agents
+
+
 @pytest.fixture
 def laid_out(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The ids of the options whose prompt the list laid out (visualized), in order."""
@@ -60,10 +70,7 @@ async def test_a_join_to_thousands_of_agents_lays_out_only_the_rows_shown(
 ) -> None:
     app = ListApp()
     async with app.run_test(size=(60, 30)) as pilot:
-        agents = app.query_one(AgentList)
-        known = views(TEAM, state="idle")
-        agents.redraw(known, list(known), state_of=state_of, attached=None)
-        await pilot.pause()
+        agents = await listed(app, pilot)
         assert len(laid_out) <= 30  # a screenful at most, not the whole team
 
         # Every row changed in place (new prompts, none laid out yet), then one joins.
@@ -90,10 +97,7 @@ async def test_thousands_of_rows_changed_at_once_refresh_the_list_once(
 ) -> None:
     app = ListApp()
     async with app.run_test(size=(60, 30)) as pilot:
-        agents = app.query_one(AgentList)
-        known = views(TEAM, state="idle")
-        agents.redraw(known, list(known), state_of=state_of, attached=None)
-        await pilot.pause()
+        agents = await listed(app, pilot)
         refreshes: list[object] = []
         refresh = agents.refresh
         monkeypatch.setattr(agents, "refresh", lambda *a, **k: refreshes.append(a) or refresh())
