@@ -366,13 +366,15 @@ class SnapshotFile:
         private_dir(self.home)
         changed = not self._holds(mark)
         data = render(document)
-        if changed:
-            atomic_write(self.path, data)  # 0600 when new; a mode someone chose is kept
-            self._written = (file_key(self.path), mark)
+        # The copy goes first: whoever reads a new session.json finds a copy at least as
+        # new (the other order let a reader see the file a change ahead of its copy).
         archive = self.archive_path(document)
         if changed or not archive.exists():
             private_dir(self.archive_dir)
             atomic_write(archive, data)
+        if changed:
+            atomic_write(self.path, data)  # 0600 when new; a mode someone chose is kept
+            self._written = (file_key(self.path), mark)
         return changed
 
     def untouched(self, day: str) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from ateam.bus import snapshot as snapshot_module
 from ateam.bus.board import TaskBoard
 from ateam.bus.connection import RedisTarget
 from ateam.bus.context_items import ContextStore
@@ -259,6 +260,27 @@ def test_the_archive_keeps_each_days_latest(tmp_path: Path) -> None:
     day2 = tmp_path / "sessions" / "2026-02-07.json"
     assert json.loads(day2.read_text()) == next_day  # ...but the new day gets its copy
     assert json.loads(day1.read_text()) == later
+
+
+def test_a_reader_of_a_new_file_finds_a_copy_at_least_as_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    file = SnapshotFile(tmp_path)
+    file.write(document())
+    day = tmp_path / "sessions" / "2026-02-06.json"
+    seen: list[bool] = []
+    real = snapshot_module.atomic_write
+
+    def watched(path: Path, data: bytes) -> None:
+        real(path, data)
+        if path.name == SESSION_FILE:  # the moment a reader could see the new file
+            seen.append(day.read_bytes() == data)
+
+    monkeypatch.setattr(snapshot_module, "atomic_write", watched)
+    busy = document()
+    busy["projects"]["p"]["agents"][0]["state"] = "busy"
+    assert file.write(busy) is True
+    assert seen == [True]
 
 
 def test_readers_never_see_a_torn_file(tmp_path: Path) -> None:
