@@ -6,7 +6,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rich.text import Text
+from textual.content import Content
 from textual.geometry import Size
+from textual.visual import Visual
+from textual.widget import Widget
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
@@ -36,6 +39,34 @@ def agent_prompt(view: AgentStatus, state: str, *, attached: bool) -> Text:
     details = f"  {model} · {entry.ctx_pct:.0f}% · {entry.host or '-'} · q{entry.queue_len}"
     text.append(details, "dim")
     return text
+
+
+class AgentPrompt:
+    """An agent's row as :func:`agent_prompt` draws it, drawn only when first shown.
+
+    A state change of the whole team changes every row at once, and drawing each
+    (about 30 µs of Rich text) was most of that redraw at 10 000 agents; OptionList
+    asks a prompt for its drawing only when the row comes into view (``visualize``).
+    """
+
+    __slots__ = ("attached", "state", "view")
+
+    def __init__(self, view: AgentStatus, state: str, *, attached: bool) -> None:
+        self.view = view
+        self.state = state
+        self.attached = attached
+
+    def text(self) -> Text:
+        """The row's two lines."""
+        return agent_prompt(self.view, self.state, attached=self.attached)
+
+    def visualize(self, widget: Widget | None = None, obj: object = None) -> Visual:
+        """The row drawn, as Textual asks of a prompt it is about to show (its protocol
+        names two arguments, its ``visualize()`` passes none: both are accepted)."""
+        return Content.from_rich_text(self.text())
+
+    def __str__(self) -> str:
+        return self.text().plain
 
 
 ROW_LINES = 2
@@ -71,7 +102,7 @@ class AgentList(OptionList):
     ) -> bool:
         """Bring the rows of ``dirty`` agents in line with ``known``; True if one started
         waiting. Only joins and leaves list the agents again (rows drawn are reused)."""
-        changed: dict[str, Text] = {}
+        changed: dict[str, AgentPrompt] = {}
         moved = newly_waiting = False
         for agent in dirty:
             view = known.get(agent)
@@ -92,7 +123,7 @@ class AgentList(OptionList):
                 continue
             moved = moved or agent not in self.rows
             self.rows[agent] = row
-            changed[agent] = agent_prompt(view, state, attached=agent == attached)
+            changed[agent] = AgentPrompt(view, state, attached=agent == attached)
         if moved:
             self.set_rows((a, changed.get(a) or self.get_option(a)) for a in sorted(self.rows))
             self.border_title = f"agents ({len(self.rows)})"
@@ -102,7 +133,7 @@ class AgentList(OptionList):
             self.refresh()  # once: a refresh per row was most of a redraw of thousands
         return newly_waiting
 
-    def set_row(self, agent: str, prompt: Text) -> None:
+    def set_row(self, agent: str, prompt: AgentPrompt) -> None:
         """Show ``prompt`` as ``agent``'s row (which must be listed) at the next refresh."""
         index = self.get_option_index(agent)
         old = self.get_option_at_index(index)
@@ -116,7 +147,7 @@ class AgentList(OptionList):
         except (AttributeError, KeyError, TypeError):  # a Textual that keeps them otherwise
             self.replace_option_prompt(agent, prompt)
 
-    def set_rows(self, rows: Iterable[tuple[str, Text | Option]]) -> None:
+    def set_rows(self, rows: Iterable[tuple[str, AgentPrompt | Option]]) -> None:
         """List exactly ``rows`` (``(id, prompt or the option already shown)``), in order,
         keeping the highlighted agent and the scroll position."""
         current = self.highlighted_option

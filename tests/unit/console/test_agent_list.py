@@ -15,6 +15,7 @@ from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 
 from ateam.bus.registry import AgentEntry
+from ateam.console.panes import agent_list
 from ateam.console.panes.agent_list import AgentList
 from ateam.wire.registry import AgentStatus
 
@@ -109,3 +110,30 @@ async def test_thousands_of_rows_changed_at_once_refresh_the_list_once(
         assert "busy" in str(agents.get_option("proj/a02999").prompt)
         shown = [agents.render_line(y).text for y in range(agents.size.height)]
         assert any("proj/a00000 busy" in line for line in shown), shown
+
+
+async def test_a_change_of_every_row_draws_only_the_rows_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = ListApp()
+    async with app.run_test(size=(60, 30)) as pilot:
+        agents = await listed(app, pilot)
+        drawn: list[str] = []
+        draw = agent_list.agent_prompt
+
+        def counted(view: AgentStatus, state: str, *, attached: bool) -> Any:
+            drawn.append(view.id)
+            return draw(view, state, attached=attached)
+
+        monkeypatch.setattr(agent_list, "agent_prompt", counted)
+        busy = views(TEAM, state="busy")
+        agents.redraw(busy, list(busy), state_of=state_of, attached=None)
+        await pilot.pause()
+
+        assert 0 < len(drawn) <= 30  # a screenful at most, not the whole team
+        shown = [agents.render_line(y).text for y in range(agents.size.height)]
+        assert any("proj/a00000 busy" in line for line in shown), shown
+        agents.action_last()
+        await pilot.pause()
+        shown = [agents.render_line(y).text for y in range(agents.size.height)]
+        assert any("proj/a02999 busy" in line for line in shown), shown
