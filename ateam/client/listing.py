@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ateam import _gc
 from ateam.bus.registry import DIGEST_MOD, Registry, entry_of, id_digest
+from ateam.bus.registry_rows import ENTRY_CONTAINERS
 from ateam.client.notices import Notice
 from ateam.constants import DISCONNECTED_SHOWN_S
 from ateam.wire.registry import AgentStatus, FinalExit
@@ -74,6 +76,8 @@ class AgentListing:
         self._loading = 0
         self._during_load: dict[str, AgentStatus | None] = {}
         """What notices said while a load was reading: newer than what it read."""
+        self._made = 0
+        """Containers decoded from notices since the last check (:func:`_gc.lasting`)."""
 
     # reading -------------------------------------------------------------------------
 
@@ -135,6 +139,10 @@ class AgentListing:
         if entry is None or entry.id != notice.agent:
             self.stale = True
             return []
+        # Kept as long as it is shown: a team of 10 000 joining by notices left 100 000
+        # objects (entries, views, the front end's rows) to every full collection, which
+        # then took 250 ms of the console's loop, keys unread (issue 28 §4).
+        self._made += ENTRY_CONTAINERS + 1  # the entry and its view
         # Announced with a beat: the agent is alive now, whatever was thought of it.
         return self._put(entry.id, AgentStatus(entry, 0.0))
 
@@ -144,6 +152,8 @@ class AgentListing:
         One script call per project the listing knows, answered with the lapsed agents
         only; a grace marker is looked up for each of those, and nothing else is read.
         """
+        _gc.lasting(self._made)  # what the notices since the last check brought is kept
+        self._made = 0
         changes: list[Change] = []
         for project in sorted(self._by_project):
             changes += await self._check(project)

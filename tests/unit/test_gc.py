@@ -149,3 +149,48 @@ def test_a_listing_of_many_agents_freezes_their_entries(target: RedisTarget, lis
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["600", "600", "600", "0", "600", "0"]
+
+
+def test_a_team_that_joined_by_notices_has_its_entries_frozen_at_the_next_check(
+    target: RedisTarget,
+) -> None:
+    # A console hears of joins by notice, not by a listing: 10 000 of them left some
+    # 100 000 objects to every full collection, 250 ms each here (issue 28 §4).
+    program = (
+        "import asyncio, gc, sys\n"
+        "from ateam import _gc\n"
+        "_gc.hold()\n"
+        "from ateam.bus.connection import RedisTarget, make_client\n"
+        "from ateam.bus.keys import Keys\n"
+        "from ateam.bus.registry import AgentEntry, Heartbeat, Registry\n"
+        "from ateam.client.listing import AgentListing\n"
+        "from ateam.client.notices import Notice, NoticeKind\n"
+        "_gc.settle()\n"
+        "async def main():\n"
+        "    target = RedisTarget(sys.argv[1], 'test', namespace=sys.argv[2])\n"
+        "    client, keys = make_client(target), Keys(sys.argv[2])\n"
+        "    listing = AgentListing(Registry(client, keys))\n"
+        "    await listing.load()\n"
+        "    for i in range(600):\n"
+        "        e = AgentEntry(id=f'p/a{i}', name=f'a{i}', project='p', state='idle')\n"
+        "        await Heartbeat(client, keys, e).beat()\n"  # its notice, heard:
+        "        wire = {'entry': e.to_wire()}\n"
+        "        listing.apply(Notice(NoticeKind.REGISTRY, 'join', e.id, wire, 'p'))\n"
+        "    def walked():\n"
+        "        ids = {id(o) for o in gc.get_objects()}\n"
+        "        return sum(id(v.entry) in ids for v in listing.agents.values())\n"
+        "    print(len(listing.agents), walked())\n"
+        "    await listing.check()\n"
+        "    print(len(listing.agents), walked())\n"
+        "    await client.aclose()\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, target.url, f"{target.namespace}gcn:"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["600", "600", "600", "0"]
