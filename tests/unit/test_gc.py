@@ -106,6 +106,39 @@ def test_lasting_objects_are_frozen_once_enough_pile_up_in_an_ateam_process_only
     assert _run(program) == ["2500", "1500", "0"]
 
 
+_ON_REDIS = (
+    "import asyncio, gc, sys\n"
+    "from ateam import _gc\n"
+    "_gc.hold()\n"
+    "from ateam.bus.connection import RedisTarget, make_client\n"
+    "from ateam.bus.keys import Keys\n"
+    "from ateam.bus.registry import AgentEntry, Heartbeat, Registry\n"
+)
+"""The start of a program run by :func:`_run_on`: it then imports what it uses and
+settles, and its ``main`` opens ``client`` and ``keys`` with :data:`_CONNECT`."""
+_CONNECT = (
+    "    target = RedisTarget(sys.argv[1], 'test', namespace=sys.argv[2])\n"
+    "    client, keys = make_client(target), Keys(sys.argv[2])\n"
+)
+_JOIN = (
+    "        e = AgentEntry(id=f'p/a{i}', name=f'a{i}', project='p', state='idle')\n"
+    "        await Heartbeat(client, keys, e).beat()\n"
+)
+"""One agent ``i`` joined, in a loop of ``main``."""
+
+
+def _run_on(target: RedisTarget, program: str, space: str) -> list[str]:
+    """What ``program`` prints, run against the test Redis in namespace ``space``."""
+    done = subprocess.run(
+        [sys.executable, "-c", program, target.url, f"{target.namespace}{space}:"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
 @pytest.mark.parametrize(
     "lister",
     [
@@ -118,20 +151,10 @@ def test_a_listing_of_many_agents_freezes_their_entries(target: RedisTarget, lis
     # (issue 28 §4). 600 agents are some 2 400 containers: enough to freeze, once a
     # second listing shows the process lists again.
     program = (
-        "import asyncio, gc, sys\n"
-        "from ateam import _gc\n"
-        "_gc.hold()\n"
-        "from ateam.bus.connection import RedisTarget, make_client\n"
-        "from ateam.bus.keys import Keys\n"
-        "from ateam.bus.registry import AgentEntry, Heartbeat\n"
-        f"{lister}\n"
+        f"{_ON_REDIS}{lister}\n"
         "_gc.settle()\n"
-        "async def main():\n"
-        "    target = RedisTarget(sys.argv[1], 'test', namespace=sys.argv[2])\n"
-        "    client, keys = make_client(target), Keys(sys.argv[2])\n"
-        "    for i in range(600):\n"
-        "        e = AgentEntry(id=f'p/a{i}', name=f'a{i}', project='p', state='idle')\n"
-        "        await Heartbeat(client, keys, e).beat()\n"
+        f"async def main():\n{_CONNECT}"
+        f"    for i in range(600):\n{_JOIN}"
         "    registry = Lister(client, keys)\n"
         "    for _ in range(3):\n"  # ps lists once: only the next listing freezes
         "        views = await registry.list()\n"
@@ -140,15 +163,8 @@ def test_a_listing_of_many_agents_freezes_their_entries(target: RedisTarget, lis
         "    await client.aclose()\n"
         "asyncio.run(main())\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", program, target.url, f"{target.namespace}gc:"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["600", "600", "600", "0", "600", "0"]
+    assert _run_on(target, program, "gc") == ["600", "600", "600", "0", "600", "0"]
 
 
 def test_a_team_that_joined_by_notices_has_its_entries_frozen_at_the_next_check(
@@ -157,24 +173,15 @@ def test_a_team_that_joined_by_notices_has_its_entries_frozen_at_the_next_check(
     # A console hears of joins by notice, not by a listing: 10 000 of them left some
     # 100 000 objects to every full collection, 250 ms each here (issue 28 §4).
     program = (
-        "import asyncio, gc, sys\n"
-        "from ateam import _gc\n"
-        "_gc.hold()\n"
-        "from ateam.bus.connection import RedisTarget, make_client\n"
-        "from ateam.bus.keys import Keys\n"
-        "from ateam.bus.registry import AgentEntry, Heartbeat, Registry\n"
+        f"{_ON_REDIS}"
         "from ateam.client.listing import AgentListing\n"
         "from ateam.client.notices import Notice, NoticeKind\n"
         "_gc.settle()\n"
-        "async def main():\n"
-        "    target = RedisTarget(sys.argv[1], 'test', namespace=sys.argv[2])\n"
-        "    client, keys = make_client(target), Keys(sys.argv[2])\n"
+        f"async def main():\n{_CONNECT}"
         "    listing = AgentListing(Registry(client, keys))\n"
         "    await listing.load()\n"
-        "    for i in range(600):\n"
-        "        e = AgentEntry(id=f'p/a{i}', name=f'a{i}', project='p', state='idle')\n"
-        "        await Heartbeat(client, keys, e).beat()\n"  # its notice, heard:
-        "        wire = {'entry': e.to_wire()}\n"
+        f"    for i in range(600):\n{_JOIN}"
+        "        wire = {'entry': e.to_wire()}\n"  # its notice, heard
         "        listing.apply(Notice(NoticeKind.REGISTRY, 'join', e.id, wire, 'p'))\n"
         "    def walked():\n"
         "        ids = {id(o) for o in gc.get_objects()}\n"
@@ -185,12 +192,5 @@ def test_a_team_that_joined_by_notices_has_its_entries_frozen_at_the_next_check(
         "    await client.aclose()\n"
         "asyncio.run(main())\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", program, target.url, f"{target.namespace}gcn:"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["600", "600", "600", "0"]
+    assert _run_on(target, program, "gcn") == ["600", "600", "600", "0"]
