@@ -368,13 +368,21 @@ class SnapshotFile:
         data = render(document)
         # The copy goes first: whoever reads a new session.json finds a copy at least as
         # new (the other order let a reader see the file a change ahead of its copy).
+        # A copy that cannot be written must not keep the live file stale: it is
+        # written still, and the copy's error raised after.
         archive = self.archive_path(document)
+        failed: OSError | None = None
         if changed or not archive.exists():
-            private_dir(self.archive_dir)
-            atomic_write(archive, data)
+            try:
+                private_dir(self.archive_dir)
+                atomic_write(archive, data)
+            except OSError as exc:
+                failed = exc
         if changed:
             atomic_write(self.path, data)  # 0600 when new; a mode someone chose is kept
             self._written = (file_key(self.path), mark)
+        if failed is not None:
+            raise failed
         return changed
 
     def untouched(self, day: str) -> bool:

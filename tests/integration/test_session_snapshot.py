@@ -159,7 +159,13 @@ def test_the_agent_keeps_the_file_fresh_whole_archived_and_quiet(
     doc = read(path)
     assert doc is not None
     archive = isolated_home / "sessions" / f"{doc['generated_at'][:10]}.json"
-    assert fingerprint(json.loads(archive.read_bytes())) == fingerprint(doc)
+    # The copy is written before the file (never behind it); a write landing between
+    # these two reads would put it ahead, so the two are compared until they agree.
+    wait_for(
+        lambda: fingerprint(json.loads(archive.read_bytes())) == fingerprint(read(path) or {}),
+        5,
+        "the day's copy to hold what session.json holds",
+    )
 
     # Nothing changes now: the writer keeps ticking (its seat is renewed) and the agent
     # keeps beating (its last_seen moves), yet the file stays as it is.

@@ -4,6 +4,7 @@ written (whole, only on change, archived per day) and how one writer per host is
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 import threading
 from pathlib import Path
@@ -281,6 +282,19 @@ def test_a_reader_of_a_new_file_finds_a_copy_at_least_as_new(
     busy["projects"]["p"]["agents"][0]["state"] = "busy"
     assert file.write(busy) is True
     assert seen == [True]
+
+
+def test_a_copy_that_cannot_be_written_leaves_the_live_file_current(tmp_path: Path) -> None:
+    file = SnapshotFile(tmp_path)
+    file.write(document())
+    shutil.rmtree(tmp_path / "sessions")
+    (tmp_path / "sessions").write_text("a file where the copies go\n")
+    busy = document()
+    busy["projects"]["p"]["agents"][0]["state"] = "busy"
+
+    with pytest.raises(OSError):
+        file.write(busy)
+    assert json.loads((tmp_path / SESSION_FILE).read_text()) == busy
 
 
 def test_readers_never_see_a_torn_file(tmp_path: Path) -> None:
