@@ -77,7 +77,8 @@ class AgentListing:
         self._during_load: dict[str, AgentStatus | None] = {}
         """What notices said while a load was reading: newer than what it read."""
         self._made = 0
-        """Containers decoded from notices since the last check (:func:`_gc.lasting`)."""
+        """Containers of agents that joined by notice since the last check
+        (:func:`_gc.lasting`)."""
 
     # reading -------------------------------------------------------------------------
 
@@ -139,10 +140,13 @@ class AgentListing:
         if entry is None or entry.id != notice.agent:
             self.stale = True
             return []
-        # Kept as long as it is shown: a team of 10 000 joining by notices left 100 000
-        # objects (entries, views, the front end's rows) to every full collection, which
-        # then took 250 ms of the console's loop, keys unread (issue 28 §4).
-        self._made += ENTRY_CONTAINERS + 1  # the entry and its view
+        if entry.id not in self.agents:
+            # Kept as long as it is shown: a team of 10 000 joining by notices left
+            # 100 000 objects (entries, views, the front end's rows) to every full
+            # collection, 250 ms of the console's loop each, keys unread (issue 28 §4).
+            # Updates are not counted: they replace what is kept, and a freeze every few
+            # seconds in a busy team would pin whatever cyclic garbage was alive then.
+            self._made += ENTRY_CONTAINERS + 1  # the entry and its view
         # Announced with a beat: the agent is alive now, whatever was thought of it.
         return self._put(entry.id, AgentStatus(entry, 0.0))
 
