@@ -395,8 +395,8 @@ async def renew(client: Any, keys: Keys, beats: list[Heartbeat]) -> None:
         pipe.set(keys.alive(b.entry.id), b"1", px=int(HEARTBEAT_TTL_S * 1000))
     replies = await pipe.execute()
     for b, added in zip(beats, replies[::2], strict=True):
-        if added:
-            await b.beat(changed=True)
+        if added:  # as the agent's own beat does then: a join (entry, notice, project)
+            await Heartbeat(client, keys, b.entry).beat()
 
 
 async def publish(url: str, lo: int, hi: int, rate: int, seconds: float) -> dict[str, Any]:
@@ -430,11 +430,12 @@ async def publish(url: str, lo: int, hi: int, rate: int, seconds: float) -> dict
     # outlasts the TTL shows the console whole blocks of the team lapsing and coming
     # back (thousands of rows changing), which no team of live agents does.
     gap = [0.0]
+    joined = time.monotonic()  # the first agents' beat: their silence counts from here
     for k in range(0, len(beats), 32):  # joins: entry, join notice, change log
         await asyncio.gather(*(b.beat() for b in beats[k : k + 32]))
 
     async def beat_loop() -> None:
-        done = time.monotonic()
+        done = joined
         while True:
             await asyncio.sleep(max(0.0, HEARTBEAT_INTERVAL_S - (time.monotonic() - done)))
             for k in range(0, len(beats), BEAT_BATCH):
