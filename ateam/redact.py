@@ -26,7 +26,10 @@ Cost:
     for the triggers every built-in match holds (:func:`may_hold_secret`), all of them
     in one pass (:mod:`ateam._scan`: Hyperscan, about 5 GB/s, or RE2, about 0.75 GB/s);
     most tool output has none and skips the regex, and :meth:`Redactor.redact_bytes`
-    then returns the bytes without decoding them. ``redact.yaml`` patterns add a pass.
+    then returns the bytes without decoding them. Until a process first meets a text
+    that may hold a secret, short texts get that check too, on CPython's engine: the
+    full regex (8-12 ms to compile) is not built on an agent's way to serving, whose
+    texts are short and clean. ``redact.yaml`` patterns add a pass.
 
 Where to apply it:
     Redaction works on whole texts; apply it to *coalesced* ``tool.output`` and
@@ -54,7 +57,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ateam._scan import Scanner, scanner
+from ateam._scan import Engine, Scanner, scanner
 
 if TYPE_CHECKING:
     from ateam.config.loader import ProjectConfig
@@ -313,6 +316,18 @@ def _triggers() -> Scanner:
     """The trigger scanner, built at the first check (no cost to a process that never
     checks): Hyperscan where it loads, else RE2, one pass either way (:mod:`ateam._scan`)."""
     return scanner(_TRIGGERS_EXACT, _TRIGGERS_FOLDED)
+
+
+@functools.cache
+def _start_triggers() -> Scanner:
+    """The trigger check of short texts while the full regex is not built yet.
+
+    The full regex costs 8-12 ms to compile and Hyperscan's database some 40 ms; CPython's
+    engine builds this check in about 1 ms. A process's first texts (an agent's log lines
+    and first events, on its way to serving) are short and clean, and need neither: the
+    full regex is compiled at the first text that may hold a secret.
+    """
+    return scanner(_TRIGGERS_EXACT, _TRIGGERS_FOLDED, Engine.CPYTHON)
 
 
 def _may_hold_builtin(text: str) -> bool:
@@ -595,8 +610,13 @@ class Redactor:
 
     def _redact_builtins(self, text: str) -> tuple[str, int]:
         """``text`` with the built-in patterns' secrets masked, and how many were."""
-        if len(text) >= _PREFILTER_FROM and not _may_hold_builtin(text):
-            return text, 0
+        if len(text) >= _PREFILTER_FROM:
+            if not _may_hold_builtin(text):
+                return text, 0
+        elif not _combined.cache_info().currsize and not _start_triggers().found(
+            text.encode("utf-8", "surrogatepass")
+        ):
+            return text, 0  # (every built-in match holds a trigger)
         # re.sub cannot replace text before a match's start (the 's' of 'sk-'), hence
         # this loop; it costs nothing more where nothing matches, the common case.
         pieces: list[str] = []

@@ -9,11 +9,14 @@ module the interpreter imports, at start-up and while it serves.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from .conftest import AgentFactory
+from .conftest import AgentFactory, subprocess_env
 
 pytestmark = pytest.mark.integration
 
@@ -43,3 +46,41 @@ def test_an_echo_agent_process_imports_no_front_end(
     assert "ateam.agent.runtime.build" in modules  # the listing is the agent's own
     leaked = sorted(m for m in modules if is_front_end(m))
     assert leaked == []
+
+
+PLUGIN = """
+import os
+
+class Plugin:
+    def new_schema_validator(self, schema, schema_type, *args, **kwargs):
+        with open(os.environ["PLUGIN_SAW"], "a") as seen:
+            seen.write(f"{schema_type.__module__}.{schema_type.__qualname__}\\n")
+        return None, None, None
+
+plugin = Plugin()
+"""
+
+
+def test_an_agent_runs_no_pydantic_plugin_and_looks_none_up(
+    start_agent: AgentFactory, tmp_path: Path
+) -> None:
+    # A real plugin, installed as pip installs one: a distribution whose entry point in
+    # the `pydantic` group names it. It notes every validator pydantic builds with it.
+    site = tmp_path / "site"
+    info = site / "spy_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (site / "spy_plugin.py").write_text(PLUGIN)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: spy-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pydantic]\nspy = spy_plugin:plugin\n")
+    saw = tmp_path / "saw.txt"
+    env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+           "PLUGIN_SAW": str(saw)}  # fmt: skip
+
+    model = "import pydantic\nclass M(pydantic.BaseModel):\n    x: int = 0\nM(x=1)\n"
+    subprocess.run([sys.executable, "-c", model], env=subprocess_env(**env), check=True)
+    assert saw.read_text() == "__main__.M\n"  # any other program gets the plugin
+    saw.unlink()
+
+    agent = start_agent("light/zeus", env=env)  # validates its configuration on the way
+    assert agent.terminate() == 0
+    assert not saw.exists()

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ateam import _gc
+from ateam import _gc, _telemetry_off
 from ateam._fs import atomic_write
 from ateam.agent.state.queue import DurableQueue
 from ateam.bus.bootstrap import redeem_at
@@ -100,6 +100,7 @@ def run_agent(options: AgentOptions) -> int:
         stream=sys.stderr,
         format=f"%(asctime)s {agent_id} %(levelname)s %(message)s",
     )
+    _telemetry_off.pydantic_plugins_off()  # before the configuration's first validator
     try:
         ready = _prepare(options, project, agent_id)
     except AteamError as exc:
