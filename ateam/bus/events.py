@@ -17,13 +17,15 @@ import base64
 import logging
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ateam._json import JsonObject
 from ateam.bus.codec import unpack
 from ateam.errors import BadRequest
-from ateam.wire.events import EventType as EventType  # re-exported: the bus speaks it
-from ateam.wire.events import Payload, parse_payload
+from ateam.wire.event_types import EventType as EventType  # re-exported: the bus speaks it
+
+if TYPE_CHECKING:
+    from ateam.wire.events import Payload
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,12 @@ class Event:
 
     @cached_property
     def payload(self) -> Payload:
-        """The typed payload of this event's type (:mod:`ateam.wire.events`), parsed once."""
+        """The typed payload of this event's type (:mod:`ateam.wire.events`), parsed once.
+
+        The payload models are imported here, by consumers: an agent only writes events.
+        """
+        from ateam.wire.events import parse_payload
+
         return parse_payload(self.type, self.data)
 
     @property

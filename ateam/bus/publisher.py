@@ -40,7 +40,7 @@ from ateam.constants import (
     PUBLISH_BATCH_MAX_BYTES,
 )
 from ateam.errors import AteamError, Code
-from ateam.wire.events import EventType
+from ateam.wire.event_types import EventType
 
 log = logging.getLogger(__name__)
 

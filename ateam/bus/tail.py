@@ -15,7 +15,7 @@ from ateam.bus.backoff import CONNECTION_ERRORS, Backoff
 from ateam.bus.cluster import group_by_slot, is_cluster
 from ateam.bus.events import LAST_SEQ, Event, Gap, Reset, Rewound, own_body
 from ateam.bus.keys import Keys
-from ateam.wire.events import EventType
+from ateam.wire.event_types import EventType
 
 log = logging.getLogger(__name__)
 

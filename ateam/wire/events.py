@@ -12,37 +12,11 @@ warning instead of failing on it.
 from __future__ import annotations
 
 import base64
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-
-class EventType(StrEnum):
-    TOKEN = "token"
-    TOOL_START = "tool.start"
-    TOOL_OUTPUT = "tool.output"
-    TOOL_END = "tool.end"
-    TASK_START = "task.start"
-    TASK_END = "task.end"
-    WARN = "warn"
-    ERROR = "error"
-    STATE = "state"
-    MODEL_SWITCH = "model.switch"
-    HANDOFF = "handoff"
-    DIFF_PROPOSED = "diff.proposed"
-    APPROVAL_REQUEST = "approval.request"
-    APPROVAL_RESOLVED = "approval.resolved"
-    PROMPT = "prompt"
-    OWNERSHIP = "ownership"
-    CONTEXT = "context"
-    KB_PROGRESS = "kb.progress"
-    TEAM_CONTEXT = "team.context"
-    """Team context items fed to the agent's model for a task (SPEC §9)."""
-    HOOK_RUN = "hook.run"
-    """A quality-gate hook ran (issue 26): which, how it ended, whether it refused."""
-    TEAM_NOTICE = "team.notice"
-    """A teammate finished or failed a board task, or went idle (issue 26)."""
+from ateam.wire.event_types import EventType as EventType  # re-exported: types and payloads
 
 
 class Payload(BaseModel):

@@ -46,6 +46,8 @@ def test_an_echo_agent_process_imports_no_front_end(
     assert "ateam.agent.runtime.build" in modules  # the listing is the agent's own
     leaked = sorted(m for m in modules if is_front_end(m))
     assert leaked == []
+    # Nor the models of event payloads: an agent writes events and never reads one back.
+    assert "ateam.wire.event_types" in modules and "ateam.wire.events" not in modules
 
 
 PLUGIN = """
