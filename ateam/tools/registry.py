@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import functools
-import importlib.metadata
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
@@ -48,6 +47,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from ateam._entry_points import entry_points
 from ateam.config.schema import Approval
 from ateam.errors import BadRequest, RpcTimeout, ToolDenied
 from ateam.tools.approvals import Answer
@@ -362,8 +362,8 @@ class ToolRegistry:
         something else, or reuses a known name is skipped with a warning.
         """
         warnings: list[str] = []
-        for ep in importlib.metadata.entry_points(group=group):
-            dist = ep.dist.name if ep.dist is not None else "?"
+        for plugin in entry_points(group):
+            ep, dist = plugin.entry, plugin.dist
             try:
                 tools = _plugin_tools(ep.load())
                 for item in tools:

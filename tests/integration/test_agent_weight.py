@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import AgentFactory, subprocess_env
+from ateam._entry_points import cache_file
+
+from .conftest import AgentFactory, Bus, subprocess_env
 
 pytestmark = pytest.mark.integration
 
@@ -86,3 +88,30 @@ def test_an_agent_runs_no_pydantic_plugin_and_looks_none_up(
     agent = start_agent("light/zeus", env=env)  # validates its configuration on the way
     assert agent.terminate() == 0
     assert not saw.exists()
+
+
+def test_a_tool_plugin_installed_between_two_starts_is_seen_by_the_second(
+    start_agent: AgentFactory, bus: Bus, tmp_path: Path
+) -> None:
+    # The first start scans every distribution and keeps the answer (ateam/_entry_points.py);
+    # the install must not be hidden by it. The plugin's module is missing, so loading it
+    # fails, which the agent reports as a warning event at its start.
+    site = tmp_path / "site"
+    site.mkdir()
+    env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    agent = start_agent("light/zeus", env=env)
+    assert agent.terminate() == 0
+    assert cache_file().exists()  # what the agent kept
+
+    info = site / "late_tools-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: late-tools\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[ateam.tools]\nlate = late_tools_missing:TOOLS\n")
+    agent = start_agent("light/zeus", env=env)
+    warned = [
+        body["msg"]
+        for _, body in bus.events("light/zeus")
+        if body.get("type") == "warn" and body.get("code") == "tool.plugin"
+    ]
+    assert len(warned) == 1 and "late_tools_missing" in warned[0]
+    assert agent.terminate() == 0

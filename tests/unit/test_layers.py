@@ -150,7 +150,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ateam.client", "ateam.agent", "ateam.supervisor"),
     ("ateam.kb", "ateam.bus"),
     ("ateam.tools", "ateam.providers", "ateam.redact", "ateam.worktrees"),
-    ("ateam.config", "ateam.wire", "ateam.exits", "ateam._jsonl", "ateam._net", "ateam._token"),
+    (
+        "ateam.config",
+        "ateam.wire",
+        "ateam.exits",
+        "ateam._jsonl",
+        "ateam._net",
+        "ateam._token",
+        "ateam._entry_points",
+    ),
     (
         "ateam.errors",
         "ateam.constants",
