@@ -76,7 +76,9 @@ def pydantic_plugins_off() -> None:
     empty before the first validator is built, keeps it to this process. Call it once
     pydantic is imported anyway: ``--help`` imports no pydantic.
     """
-    from pydantic.plugin import _loader
-
-    if getattr(_loader, "_plugins", ()) is None:  # not looked up yet
+    try:
+        from pydantic.plugin import _loader
+    except ImportError:  # moved in a later pydantic: plugins are looked up as usual
+        return
+    if hasattr(_loader, "_plugins"):  # None until looked up; emptied if they were
         _loader._plugins = {}

@@ -358,8 +358,19 @@ class _Group:
     values: tuple[str, ...]
 
 
-@functools.cache
+_built: tuple[re.Pattern[str], dict[str, _Group]] | None = None
+""":func:`_combined`'s answer once it is compiled (``None`` before: see :func:`_start_triggers`)."""
+
+
 def _combined() -> tuple[re.Pattern[str], dict[str, _Group]]:
+    """The built-ins as one regex, compiled at the first call; see :func:`_compile_combined`."""
+    global _built
+    if _built is None:
+        _built = _compile_combined()  # twice at worst, in two threads: the same answer
+    return _built
+
+
+def _compile_combined() -> tuple[re.Pattern[str], dict[str, _Group]]:
     """The built-ins as one regex, and what each of its top-level groups stands for.
 
     The regex is ``k(?:<built-ins led by k>)|A(?:...)|...``: an alternation whose
@@ -613,9 +624,7 @@ class Redactor:
         if len(text) >= _PREFILTER_FROM:
             if not _may_hold_builtin(text):
                 return text, 0
-        elif not _combined.cache_info().currsize and not _start_triggers().found(
-            text.encode("utf-8", "surrogatepass")
-        ):
+        elif _built is None and not _start_triggers().found(text.encode("utf-8", "surrogatepass")):
             return text, 0  # (every built-in match holds a trigger)
         # re.sub cannot replace text before a match's start (the 's' of 'sk-'), hence
         # this loop; it costs nothing more where nothing matches, the common case.

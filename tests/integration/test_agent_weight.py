@@ -65,6 +65,11 @@ plugin = Plugin()
 """
 
 
+def python_path(site: Path) -> str:
+    """``site`` ahead of the test's own ``PYTHONPATH`` (no empty part: that is the cwd)."""
+    return os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def test_an_agent_runs_no_pydantic_plugin_and_looks_none_up(
     start_agent: AgentFactory, tmp_path: Path
 ) -> None:
@@ -77,7 +82,7 @@ def test_an_agent_runs_no_pydantic_plugin_and_looks_none_up(
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: spy-plugin\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[pydantic]\nspy = spy_plugin:plugin\n")
     saw = tmp_path / "saw.txt"
-    env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+    env = {"PYTHONPATH": python_path(site),
            "PLUGIN_SAW": str(saw)}  # fmt: skip
 
     model = "import pydantic\nclass M(pydantic.BaseModel):\n    x: int = 0\nM(x=1)\n"
@@ -98,7 +103,7 @@ def test_a_tool_plugin_installed_between_two_starts_is_seen_by_the_second(
     # fails, which the agent reports as a warning event at its start.
     site = tmp_path / "site"
     site.mkdir()
-    env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    env = {"PYTHONPATH": python_path(site)}
     agent = start_agent("light/zeus", env=env)
     assert agent.terminate() == 0
     assert cache_file().exists()  # what the agent kept

@@ -37,8 +37,9 @@ async def team(target: Target) -> AsyncIterator[Team]:
 
 @pytest.fixture(params=list(Engine))
 def trigger_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Engine:
-    """The redactor's trigger check on each engine (Hyperscan, RE2): both must say yes to
-    every secret. No skip: CI installs both, so an engine that fails to load fails here."""
+    """The redactor's trigger check on each engine (Hyperscan, RE2, and CPython's, which
+    checks short texts until the full regex is built): each must say yes to every secret.
+    No skip: CI installs Hyperscan and RE2, so an engine that fails to load fails here."""
     engine: Engine = request.param
     built = scanner(redact._TRIGGERS_EXACT, redact._TRIGGERS_FOLDED, engine)
     assert built.engine is engine

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,12 +80,50 @@ def test_an_install_an_upgrade_and_a_removal_are_seen_at_the_next_call(
     assert "spy2" in names and "spy" not in names
     shutil.rmtree(extra)
     assert "more" not in {name for name, _, _ in found()}
-    assert len(no_scan) == 4  # each change, and only each, scanned again
+    assert len(no_scan) == 4  # each change scanned again (the cache must hide none)
 
 
-def test_a_damaged_or_forged_cache_is_scanned_past_and_rewritten(
+def test_metadata_written_inside_a_distribution_is_seen_at_the_next_call(
     site: Path, no_scan: list[str]
 ) -> None:
+    # pip writes entry_points.txt after the directory that holds it: a scan in between
+    # must not hide the entry points for good. An in-place egg_info rewrites the file.
+    info = site / "late_tools-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: late_tools\nVersion: 1.0\n")
+    assert found() == []
+    (info / "entry_points.txt").write_text(f"[{GROUP}]\nlate = late_tools:TOOLS\n")
+    assert found() == [("late", "late_tools:TOOLS", "late_tools")]
+    egg = site / "egg_tools.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: egg_tools\nVersion: 0.1\n")
+    (egg / "entry_points.txt").write_text(f"[{GROUP}]\na = egg_tools:A\n")
+    assert ("a", "egg_tools:A", "egg_tools") in found()
+    with (egg / "entry_points.txt").open("a") as more:  # in place: the same file, longer
+        more.write("b = egg_tools:B\n")
+    assert {("a", "egg_tools:A", "egg_tools"), ("b", "egg_tools:B", "egg_tools")} <= set(found())
+    assert len(no_scan) == 4
+
+
+def test_a_finder_the_key_cannot_see_makes_every_call_scan(
+    site: Path, no_scan: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Offering:  # a meta path finder that offers distributions of its own
+        @staticmethod
+        def find_spec(*_args: object) -> None:
+            return None
+
+        @staticmethod
+        def find_distributions(*_args: object) -> list[object]:
+            return []
+
+    install(site, "spy_tools", "1.0", {"spy": "spy_tools:TOOLS"})
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, Offering()])
+    assert found() == found() and len(no_scan) == 2
+    assert not cache_file().exists()
+
+
+def test_a_damaged_cache_is_scanned_past_and_rewritten(site: Path, no_scan: list[str]) -> None:
     install(site, "spy_tools", "1.0", {"spy": "spy_tools:TOOLS"})
     expected = found()
     path = cache_file()
