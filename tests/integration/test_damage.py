@@ -84,7 +84,12 @@ def test_damaged_files_of_a_real_agent_are_reported_and_kept_aside(
     wait_for(lambda: task in bus.task_ends(agent_id), START_TIMEOUT_S, "the next task")
     assert bus.task_ends(agent_id)[task]["ok"] is True
 
-    events = damage_events(bus, agent_id)
+    # progress.json is read as the task ends: its report may follow the task's end event.
+    def all_reported() -> list[dict[str, Any]]:
+        found = damage_events(bus, agent_id)
+        return found if len(found) >= 6 else []
+
+    events = wait_for(all_reported, START_TIMEOUT_S, "six damage reports")
     queue_torn = one(events, "queue.jsonl", "torn_tail")
     queue_bad = one(events, "queue.jsonl", "unreadable_lines")
     history_torn = one(events, "history.jsonl", "torn_tail")
