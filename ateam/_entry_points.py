@@ -30,7 +30,6 @@ import json
 import logging
 import os
 import sys
-import uuid
 from dataclasses import dataclass
 from importlib.machinery import PathFinder
 from importlib.metadata import EntryPoint
@@ -38,6 +37,7 @@ from importlib.metadata import entry_points as scan_entry_points
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from ateam._fs import atomic_write
 from ateam.paths import ateam_home
 
 __all__ = ["Plugin", "cache_file", "entry_points"]
@@ -154,17 +154,8 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, kept: dict[str, Any]) -> None:
-    # No fsync: a cache lost in a crash is a scan at the next start, not lost data. The
-    # temporary name is this writer's alone; the last rename wins, the others cost a scan.
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            json.dump(kept, out)
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(kept).encode())
     except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass  # never made
+        pass  # a cache not kept costs the next start a scan, nothing else
